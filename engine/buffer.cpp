@@ -5,7 +5,9 @@
 
 namespace graid {
 
-void AlignedBuffer::Free::operator()(std::byte* p) const noexcept { std::free(p); }
+void AlignedBuffer::Free::operator()(std::byte* p) const noexcept {
+  std::free(p);
+}
 
 Result<AlignedBuffer> AlignedBuffer::allocate(std::size_t size, std::size_t alignment) {
   if (alignment < kChunkAlign || (alignment & (alignment - 1)) != 0) {
@@ -28,7 +30,9 @@ Result<AlignedBuffer> AlignedBuffer::allocate(std::size_t size, std::size_t alig
   return buffer;
 }
 
-ChunkView AlignedBuffer::view() noexcept { return ChunkView(data_.get(), size_); }
+ChunkView AlignedBuffer::view() noexcept {
+  return ChunkView(data_.get(), size_);
+}
 
 ChunkView AlignedBuffer::view(std::size_t offset, std::size_t length) noexcept {
   assert(offset <= size_ && length <= size_ - offset);

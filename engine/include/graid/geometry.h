@@ -70,10 +70,10 @@ struct DataLocation {
 struct MemberPlace {
   StripRole role = StripRole::kData;
   std::uint64_t stripe = 0;
-  std::uint32_t data_index = 0;     // for kData: which data strip (for mirrors: the copy's strip)
-  std::uint32_t copy = 0;           // for mirrored levels: which copy (0 = primary)
+  std::uint32_t data_index = 0;  // for kData: which data strip (for mirrors: the copy's strip)
+  std::uint32_t copy = 0;        // for mirrored levels: which copy (0 = primary)
   std::uint32_t strip_offset = 0;
-  std::uint64_t array_offset = 0;   // for kData: the array byte this is (a copy of)
+  std::uint64_t array_offset = 0;  // for kData: the array byte this is (a copy of)
 
   friend bool operator==(const MemberPlace&, const MemberPlace&) = default;
 };

@@ -51,8 +51,8 @@ inline constexpr std::uint32_t kMaxStripeChunks = kMaxDataChunks + 2;
 struct StripeJob {
   ParityOp op = ParityOp::kEncode;
   ParityScheme scheme = ParityScheme::kP;
-  std::uint32_t k = 0;    // data chunks, kMinDataChunks..kMaxDataChunks
-  std::size_t len = 0;    // bytes in every chunk, > 0; each chunk[i].size() must be >= len
+  std::uint32_t k = 0;  // data chunks, kMinDataChunks..kMaxDataChunks
+  std::size_t len = 0;  // bytes in every chunk, > 0; each chunk[i].size() must be >= len
   // chunk[0..k-1] data, chunk[k] P, chunk[k+1] Q (kPQ only).
   std::array<ChunkView, kMaxStripeChunks> chunk{};
   // For kReconstruct: indices into chunk[] of the chunks to rebuild, in any order.

@@ -19,15 +19,15 @@ namespace graid {
 // What kind of failure. Stable: the daemon maps these onto control-socket error codes.
 enum class Errc : int {
   kOk = 0,
-  kInvalidArgument,   // a caller passed something that can never work (bad level, bad length)
-  kOutOfRange,        // an offset or size beyond what the object holds
-  kCorrupt,           // bytes read from a device are not what we wrote (bad magic, bad crc)
-  kUnsupported,       // a valid request this build or version cannot serve
-  kIoError,           // a member device failed an I/O
-  kNoSpace,           // a size that does not fit
-  kBusy,              // the object is in use
-  kNotFound,          // the named object does not exist
-  kInternal,          // a broken invariant inside graid: always a bug
+  kInvalidArgument,  // a caller passed something that can never work (bad level, bad length)
+  kOutOfRange,       // an offset or size beyond what the object holds
+  kCorrupt,          // bytes read from a device are not what we wrote (bad magic, bad crc)
+  kUnsupported,      // a valid request this build or version cannot serve
+  kIoError,          // a member device failed an I/O
+  kNoSpace,          // a size that does not fit
+  kBusy,             // the object is in use
+  kNotFound,         // the named object does not exist
+  kInternal,         // a broken invariant inside graid: always a bug
 };
 
 // Short lower-case name of an error class ("invalid argument", "corrupt", ...).
@@ -63,7 +63,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.is_ok() && "a Result error needs a failing Status");
   }
@@ -104,9 +104,9 @@ Status make_error(Errc code, fmt::format_string<Args...> format, Args&&... args)
 }
 
 // Propagates a failing Status from an expression: GRAID_RETURN_IF_ERROR(member.write(...));
-#define GRAID_RETURN_IF_ERROR(expr)        \
-  do {                                     \
-    ::graid::Status graid_status_ = (expr); \
+#define GRAID_RETURN_IF_ERROR(expr)                   \
+  do {                                                \
+    ::graid::Status graid_status_ = (expr);           \
     if (!graid_status_.is_ok()) return graid_status_; \
   } while (0)
 
