@@ -1,0 +1,703 @@
+// Write-intent bitmap: encoding, persistence and the in-flight counting protocol. See
+// write_intent_bitmap.h for the protocol and docs/on-disk-format.md for the byte layout.
+#include "meta/write_intent_bitmap.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cassert>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "graid/buffer.h"
+#include "meta/crc32c.h"
+#include "meta/superblock.h"
+
+namespace graid::meta {
+namespace {
+
+static_assert(kBitmapOffset >= kSuperblockOffset + kSuperblockSize,
+              "the bitmap must not overlap the superblock");
+static_assert(kBitmapOffset % 4096 == 0 && kBitmapPagesOffset % 4096 == 0,
+              "bitmap blocks must be 4 KiB aligned for O_DIRECT");
+static_assert(kBitmapHeaderSize == 4096 && kBitmapPageSize == 4096);
+static_assert(kBitsPerPage % 64 == 0, "a page holds whole 64-bit words");
+static_assert(kBitmapPagesOffset + kBitmapPageSize <= kDefaultDataOffset,
+              "the default data offset leaves room for the bitmap");
+
+constexpr std::uint64_t kWordsPerPage = kBitsPerPage / 64;
+constexpr std::size_t kIoAlign = 4096;  // O_DIRECT on 4K-native devices
+
+// ---- Header byte layout (pinned by write_intent_bitmap_test; keep docs/on-disk-format.md true) --
+constexpr std::size_t kOffMagic = 0;
+constexpr std::size_t kOffMajor = 8;
+constexpr std::size_t kOffMinor = 10;
+constexpr std::size_t kOffCrc = 12;
+constexpr std::size_t kOffUuid = 16;
+constexpr std::size_t kOffRegionBytes = 32;
+constexpr std::size_t kOffRegionCount = 40;
+constexpr std::size_t kOffDataSize = 48;
+constexpr std::size_t kOffDataOffset = 56;
+constexpr std::size_t kOffEvents = 64;
+constexpr std::size_t kOffPagesOffset = 72;
+constexpr std::size_t kHeaderUsedBytes = 80;  // the rest of the block is reserved, zero
+static_assert(kHeaderUsedBytes <= kBitmapHeaderSize);
+
+template <typename T>
+void put_le(std::span<std::byte> out, std::size_t offset, T value) {
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    out[offset + i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xff);
+}
+
+template <typename T>
+T get_le(std::span<const std::byte> in, std::size_t offset) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    value |= static_cast<std::uint64_t>(in[offset + i]) << (8 * i);
+  return static_cast<T>(value);
+}
+
+// CRC-32C of the header block as if its crc field were zero.
+std::uint32_t header_crc(std::span<const std::byte> block) {
+  static constexpr std::array<std::byte, 4> kZero{};
+  std::uint32_t crc = crc32c(block.first(kOffCrc));
+  crc = crc32c_extend(crc, kZero);
+  return crc32c_extend(crc, block.subspan(kOffCrc + 4, kBitmapHeaderSize - kOffCrc - 4));
+}
+
+// Bits of the region range [first, last] that fall in 64-bit word `word`.
+std::uint64_t range_mask(std::uint64_t word, std::uint64_t first, std::uint64_t last) noexcept {
+  const std::uint64_t lo = word * 64;
+  const std::uint64_t hi = lo + 63;
+  if (last < lo || first > hi) return 0;
+  const unsigned from = first > lo ? static_cast<unsigned>(first - lo) : 0;
+  const unsigned to = last < hi ? static_cast<unsigned>(last - lo) : 63;
+  const std::uint64_t upto = to == 63 ? ~std::uint64_t{0} : ((std::uint64_t{1} << (to + 1)) - 1);
+  return upto & (~std::uint64_t{0} << from);
+}
+
+// Bit-page word `w` of an encoded page image (little-endian bit order makes a 64-bit word the
+// little-endian load of its 8 bytes).
+std::uint64_t load_word(std::span<const std::byte> page_bytes, std::uint64_t w) {
+  return get_le<std::uint64_t>(page_bytes, static_cast<std::size_t>(w * 8));
+}
+
+std::string member_name(std::uint32_t index, const MemberDevice* member) {
+  return fmt::format("member {} ({})", index, member->path());
+}
+
+}  // namespace
+
+// ---- Layout -------------------------------------------------------------------------------------
+
+std::uint64_t bitmap_page_capacity(std::uint64_t data_offset) noexcept {
+  if (data_offset < kBitmapPagesOffset) return 0;
+  return (data_offset - kBitmapPagesOffset) / kBitmapPageSize;
+}
+
+std::uint64_t bitmap_region_count(std::uint64_t data_size, std::uint64_t region_bytes) noexcept {
+  if (region_bytes == 0) return 0;
+  return data_size / region_bytes + (data_size % region_bytes != 0 ? 1 : 0);
+}
+
+std::uint64_t bitmap_page_count(std::uint64_t region_count) noexcept {
+  return region_count / kBitsPerPage + (region_count % kBitsPerPage != 0 ? 1 : 0);
+}
+
+Status validate_layout(std::uint64_t data_offset, std::uint64_t data_size,
+                       std::uint64_t region_bytes) {
+  if (!std::has_single_bit(region_bytes) || region_bytes < kMinRegionBytes)
+    return make_error(Errc::kInvalidArgument,
+                      "bitmap region size {} is not a power of two >= {} bytes", region_bytes,
+                      kMinRegionBytes);
+  if (data_size == 0) return make_error(Errc::kInvalidArgument, "bitmap data size is 0");
+  if (data_offset % 4096 != 0)
+    return make_error(Errc::kInvalidArgument, "data offset {} is not a multiple of 4096",
+                      data_offset);
+  const std::uint64_t capacity = bitmap_page_capacity(data_offset);
+  const std::uint64_t needed = bitmap_page_count(bitmap_region_count(data_size, region_bytes));
+  if (needed > capacity)
+    return make_error(Errc::kNoSpace,
+                      "bitmap needs {} bit pages for {} regions of {} bytes, but only {} fit "
+                      "between byte {} and the data offset {}",
+                      needed, bitmap_region_count(data_size, region_bytes), region_bytes, capacity,
+                      kBitmapPagesOffset, data_offset);
+  return Status::ok();
+}
+
+Result<std::uint64_t> choose_region_bytes(std::uint64_t data_size, std::uint64_t data_offset) {
+  if (data_size == 0) return make_error(Errc::kInvalidArgument, "bitmap data size is 0");
+  const std::uint64_t capacity_bits = bitmap_page_capacity(data_offset) * kBitsPerPage;
+  if (capacity_bits == 0)
+    return make_error(Errc::kNoSpace,
+                      "data offset {} leaves no room for the write-intent bitmap (needs >= {})",
+                      data_offset, kBitmapPagesOffset + kBitmapPageSize);
+  // Terminates: capacity_bits >= kBitsPerPage, and at 2^48-byte regions any uint64 size needs
+  // at most 2^16 regions.
+  std::uint64_t region = kDefaultMinRegionBytes;
+  while (bitmap_region_count(data_size, region) > capacity_bits)
+    region <<= 1;
+  return region;
+}
+
+// ---- Header -------------------------------------------------------------------------------------
+
+Status encode_header(const BitmapHeader& header, std::span<std::byte> out) {
+  if (out.size() < kBitmapHeaderSize)
+    return make_error(Errc::kInvalidArgument, "bitmap header buffer holds {} bytes, needs {}",
+                      out.size(), kBitmapHeaderSize);
+  GRAID_RETURN_IF_ERROR(validate_layout(header.data_offset, header.data_size, header.region_bytes));
+  const auto block = out.first(kBitmapHeaderSize);
+  std::fill(block.begin(), block.end(), std::byte{0});
+  std::copy(kBitmapMagic.begin(), kBitmapMagic.end(), block.begin() + kOffMagic);
+  put_le<std::uint16_t>(block, kOffMajor, kBitmapMajorVersion);
+  // Always our minor: bytes a newer minor gave meaning to are written as zero, so claiming that
+  // minor would be a lie.
+  put_le<std::uint16_t>(block, kOffMinor, kBitmapMinorVersion);
+  std::copy(header.array_uuid.begin(), header.array_uuid.end(), block.begin() + kOffUuid);
+  put_le<std::uint64_t>(block, kOffRegionBytes, header.region_bytes);
+  put_le<std::uint64_t>(block, kOffRegionCount, header.region_count());
+  put_le<std::uint64_t>(block, kOffDataSize, header.data_size);
+  put_le<std::uint64_t>(block, kOffDataOffset, header.data_offset);
+  put_le<std::uint64_t>(block, kOffEvents, header.events);
+  put_le<std::uint64_t>(block, kOffPagesOffset, kBitmapPagesOffset);
+  put_le<std::uint32_t>(block, kOffCrc, header_crc(block));
+  return Status::ok();
+}
+
+Result<BitmapHeader> decode_header(std::span<const std::byte> bytes) {
+  if (bytes.size() < kBitmapHeaderSize)
+    return make_error(Errc::kCorrupt, "bitmap header truncated: {} bytes, needs {}", bytes.size(),
+                      kBitmapHeaderSize);
+  const auto block = bytes.first(kBitmapHeaderSize);
+  if (!std::equal(kBitmapMagic.begin(), kBitmapMagic.end(), block.begin() + kOffMagic))
+    return make_error(Errc::kCorrupt, "bad bitmap magic (not a graid write-intent bitmap)");
+  // The crc before the version, so a flipped version bit reads as corruption.
+  const auto stored_crc = get_le<std::uint32_t>(block, kOffCrc);
+  const std::uint32_t computed_crc = header_crc(block);
+  if (stored_crc != computed_crc)
+    return make_error(Errc::kCorrupt,
+                      "bitmap header crc32c mismatch: stored {:#010x}, computed {:#010x}",
+                      stored_crc, computed_crc);
+  const auto major = get_le<std::uint16_t>(block, kOffMajor);
+  if (major > kBitmapMajorVersion)
+    return make_error(Errc::kUnsupported, "bitmap major version {} is newer than this build's {}",
+                      major, kBitmapMajorVersion);
+  if (major != kBitmapMajorVersion)
+    return make_error(Errc::kCorrupt, "bad bitmap major version {}", major);
+
+  BitmapHeader header;
+  header.minor_version = get_le<std::uint16_t>(block, kOffMinor);
+  std::copy_n(block.begin() + kOffUuid, header.array_uuid.size(), header.array_uuid.begin());
+  header.region_bytes = get_le<std::uint64_t>(block, kOffRegionBytes);
+  header.data_size = get_le<std::uint64_t>(block, kOffDataSize);
+  header.data_offset = get_le<std::uint64_t>(block, kOffDataOffset);
+  header.events = get_le<std::uint64_t>(block, kOffEvents);
+  const auto pages_offset = get_le<std::uint64_t>(block, kOffPagesOffset);
+  if (pages_offset != kBitmapPagesOffset)
+    return make_error(Errc::kCorrupt, "bitmap pages offset {} is not {}", pages_offset,
+                      kBitmapPagesOffset);
+  if (Status s = validate_layout(header.data_offset, header.data_size, header.region_bytes); !s)
+    return make_error(Errc::kCorrupt, "bad bitmap layout: {}", s.message());
+  const auto stored_count = get_le<std::uint64_t>(block, kOffRegionCount);
+  if (stored_count != header.region_count())
+    return make_error(Errc::kCorrupt,
+                      "bitmap region count {} does not match data size {} / region size {} "
+                      "(expected {})",
+                      stored_count, header.data_size, header.region_bytes, header.region_count());
+  return header;
+}
+
+// ---- State --------------------------------------------------------------------------------------
+
+struct WriteIntentBitmap::State {
+  // Immutable after construction (read without the mutex).
+  std::vector<MemberDevice*> members;
+  std::uint64_t region_bytes = 0;
+  unsigned region_shift = 0;
+  std::uint64_t region_count = 0;
+  std::uint64_t page_count = 0;
+  std::uint64_t data_size = 0;
+
+  // The bits known to be set on every live member's disk (see the invariant in the header).
+  // Modified only under `mutex`; read lock-free by begin_write()'s fast path.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> bits;
+  // Regions remembered by mark_clear_candidates(); begin_write() clears its regions' bits here.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> candidates;
+  // Writes in flight per region.
+  std::unique_ptr<std::atomic<std::uint32_t>[]> counters;
+
+  // Serializes every change of `bits` and every bitmap write, so pages reach the disk in the
+  // order their images were made.
+  mutable std::mutex mutex;
+  BitmapHeader header;           // GUARDED_BY(mutex) (events changes; the rest is fixed)
+  std::vector<bool> live;        // GUARDED_BY(mutex)
+  std::vector<bool> page_stale;  // GUARDED_BY(mutex): disk may hold bits memory cleared
+  AlignedBuffer io_buf;          // GUARDED_BY(mutex): one page or the header
+  std::uint64_t word_count() const noexcept { return page_count * kWordsPerPage; }
+
+  static Result<std::unique_ptr<State>> make(std::span<MemberDevice* const> devs,
+                                             const BitmapHeader& hdr) {
+    auto buf = AlignedBuffer::allocate(kBitmapPageSize, kIoAlign);
+    if (!buf) return buf.status();
+    auto s = std::make_unique<State>();
+    s->members.assign(devs.begin(), devs.end());
+    s->live.resize(devs.size());
+    for (std::size_t i = 0; i < devs.size(); ++i)
+      s->live[i] = devs[i] != nullptr;
+    s->header = hdr;
+    s->region_bytes = hdr.region_bytes;
+    s->region_shift = static_cast<unsigned>(std::countr_zero(hdr.region_bytes));
+    s->region_count = hdr.region_count();
+    s->page_count = bitmap_page_count(s->region_count);
+    s->data_size = hdr.data_size;
+    // Value-initialised: every atomic starts at zero.
+    s->bits = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
+    s->candidates = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
+    s->counters = std::make_unique<std::atomic<std::uint32_t>[]>(s->region_count);
+    s->page_stale.assign(s->page_count, false);
+    s->io_buf = std::move(buf).value();
+    return s;
+  }
+
+  // Encodes bit page `page` of the in-memory image, OR-ed with `extra(word)`, into io_buf.
+  // REQUIRES: mutex held.
+  template <typename Extra>
+  void fill_page(std::uint64_t page, const Extra& extra) {
+    const auto out = io_buf.span();
+    for (std::uint64_t i = 0; i < kWordsPerPage; ++i) {
+      const std::uint64_t w = page * kWordsPerPage + i;
+      const std::uint64_t value = bits[w].load(std::memory_order_relaxed) | extra(w);
+      put_le<std::uint64_t>(out, static_cast<std::size_t>(i * 8), value);
+    }
+  }
+
+  // Writes `pages` (images from fill_page(page, extra)) and, if `with_header`, the header to
+  // every live member, then flushes each member that took every write. Every live member is
+  // attempted; returns the first failure naming its member, `failed` gets every failed index.
+  // REQUIRES: mutex held.
+  template <typename Extra>
+  Status write_everywhere(std::span<const std::uint64_t> pages, const Extra& extra,
+                          bool with_header, std::vector<std::uint32_t>* failed) {
+    Status first_error;
+    bool any_live = false;
+    auto fail = [&](std::uint32_t index, const Status& s, std::string_view what) {
+      if (failed) failed->push_back(index);
+      if (first_error.is_ok())
+        first_error = make_error(s.code(), "write-intent bitmap: {} failed to {}: {}",
+                                 member_name(index, members[index]), what, s.message());
+    };
+    for (std::uint32_t m = 0; m < members.size(); ++m) {
+      if (!live[m]) continue;
+      any_live = true;
+      MemberDevice& dev = *members[m];
+      Status s;
+      for (const std::uint64_t page : pages) {
+        fill_page(page, extra);
+        s = dev.write_sync(kBitmapPagesOffset + page * kBitmapPageSize, io_buf.span());
+        if (!s) break;
+      }
+      if (!s) {
+        fail(m, s, "write a bit page");
+        continue;
+      }
+      if (with_header) {
+        s = encode_header(header, io_buf.span());
+        if (s) s = dev.write_sync(kBitmapOffset, io_buf.span());
+        if (!s) {
+          fail(m, s, "write the header");
+          continue;
+        }
+      }
+      s = dev.flush_sync();
+      if (!s) fail(m, s, "flush");
+    }
+    if (!any_live)
+      return make_error(Errc::kIoError, "write-intent bitmap: no live member to write to");
+    return first_error;
+  }
+
+  std::vector<std::uint64_t> all_pages() const {
+    std::vector<std::uint64_t> pages(page_count);
+    for (std::uint64_t p = 0; p < page_count; ++p)
+      pages[p] = p;
+    return pages;
+  }
+};
+
+namespace {
+constexpr auto kNoExtra = [](std::uint64_t) -> std::uint64_t { return 0; };
+}  // namespace
+
+WriteIntentBitmap::WriteIntentBitmap(std::unique_ptr<State> state) : state_(std::move(state)) {}
+WriteIntentBitmap::WriteIntentBitmap(WriteIntentBitmap&&) noexcept = default;
+WriteIntentBitmap& WriteIntentBitmap::operator=(WriteIntentBitmap&&) noexcept = default;
+WriteIntentBitmap::~WriteIntentBitmap() = default;
+
+// ---- Creation and loading -----------------------------------------------------------------------
+
+Result<WriteIntentBitmap> WriteIntentBitmap::create_fresh(std::span<MemberDevice* const> members,
+                                                          const BitmapParams& params) {
+  std::uint64_t region_bytes = params.region_bytes;
+  if (region_bytes == 0) {
+    auto chosen = choose_region_bytes(params.data_size, params.data_offset);
+    if (!chosen) return chosen.status();
+    region_bytes = *chosen;
+  }
+  GRAID_RETURN_IF_ERROR(validate_layout(params.data_offset, params.data_size, region_bytes));
+  BitmapHeader header;
+  header.array_uuid = params.array_uuid;
+  header.region_bytes = region_bytes;
+  header.data_size = params.data_size;
+  header.data_offset = params.data_offset;
+  header.events = 0;  // write_all() makes it 1
+  auto state = State::make(members, header);
+  if (!state) return state.status();
+  return WriteIntentBitmap(std::move(state).value());
+}
+
+Result<WriteIntentBitmap> WriteIntentBitmap::load(std::span<MemberDevice* const> members,
+                                                  const BitmapParams& params,
+                                                  BitmapLoadReport* report) {
+  BitmapLoadReport local;
+  BitmapLoadReport& rep = report ? *report : local;
+  rep = {};
+  auto buf_or = AlignedBuffer::allocate(kBitmapHeaderSize, kIoAlign);
+  if (!buf_or) return buf_or.status();
+  AlignedBuffer buf = std::move(buf_or).value();
+
+  // 1. Headers: keep those that describe this array's data area.
+  std::vector<std::pair<std::uint32_t, BitmapHeader>> good;
+  for (std::uint32_t m = 0; m < members.size(); ++m) {
+    MemberDevice* dev = members[m];
+    if (dev == nullptr) continue;
+    auto reject = [&](Status s) { rep.rejected.push_back({m, std::move(s)}); };
+    if (Status s = dev->read_sync(kBitmapOffset, buf.span()); !s) {
+      reject(make_error(s.code(), "{}: reading the bitmap header: {}", member_name(m, dev),
+                        s.message()));
+      continue;
+    }
+    auto header = decode_header(buf.span());
+    if (!header) {
+      reject(make_error(header.status().code(), "{}: {}", member_name(m, dev),
+                        header.status().message()));
+      continue;
+    }
+    if (header->array_uuid != params.array_uuid) {
+      reject(
+          make_error(Errc::kCorrupt, "{}: bitmap belongs to another array", member_name(m, dev)));
+      continue;
+    }
+    if (header->data_offset != params.data_offset || header->data_size != params.data_size) {
+      reject(make_error(Errc::kCorrupt,
+                        "{}: bitmap covers data offset {} size {}, the array has offset {} size {}",
+                        member_name(m, dev), header->data_offset, header->data_size,
+                        params.data_offset, params.data_size));
+      continue;
+    }
+    if (params.region_bytes != 0 && header->region_bytes != params.region_bytes) {
+      reject(make_error(Errc::kCorrupt, "{}: bitmap region size {}, expected {}",
+                        member_name(m, dev), header->region_bytes, params.region_bytes));
+      continue;
+    }
+    good.emplace_back(m, *header);
+  }
+  if (good.empty()) {
+    std::string reasons;
+    for (const auto& issue : rep.rejected)
+      reasons += "; " + issue.status.message();
+    return make_error(Errc::kCorrupt, "no member holds a usable write-intent bitmap{}", reasons);
+  }
+  for (const auto& [m, h] : good) {
+    if (h.region_bytes != good.front().second.region_bytes)
+      return make_error(Errc::kCorrupt,
+                        "members disagree on the bitmap region size ({} has {}, {} has {}); "
+                        "pass the region size to choose",
+                        member_name(good.front().first, members[good.front().first]),
+                        good.front().second.region_bytes, member_name(m, members[m]),
+                        h.region_bytes);
+  }
+
+  BitmapHeader header = good.front().second;
+  for (const auto& [m, h] : good)
+    header.events = std::max(header.events, h.events);
+  auto state_or = State::make(members, header);
+  if (!state_or) return state_or.status();
+  std::unique_ptr<State> state = std::move(state_or).value();
+  State& st = *state;
+
+  // 2. Bit pages: union over the accepted members, keeping each copy to find who differs.
+  auto pages_or = AlignedBuffer::allocate(st.page_count * kBitmapPageSize, kIoAlign);
+  if (!pages_or) return pages_or.status();
+  AlignedBuffer pages = std::move(pages_or).value();
+  std::vector<std::vector<std::uint64_t>> copies;  // parallel to rep.accepted
+  // Bits at or beyond region_count are not ours: mask them off rather than trust them.
+  const std::uint64_t last_word = (st.region_count - 1) / 64;
+  const std::uint64_t last_mask = range_mask(last_word, 0, st.region_count - 1);
+  for (const auto& [m, h] : good) {
+    if (Status s = members[m]->read_sync(kBitmapPagesOffset, pages.span()); !s) {
+      rep.rejected.push_back({m, make_error(s.code(), "{}: reading the bitmap pages: {}",
+                                            member_name(m, members[m]), s.message())});
+      continue;
+    }
+    std::vector<std::uint64_t> words(st.word_count());
+    for (std::uint64_t w = 0; w < words.size(); ++w) {
+      std::uint64_t value = load_word(pages.span(), w);
+      if (w > last_word) value = 0;
+      if (w == last_word) value &= last_mask;
+      words[w] = value;
+      st.bits[w].fetch_or(value, std::memory_order_relaxed);
+    }
+    rep.accepted.push_back(m);
+    if (h.events < header.events) rep.behind.push_back(m);
+    copies.push_back(std::move(words));
+  }
+  if (rep.accepted.empty()) {
+    std::string reasons;
+    for (const auto& issue : rep.rejected)
+      reasons += "; " + issue.status.message();
+    return make_error(Errc::kCorrupt, "no member holds a readable write-intent bitmap{}", reasons);
+  }
+  rep.events = header.events;
+  std::sort(
+      rep.rejected.begin(), rep.rejected.end(),
+      [](const BitmapMemberIssue& a, const BitmapMemberIssue& b) { return a.member < b.member; });
+
+  // 3. Bring every member that lacks some union bit (or whose copy we could not use) back to
+  // the union, so set bits in memory are on every live member again. Members that only
+  // missed the latest header are left alone: their bits are a superset, which is safe.
+  std::vector<bool> rewrite(members.size(), false);
+  for (const auto& issue : rep.rejected)
+    rewrite[issue.member] = true;
+  for (std::size_t i = 0; i < rep.accepted.size(); ++i) {
+    for (std::uint64_t w = 0; w < st.word_count(); ++w) {
+      if (copies[i][w] != st.bits[w].load(std::memory_order_relaxed)) {
+        rewrite[rep.accepted[i]] = true;
+        break;
+      }
+    }
+  }
+  Status first_error;
+  {
+    std::lock_guard lock(st.mutex);
+    const std::vector<bool> live = st.live;
+    const std::vector<std::uint64_t> all = st.all_pages();
+    for (std::uint32_t m = 0; m < members.size(); ++m) {
+      if (!rewrite[m]) continue;
+      // Write just this member through the common path.
+      std::fill(st.live.begin(), st.live.end(), false);
+      st.live[m] = true;
+      Status s = st.write_everywhere(all, kNoExtra, /*with_header=*/true, nullptr);
+      if (s.is_ok()) {
+        rep.rewritten.push_back(m);
+      } else if (first_error.is_ok()) {
+        first_error = std::move(s);
+      }
+    }
+    st.live = live;
+  }
+  if (!first_error.is_ok()) return first_error;
+  return WriteIntentBitmap(std::move(state));
+}
+
+Status WriteIntentBitmap::write_all(std::vector<std::uint32_t>* failed) {
+  State& st = *state_;
+  std::lock_guard lock(st.mutex);
+  ++st.header.events;
+  Status s = st.write_everywhere(st.all_pages(), kNoExtra, /*with_header=*/true, failed);
+  // A failed member keeps whatever it had; the others now match memory exactly.
+  if (s) std::fill(st.page_stale.begin(), st.page_stale.end(), false);
+  return s;
+}
+
+// ---- The write path -----------------------------------------------------------------------------
+
+Status WriteIntentBitmap::begin_write(std::uint64_t member_offset, std::uint64_t len,
+                                      std::vector<std::uint32_t>* failed) {
+  State& st = *state_;
+  if (len == 0) return Status::ok();
+  if (member_offset >= st.data_size || len > st.data_size - member_offset)
+    return make_error(Errc::kOutOfRange, "write [{}, +{}) is beyond the bitmap's {} data bytes",
+                      member_offset, len, st.data_size);
+  const std::uint64_t first = member_offset >> st.region_shift;
+  const std::uint64_t last = (member_offset + len - 1) >> st.region_shift;
+
+  // Count first, then look at the bits and candidates (all seq_cst): with the clear path doing
+  // the reverse (change the bit or candidate, then read the counter), one of the two sides always
+  // sees the other (see clear_candidates()).
+  for (std::uint64_t r = first; r <= last; ++r)
+    st.counters[r].fetch_add(1);
+  bool all_set = true;
+  for (std::uint64_t w = first / 64; w <= last / 64; ++w) {
+    const std::uint64_t mask = range_mask(w, first, last);
+    if ((st.candidates[w].load() & mask) != 0) st.candidates[w].fetch_and(~mask);
+    if ((st.bits[w].load() & mask) != mask) all_set = false;
+  }
+  if (all_set) return Status::ok();
+
+  // Slow path: a 0 -> 1 transition must be on disk everywhere before the data write starts.
+  Status status;
+  {
+    std::lock_guard lock(st.mutex);
+    std::vector<std::uint64_t> pages;
+    for (std::uint64_t w = first / 64; w <= last / 64; ++w) {
+      const std::uint64_t mask = range_mask(w, first, last);
+      const std::uint64_t page = w / kWordsPerPage;
+      const bool clear = (st.bits[w].load(std::memory_order_relaxed) & mask) != mask;
+      if ((clear || st.page_stale[page]) && (pages.empty() || pages.back() != page))
+        pages.push_back(page);
+    }
+    if (pages.empty()) return Status::ok();  // another thread persisted them meanwhile
+    status = st.write_everywhere(
+        pages, [&](std::uint64_t w) { return range_mask(w, first, last); },
+        /*with_header=*/false, failed);
+    if (status) {
+      // Now on every live member: publish for the fast path.
+      for (std::uint64_t w = first / 64; w <= last / 64; ++w)
+        st.bits[w].fetch_or(range_mask(w, first, last));
+      for (const std::uint64_t page : pages)
+        st.page_stale[page] = false;
+      return Status::ok();
+    }
+  }
+  // Nothing stays counted on failure: the caller retries after dropping the member.
+  for (std::uint64_t r = first; r <= last; ++r)
+    st.counters[r].fetch_sub(1);
+  return status;
+}
+
+void WriteIntentBitmap::end_write(std::uint64_t member_offset, std::uint64_t len) noexcept {
+  State& st = *state_;
+  if (len == 0) return;
+  assert(member_offset < st.data_size && len <= st.data_size - member_offset);
+  if (member_offset >= st.data_size || len > st.data_size - member_offset) return;
+  const std::uint64_t first = member_offset >> st.region_shift;
+  const std::uint64_t last = (member_offset + len - 1) >> st.region_shift;
+  for (std::uint64_t r = first; r <= last; ++r) {
+    [[maybe_unused]] const std::uint32_t before = st.counters[r].fetch_sub(1);
+    assert(before > 0 && "end_write without a matching begin_write");
+  }
+}
+
+// ---- Clearing -----------------------------------------------------------------------------------
+
+std::uint64_t WriteIntentBitmap::mark_clear_candidates() {
+  State& st = *state_;
+  std::lock_guard lock(st.mutex);
+  std::uint64_t count = 0;
+  for (std::uint64_t w = 0; w < st.word_count(); ++w) {
+    const std::uint64_t set = st.bits[w].load(std::memory_order_relaxed);
+    // Publish the candidates before reading the counters: a begin_write() that counted after
+    // our read sees the candidate bit and withdraws it.
+    st.candidates[w].store(set);
+    if (set == 0) continue;
+    std::uint64_t busy = 0;
+    for (std::uint64_t rest = set; rest != 0; rest &= rest - 1) {
+      const auto bit = static_cast<unsigned>(std::countr_zero(rest));
+      if (st.counters[w * 64 + bit].load() != 0) busy |= std::uint64_t{1} << bit;
+    }
+    if (busy != 0) st.candidates[w].fetch_and(~busy);
+    count += static_cast<std::uint64_t>(std::popcount(set & ~busy));
+  }
+  return count;
+}
+
+Status WriteIntentBitmap::clear_candidates(std::vector<std::uint32_t>* failed) {
+  State& st = *state_;
+  std::lock_guard lock(st.mutex);
+  std::vector<bool> touched = st.page_stale;
+  bool any = false;
+  for (std::uint64_t w = 0; w < st.word_count(); ++w) {
+    const std::uint64_t want = st.candidates[w].load() & st.bits[w].load(std::memory_order_relaxed);
+    if (want == 0) continue;
+    // Clear in memory first, then re-check: a begin_write() that saw the bit still set had
+    // already counted and withdrawn the candidate before that (seq_cst), so we see it here and
+    // put the bit back; one that comes later sees the bit clear and waits for the mutex.
+    st.bits[w].fetch_and(~want);
+    std::uint64_t keep = ~st.candidates[w].load() & want;
+    for (std::uint64_t rest = want & ~keep; rest != 0; rest &= rest - 1) {
+      const auto bit = static_cast<unsigned>(std::countr_zero(rest));
+      if (st.counters[w * 64 + bit].load() != 0) keep |= std::uint64_t{1} << bit;
+    }
+    if (keep != 0) st.bits[w].fetch_or(keep);
+    st.candidates[w].fetch_and(~want);
+    if ((want & ~keep) != 0) {
+      touched[w / kWordsPerPage] = true;
+      any = true;
+    }
+  }
+  if (!any && std::find(touched.begin(), touched.end(), true) == touched.end()) return Status::ok();
+  std::vector<std::uint64_t> pages;
+  for (std::uint64_t p = 0; p < st.page_count; ++p)
+    if (touched[p]) pages.push_back(p);
+  ++st.header.events;
+  // Bits cleared in memory stay clear even if a member fails: the disk then holds them set
+  // (safe: an extra resync) until a later clear rewrites the page.
+  Status s = st.write_everywhere(pages, kNoExtra, /*with_header=*/true, failed);
+  for (const std::uint64_t p : pages)
+    st.page_stale[p] = !s.is_ok();
+  return s;
+}
+
+Status WriteIntentBitmap::clear_idle(std::vector<std::uint32_t>* failed) {
+  mark_clear_candidates();
+  return clear_candidates(failed);
+}
+
+// ---- Queries ------------------------------------------------------------------------------------
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>> WriteIntentBitmap::dirty_ranges() const {
+  const State& st = *state_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (std::uint64_t w = 0; w < st.word_count(); ++w) {
+    for (std::uint64_t rest = st.bits[w].load(std::memory_order_acquire); rest != 0;
+         rest &= rest - 1) {
+      const std::uint64_t region = w * 64 + static_cast<unsigned>(std::countr_zero(rest));
+      const std::uint64_t start = region << st.region_shift;
+      const std::uint64_t end = std::min(start + st.region_bytes, st.data_size);
+      if (!ranges.empty() && ranges.back().first + ranges.back().second == start)
+        ranges.back().second += end - start;
+      else
+        ranges.emplace_back(start, end - start);
+    }
+  }
+  return ranges;
+}
+
+void WriteIntentBitmap::drop_member(std::uint32_t index) {
+  State& st = *state_;
+  std::lock_guard lock(st.mutex);
+  if (index < st.live.size()) st.live[index] = false;
+}
+
+std::uint64_t WriteIntentBitmap::region_bytes() const noexcept {
+  return state_->region_bytes;
+}
+std::uint64_t WriteIntentBitmap::region_count() const noexcept {
+  return state_->region_count;
+}
+std::uint64_t WriteIntentBitmap::data_size() const noexcept {
+  return state_->data_size;
+}
+
+std::uint64_t WriteIntentBitmap::events() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->header.events;
+}
+
+std::uint64_t WriteIntentBitmap::region_of(std::uint64_t member_offset) const noexcept {
+  return member_offset >> state_->region_shift;
+}
+
+std::uint32_t WriteIntentBitmap::in_flight(std::uint64_t region) const noexcept {
+  if (region >= state_->region_count) return 0;
+  return state_->counters[region].load();
+}
+
+bool WriteIntentBitmap::is_dirty(std::uint64_t region) const noexcept {
+  if (region >= state_->region_count) return false;
+  return (state_->bits[region / 64].load() >> (region % 64)) & 1;
+}
+
+}  // namespace graid::meta

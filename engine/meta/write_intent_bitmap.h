@@ -1,0 +1,252 @@
+// The write-intent bitmap: after an unclean stop, only the regions that had writes in flight need
+// their parity (or mirror copies) re-synced, not the whole array.
+//
+// The member data area [0, data_size) (offsets relative to data_offset; a stripe row sits at the
+// same offset on every member, so one map serves all members) is cut into regions of
+// region_bytes, a power of two. One bit per region says "writes may have been in flight here".
+//
+// On disk, on every member, between the superblock and the data area:
+//
+//   byte 0        kBitmapOffset (8192)          +4096              data_offset
+//   | superblock | (4 KiB free: future backup  | header | bit page 0 | bit page 1 | ... | data
+//   |  4 KiB     |  superblock)                | 4 KiB  |   4 KiB    |   4 KiB    |     |
+//
+// A bit page holds kBitsPerPage bits, little-endian bit order: bit i of the page is bit (i % 8)
+// of byte i / 8. Region r is bit r % kBitsPerPage of page r / kBitsPerPage. Bits at or beyond
+// region_count are zero. The byte layout is in docs/on-disk-format.md ("Write-intent bitmap").
+//
+// Protocol (as md's bitmap): before a data write reaches any member, begin_write() makes sure the
+// bits of the regions it touches are set *on stable storage on every live member*; end_write()
+// only counts down. Bits are cleared later, in two phases, so that a region whose last write
+// completed but may still sit in a volatile device cache is never cleared:
+//
+//   mark_clear_candidates()   remembers regions whose bit is set and have no write in flight
+//   <caller flushes every live member>
+//   clear_candidates()        clears and persists the bits of remembered regions that saw no
+//                             begin_write() since the mark
+//
+// clear_idle() does both phases at once, for callers that already flushed after every write
+// completed (clean stop, end of a resync with I/O quiesced).
+//
+// Invariant: a bit set in memory (what begin_write()'s lock-free fast path tests) is set on disk on
+// every live member. Bits are set in memory only after the page holding them is on stable
+// storage everywhere, and cleared in memory before the cleared page is written.
+//
+// Torn writes need no crc on bit pages: a page is rewritten only with bits being set (for
+// regions whose data writes have not started yet) or cleared (for regions already safe); every
+// other bit has the same value in the old and the new image. Whatever mix of old and new sectors
+// a crash leaves, no region with a data write in flight reads as clear. Members that missed an
+// update are covered by load(), which takes the union over all members.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graid/member.h"
+#include "graid/status.h"
+
+namespace graid::meta {
+
+// ---- Placement and sizes ------------------------------------------------------------------------
+
+// Where the bitmap header sits on every member. The 4 KiB after the superblock block stay free
+// for a future backup superblock.
+inline constexpr std::uint64_t kBitmapOffset = 8192;
+// The header block, then the bit pages, each this many bytes (O_DIRECT-sized).
+inline constexpr std::size_t kBitmapHeaderSize = 4096;
+inline constexpr std::size_t kBitmapPageSize = 4096;
+inline constexpr std::uint64_t kBitsPerPage = kBitmapPageSize * 8;
+// Where bit page 0 starts.
+inline constexpr std::uint64_t kBitmapPagesOffset = kBitmapOffset + kBitmapHeaderSize;
+// Smallest region size accepted; region sizes are powers of two.
+inline constexpr std::uint64_t kMinRegionBytes = 64 * 1024;
+// Smallest region size choose_region_bytes() picks: finer regions cost more bit-page writes
+// (one per newly touched region) for little less resync.
+inline constexpr std::uint64_t kDefaultMinRegionBytes = 1024 * 1024;
+
+// A major bump is an incompatible layout (readers refuse it); a minor bump only gives meaning to
+// reserved bytes, which this version writes as zero and ignores.
+inline constexpr std::uint16_t kBitmapMajorVersion = 1;
+inline constexpr std::uint16_t kBitmapMinorVersion = 0;
+
+// The first 8 bytes of the header: ASCII "graid-bm".
+inline constexpr std::array<std::byte, 8> kBitmapMagic = {
+    std::byte{'g'}, std::byte{'r'}, std::byte{'a'}, std::byte{'i'},
+    std::byte{'d'}, std::byte{'-'}, std::byte{'b'}, std::byte{'m'}};
+
+using ArrayUuidBytes = std::array<std::byte, 16>;
+
+// Bit pages that fit between the header and `data_offset` (0 when the header does not fit).
+std::uint64_t bitmap_page_capacity(std::uint64_t data_offset) noexcept;
+// Regions of `region_bytes` covering `data_size` bytes: ceil(data_size / region_bytes).
+std::uint64_t bitmap_region_count(std::uint64_t data_size, std::uint64_t region_bytes) noexcept;
+// Bit pages holding `region_count` bits: ceil(region_count / kBitsPerPage).
+std::uint64_t bitmap_page_count(std::uint64_t region_count) noexcept;
+
+// The smallest power of two >= kDefaultMinRegionBytes whose region count for `data_size` fits
+// the bit pages available below `data_offset`. kInvalidArgument for data_size 0; kNoSpace when
+// data_offset leaves no room for the header and one bit page.
+Result<std::uint64_t> choose_region_bytes(std::uint64_t data_size, std::uint64_t data_offset);
+
+// Checks a layout: region_bytes a power of two >= kMinRegionBytes, data_size > 0, data_offset a
+// multiple of 4096, and the bit pages fit below data_offset. kInvalidArgument / kNoSpace naming
+// the rule.
+Status validate_layout(std::uint64_t data_offset, std::uint64_t data_size,
+                       std::uint64_t region_bytes);
+
+// ---- Header -------------------------------------------------------------------------------------
+
+// The decoded header block. region_count is not stored here: it is always
+// bitmap_region_count(data_size, region_bytes), and encode writes it so readers can check it.
+struct BitmapHeader {
+  // As read. encode_header() always writes kBitmapMinorVersion: it writes reserved bytes as zero.
+  std::uint16_t minor_version = kBitmapMinorVersion;
+  ArrayUuidBytes array_uuid{};
+  std::uint64_t region_bytes = 0;
+  std::uint64_t data_size = 0;    // member data bytes the bits cover
+  std::uint64_t data_offset = 0;  // where the data area (and so the bitmap area) ends
+  // Bumped each time the header is rewritten (created: 1, each persisted clear: +1). Members at a
+  // lower count missed a clear: harmless for the union load() takes, and reported.
+  std::uint64_t events = 1;
+
+  std::uint64_t region_count() const noexcept {
+    return bitmap_region_count(data_size, region_bytes);
+  }
+  friend bool operator==(const BitmapHeader&, const BitmapHeader&) = default;
+};
+
+using EncodedBitmapHeader = std::array<std::byte, kBitmapHeaderSize>;
+
+// Serializes `header` (after validate_layout) into the first kBitmapHeaderSize bytes of `out`
+// with its crc32c. kInvalidArgument if `out` is short or the layout is invalid.
+Status encode_header(const BitmapHeader& header, std::span<std::byte> out);
+
+// Parses a header from untrusted bytes (reads only the first kBitmapHeaderSize). kCorrupt for a
+// short buffer, bad magic, bad crc, a stored region count that does not match data_size, or a
+// layout validate_layout() refuses (e.g. more bits than the area holds); kUnsupported for an
+// unknown major version. The message names the check. Never reads past `bytes`.
+Result<BitmapHeader> decode_header(std::span<const std::byte> bytes);
+
+// ---- The bitmap ---------------------------------------------------------------------------------
+
+// What create_fresh() and load() need to know about the array.
+struct BitmapParams {
+  ArrayUuidBytes array_uuid{};
+  std::uint64_t data_offset = 0;  // from the superblock; the bitmap area ends here
+  std::uint64_t data_size = 0;    // member data bytes (from the superblock)
+  // create_fresh: 0 = choose_region_bytes(). load: 0 = take it from the members' headers;
+  // otherwise headers with another value are rejected.
+  std::uint64_t region_bytes = 0;
+};
+
+// A member the bitmap could not use or had to repair, and why.
+struct BitmapMemberIssue {
+  std::uint32_t member = 0;  // index into the members span
+  Status status;
+};
+
+// What load() found.
+struct BitmapLoadReport {
+  std::uint64_t events = 0;                 // highest event count among accepted headers
+  std::vector<std::uint32_t> accepted;      // members whose bitmap went into the union
+  std::vector<BitmapMemberIssue> rejected;  // unreadable, corrupt, foreign or mismatched layout
+  std::vector<std::uint32_t> behind;        // accepted with a lower event count (missed a clear)
+  std::vector<std::uint32_t> rewritten;     // members whose on-disk bitmap load() rewrote
+};
+
+// Thread-safe: begin_write()/end_write() may be called from any number of I/O threads at once,
+// together with the other methods. Movable (not while in use), not copyable. The MemberDevices
+// are not owned and must outlive the bitmap.
+class WriteIntentBitmap {
+ public:
+  // A new, all-clear bitmap for a new array over `members` (index = member slot; nullptr = no
+  // device in that slot). Nothing is written: call write_all() to put it on the members.
+  // kInvalidArgument / kNoSpace for a layout validate_layout() refuses.
+  static Result<WriteIntentBitmap> create_fresh(std::span<MemberDevice* const> members,
+                                                const BitmapParams& params);
+
+  // Reads the bitmap from every non-null member, keeps the headers that match params (array
+  // uuid, data_offset, data_size and, if given, region_bytes) and takes the union (OR) of their
+  // bits, since a member may have missed updates before a crash. Members whose copy was
+  // rejected or differs from the union are then rewritten with the union (header + differing
+  // pages), so every live member holds every set bit again. kCorrupt (listing every member's
+  // reason) when no member holds a usable bitmap; kCorrupt when accepted headers disagree on
+  // region_bytes and params did not choose one; kIoError naming the member when a rewrite
+  // fails (fail that member and load again without it). `report` (optional) says what was found.
+  static Result<WriteIntentBitmap> load(std::span<MemberDevice* const> members,
+                                        const BitmapParams& params,
+                                        BitmapLoadReport* report = nullptr);
+
+  WriteIntentBitmap(WriteIntentBitmap&&) noexcept;
+  WriteIntentBitmap& operator=(WriteIntentBitmap&&) noexcept;
+  ~WriteIntentBitmap();
+
+  // Writes the header (with events + 1) and every bit page to every live member and flushes
+  // them. Used after create_fresh() and to repair members. Returns the first error (kIoError
+  // naming the member); every live member is attempted. `failed` (optional) receives the index
+  // of each member that failed.
+  Status write_all(std::vector<std::uint32_t>* failed = nullptr);
+
+  // Declares a data write to member bytes [member_offset, member_offset + len) (relative to
+  // data_offset): counts it in flight in every region it touches and, if any of those regions'
+  // bits is clear, sets them and writes and flushes the affected bit pages on every live member
+  // before returning. When every bit is already set (the common case) it takes no lock and does
+  // no I/O. len 0 does nothing. kOutOfRange beyond data_size. kIoError naming the member when a
+  // member fails to persist a page (`failed` receives the indices): then nothing stays counted
+  // (do not call end_write()); drop_member() the failed member and call begin_write() again.
+  Status begin_write(std::uint64_t member_offset, std::uint64_t len,
+                     std::vector<std::uint32_t>* failed = nullptr);
+
+  // Ends a write begun with a successful begin_write() of the same range. Only counts down:
+  // the bits stay set until a clear (see the protocol above).
+  void end_write(std::uint64_t member_offset, std::uint64_t len) noexcept;
+
+  // Phase 1 of clearing during operation: remembers the regions whose bit is set and that have
+  // no write in flight right now. Returns how many. The caller then flushes every live member
+  // and calls clear_candidates().
+  std::uint64_t mark_clear_candidates();
+
+  // Phase 2: clears, in memory and on every live member (bit pages written and flushed, then the
+  // header with events + 1), the bits of the regions remembered by the last
+  // mark_clear_candidates() that have had no begin_write() since. REQUIRES: every live member
+  // was flushed after mark_clear_candidates() returned. On a member error the bits stay clear in
+  // memory (conservative: the disk has them set or clear) and their pages are rewritten by the
+  // next clear; the error names the member.
+  Status clear_candidates(std::vector<std::uint32_t>* failed = nullptr);
+
+  // Both phases at once: clears and persists the bits of all regions with no write in flight.
+  // REQUIRES: every live member was flushed after every write in those regions completed (clean
+  // stop, or the end of a resync with writes quiesced).
+  Status clear_idle(std::vector<std::uint32_t>* failed = nullptr);
+
+  // The member byte ranges (relative to data_offset) whose bits are set, as {offset, length},
+  // ascending, adjacent regions merged, the last clipped to data_size: what a resync covers.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> dirty_ranges() const;
+
+  // Stops writing to member `index` (it failed); later persists skip it. Out-of-range: ignored.
+  void drop_member(std::uint32_t index);
+
+  std::uint64_t region_bytes() const noexcept;
+  std::uint64_t region_count() const noexcept;
+  std::uint64_t data_size() const noexcept;
+  std::uint64_t events() const noexcept;
+  // The region holding member byte `member_offset`.
+  std::uint64_t region_of(std::uint64_t member_offset) const noexcept;
+  // Writes in flight in `region` (for tests and stats); 0 out of range.
+  std::uint32_t in_flight(std::uint64_t region) const noexcept;
+  // Whether `region`'s bit is set (set bits are on every live member's disk); false out of range.
+  bool is_dirty(std::uint64_t region) const noexcept;
+
+ private:
+  struct State;
+  explicit WriteIntentBitmap(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace graid::meta
