@@ -1,0 +1,224 @@
+// Member I/O: asynchronous reads and writes on the drives (members) of an array.
+//
+// Threading model (as ublksrv and Seastar): every thread that does I/O owns one IoContext, which
+// owns one io_uring. A MemberDevice (one per drive, shared by all threads) issues each request
+// through the *calling thread's* IoContext; the request's completion runs later on that same
+// thread, inside IoContext::poll(). Nothing on this path takes a lock, except the cross-thread
+// inbox (IoContext::post), which another thread uses to hand work to this one, and it is a
+// lock-free list.
+//
+//    thread A                       thread B
+//    IoContext A ── io_uring A      IoContext B ── io_uring B
+//        │   submit(ctxA, req)          │
+//        └──► MemberDevice (fd, shared, stateless per request) ◄──┘
+//
+// Completion contract: every submitted MemberRequest completes exactly once, never inline from
+// submit() (so callers may submit while holding their own state half-built), always on the
+// submitting thread. `result` is the byte count for reads/writes (always the full length: short
+// transfers and EAGAIN are retried inside the layer), 0 for flush/discard, or -errno:
+//   -ERANGE   the range does not lie inside [0, size())
+//   -EINVAL   a malformed request (null buffer, zero or unaligned length/offset)
+//   -EIO      the device failed, or ended early (a file shrunk under us: never silent zeros)
+//   other     whatever the kernel said (-ENODEV for a vanished device, ...)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "graid/status.h"
+
+namespace graid {
+
+class IoContext;
+
+// Something that runs later on an IoContext's thread (deferred completions, cross-thread work).
+// Intrusive: the object that wants to run embeds it; no allocation per task. A task may be
+// queued again once its run() has started.
+class Task {
+ public:
+  virtual void run() = 0;
+
+ protected:
+  // Virtual although protected: IoContext is a friend, so -Wnon-virtual-dtor counts the
+  // destructor as accessible. Costs nothing per call.
+  virtual ~Task() = default;
+
+ private:
+  friend class IoContext;
+  Task* next_task_ = nullptr;
+};
+
+enum class MemberOp : std::uint8_t { kRead, kWrite, kFlush, kDiscard };
+
+// One I/O on one member. Owned by the caller (embedded in its stripe op or request object) and
+// must stay alive, unmodified, until on_done runs.
+class MemberRequest {
+ public:
+  MemberOp op = MemberOp::kRead;
+  std::uint64_t offset = 0;  // byte offset on the device (absolute: includes any data offset)
+  std::byte* buf = nullptr;  // kRead/kWrite: 512-byte aligned for O_DIRECT (4096 preferred)
+  std::uint32_t len = 0;     // kRead/kWrite/kDiscard: bytes, a multiple of 512
+
+  // Called once on the submitting thread with the byte count, 0, or -errno.
+  virtual void on_done(std::int32_t result) = 0;
+
+ protected:
+  virtual ~MemberRequest() = default;  // virtual for the same reason as Task's
+
+ private:
+  friend class IoContext;
+  // Private state of the submitting IoContext (retries of short transfers, deferral).
+  std::uint32_t done_bytes_ = 0;  // bytes already transferred by earlier (short) attempts
+  std::int32_t result_ = 0;       // result of a deferred completion (complete_later)
+  int fd_ = -1;                   // raw fd, or fixed-file slot when fixed_file_
+  std::uint16_t buf_index_ = 0;   // registered buffer, when fixed_buf_
+  std::uint16_t retries_ = 0;     // consecutive -EAGAIN/-EINTR resubmissions
+  bool fixed_file_ = false;
+  bool fixed_buf_ = false;
+  bool buffered_ = false;          // flush is a full fsync
+  MemberRequest* next_ = nullptr;  // intrusive link: deferred completions, SQ-full backlog
+};
+
+// An open file or block device as the I/O layer sees it: the fd, how to flush it, and an
+// identity that is never reused (fd numbers are), which keys each IoContext's registered-file
+// table. Shared by the MemberDevice that opened it and anything wrapping it; closes the fd when
+// the last owner lets go. An IoContext that registered the file drops that registration at its
+// next poll() afterwards (or when it is destroyed), releasing the kernel's reference (and, for a
+// block device opened O_EXCL, the exclusive claim).
+class MemberFile {
+ public:
+  // Takes ownership of `fd`. `buffered`: opened without O_DIRECT, so flush is a full fsync.
+  MemberFile(int fd, bool buffered) noexcept;
+  ~MemberFile();
+  MemberFile(const MemberFile&) = delete;
+  MemberFile& operator=(const MemberFile&) = delete;
+
+  int fd() const noexcept { return fd_; }
+  bool buffered() const noexcept { return buffered_; }
+  std::uint64_t id() const noexcept { return id_; }
+
+ private:
+  int fd_;
+  bool buffered_;
+  std::uint64_t id_;
+};
+
+// What an IoContext did, for tests and benchmarks. Counts only; never reset.
+struct IoStats {
+  std::uint64_t submitted = 0;         // member requests accepted by submit_io/complete_later
+  std::uint64_t sqes = 0;              // SQEs prepared (first attempts and resubmissions)
+  std::uint64_t enters = 0;            // io_uring_submit/_and_wait calls that had work or waited
+  std::uint64_t fixed_buffer_ios = 0;  // SQEs that used READ_FIXED/WRITE_FIXED
+  std::uint64_t fixed_file_ios = 0;    // SQEs that used a registered file
+  std::uint64_t short_resubmits = 0;   // partial transfers resubmitted for the remainder
+  std::uint64_t again_retries = 0;     // -EAGAIN/-EINTR results retried
+  std::uint64_t sq_full = 0;           // times the SQ was full when a request wanted an SQE
+};
+
+// Per-thread I/O context: one io_uring, a local list of deferred tasks and an inbox for tasks
+// posted from other threads (woken through an eventfd the ring reads). Not thread-safe except
+// post(); every other method must be called on the owning thread. Destroy it with no I/O in
+// flight (requests still in the kernel then never complete).
+class IoContext {
+  struct Key {  // lets create() use make_unique while nothing else constructs an IoContext
+    explicit Key() = default;
+  };
+
+ public:
+  // `queue_depth` sizes the SQ ring (the number of SQEs one poll iteration can hand the kernel).
+  // More requests than that may be in flight: a full SQ is submitted and refilled, and what
+  // still does not fit waits in a backlog until completions make room.
+  static Result<std::unique_ptr<IoContext>> create(unsigned queue_depth = 256);
+  explicit IoContext(Key);
+  ~IoContext();
+  IoContext(const IoContext&) = delete;
+  IoContext& operator=(const IoContext&) = delete;
+
+  // Runs ready work: deferred and posted tasks, deferred completions, reaped completions (with
+  // their callbacks and retries), then hands every SQE queued meanwhile to the kernel in one
+  // submit. When `wait` is true and nothing ran, sleeps until something is ready (a completion
+  // or a post) and runs it; with nothing in flight that means until another thread posts.
+  // Returns the number of callbacks and tasks run. Not re-entrant: do not call it from a
+  // callback or task.
+  int poll(bool wait);
+
+  // Queues `task` to run on this context's thread at its next poll(). Thread-safe and
+  // lock-free; wakes the thread if it sleeps in poll(true). The context must outlive the call
+  // (join or otherwise synchronise with posting threads before destroying it).
+  void post(Task& task);
+  // Queues `task` to run at this thread's next poll() (same thread only; no wake-up needed).
+  void defer(Task& task);
+
+  // Member I/Os submitted and not yet completed (including deferred ones).
+  std::uint32_t in_flight() const noexcept { return in_flight_; }
+
+  const IoStats& stats() const noexcept;
+
+  // Registers memory regions for fixed-buffer I/O (READ_FIXED/WRITE_FIXED): requests whose
+  // buffer lies wholly inside a registered region use it; others use plain READ/WRITE. Replaces
+  // earlier registrations; an empty list unregisters. REQUIRES: in_flight() == 0 (kBusy
+  // otherwise). The regions must outlive the registration.
+  Status register_buffers(std::span<const std::span<std::byte>> regions);
+
+  // Low-level submission used by MemberDevice implementations: starts `req` on `file`, which
+  // the caller keeps alive until the request completes. Does not check the request's range
+  // (the device does that); a request with no way to start completes later with -errno.
+  void submit_io(const std::shared_ptr<MemberFile>& file, MemberRequest& req);
+  // Completes `req` with `result` at the next poll() (for faults and synchronous paths).
+  void complete_later(MemberRequest& req, std::int32_t result);
+
+  // Test seam: `filter` sees every CQE result of a member request before the layer acts on it
+  // and returns the result to act on — how tests fake -EAGAIN and short transfers, which the
+  // kernel rarely produces on demand. nullptr (the default) turns it off.
+  using ResultFilter = std::int32_t (*)(const MemberRequest& req, std::int32_t result, void* arg);
+  void set_result_filter_for_testing(ResultFilter filter, void* arg) noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::uint32_t in_flight_ = 0;
+};
+
+// A drive. Thread-safe: any thread may submit through its own IoContext.
+class MemberDevice {
+ public:
+  virtual ~MemberDevice() = default;
+
+  virtual const std::string& path() const noexcept = 0;
+  // Usable size in bytes (a file's length, a block device's capacity).
+  virtual std::uint64_t size() const noexcept = 0;
+  // False when the member was opened buffered (the filesystem refused O_DIRECT, or asked for):
+  // data then sits in the page cache until a flush, which is a full fsync.
+  virtual bool direct_io() const noexcept { return true; }
+
+  // Starts one I/O on this thread's context; see the completion contract above.
+  virtual void submit(IoContext& ctx, MemberRequest& req) = 0;
+
+  // Blocking I/O for metadata and tools (superblocks, bitmaps); not for the data path. `buf`
+  // must be 4096-byte aligned (O_DIRECT), `offset` and the length multiples of 512, and the
+  // range inside [0, size()): kInvalidArgument / kOutOfRange otherwise. Short transfers and
+  // EINTR are retried; an early end of file is kIoError.
+  virtual Status read_sync(std::uint64_t offset, std::span<std::byte> buf) = 0;
+  virtual Status write_sync(std::uint64_t offset, std::span<const std::byte> buf) = 0;
+  virtual Status flush_sync() = 0;
+};
+
+struct OpenOptions {
+  // Create a regular file of `create_size` bytes if it is missing, or grow a smaller one to
+  // that size; a larger existing file is refused, never shrunk. Ignored for block devices.
+  bool create = false;
+  std::uint64_t create_size = 0;
+  bool exclusive = true;  // O_EXCL on block devices: refuse a device in use (mounted, md)
+  bool direct = true;     // O_DIRECT (falling back to buffered if refused); false: buffered
+};
+
+// Opens a regular file or block device with O_DIRECT. Where the filesystem refuses O_DIRECT the
+// file is opened buffered, with a one-line warning on stderr, and flushes become fsync. Anything
+// else (a directory, a character device, an empty file) is refused with a Status naming the
+// path.
+Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
+                                                  const OpenOptions& options = {});
+
+}  // namespace graid

@@ -1,0 +1,394 @@
+// FaultyMember: fault injection in front of another MemberDevice (see faulty_member.h).
+//
+// Writes, discards and flushes go to the inner device through a Shim — a MemberRequest of our
+// own that carries the caller's request — so their completions pass through here first: that is
+// where the undo log learns a write completed, a flush makes entries durable, and a torn write's
+// result is rewritten. Reads need none of that and go to the inner device as they are. This is a
+// test device: one mutex guards everything and shims are allocated per I/O.
+#include "io/faulty_member.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <mutex>
+
+#include "graid/buffer.h"
+
+namespace graid {
+namespace {
+
+constexpr std::uint32_t kSector = 512;
+constexpr std::size_t kUndoAlign = 4096;  // the inner device's read_sync/write_sync rule
+
+struct UndoEntry {
+  std::uint64_t seq;
+  MemberOp op;
+  std::uint64_t offset;
+  std::uint32_t len;
+  AlignedBuffer old;  // contents of [offset, offset + len) before this write
+  bool completed;
+};
+
+}  // namespace
+
+struct FaultyMember::Shim final : MemberRequest {
+  FaultyMember* owner = nullptr;
+  MemberRequest* user = nullptr;
+  std::uint64_t seq = 0;              // undo entry of a write or discard (0: none)
+  std::vector<std::uint64_t> covers;  // a flush: entries its success makes durable
+  bool torn = false;
+  bool torn_success = false;
+  std::list<Shim>::iterator self;
+
+  void on_done(std::int32_t result) override { owner->finish(*this, result); }
+};
+
+struct FaultyMember::State {
+  mutable std::mutex mu;
+  bool vanished = false;
+  std::uint32_t fail_next = 0;
+  bool fail_ops[4] = {};
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> fail_ranges;  // [begin, end)
+  bool tear_pending = false;
+  bool tear_success = false;
+  std::mt19937_64 tear_rng;
+  std::uint32_t last_torn_prefix = 0;
+  std::uint64_t next_seq = 1;
+  std::vector<UndoEntry> log;  // oldest first
+  std::list<Shim> shims;       // writes, discards and flushes in flight
+  FaultCounts counts;
+
+  // REQUIRES: mu held. Whether an I/O is to fail by injection (consumes fail_next).
+  bool should_fail(MemberOp op, std::uint64_t offset, std::uint64_t len) {
+    if (fail_next > 0) {
+      --fail_next;
+      return true;
+    }
+    if (fail_ops[static_cast<int>(op)]) return true;
+    if (op == MemberOp::kFlush) return false;
+    return std::any_of(fail_ranges.begin(), fail_ranges.end(), [&](const auto& range) {
+      return offset < range.second && offset + len > range.first;
+    });
+  }
+
+  // REQUIRES: mu held. Records the old contents of a write's range; returns its sequence number,
+  // or 0 when the request is malformed (the inner device will refuse it, changing nothing).
+  std::uint64_t capture(MemberDevice& inner, MemberOp op, std::uint64_t offset, std::uint32_t len) {
+    if (len == 0 || len % kSector != 0 || offset % kSector != 0 || offset > inner.size() ||
+        len > inner.size() - offset) {
+      return 0;
+    }
+    auto old = AlignedBuffer::allocate(len, kUndoAlign);
+    if (!old.is_ok() || !inner.read_sync(offset, old->span()).is_ok()) return 0;
+    const std::uint64_t seq = next_seq++;
+    log.push_back(UndoEntry{seq, op, offset, len, std::move(*old), false});
+    return seq;
+  }
+
+  // REQUIRES: mu held.
+  void mark_completed(std::uint64_t seq) {
+    for (auto& entry : log) {
+      if (entry.seq == seq) entry.completed = true;
+    }
+  }
+
+  // REQUIRES: mu held. The entries a flush issued now makes durable when it succeeds.
+  std::vector<std::uint64_t> completed_entries() const {
+    std::vector<std::uint64_t> seqs;
+    for (const auto& entry : log) {
+      if (entry.completed) seqs.push_back(entry.seq);
+    }
+    return seqs;
+  }
+
+  // REQUIRES: mu held.
+  void make_durable(const std::vector<std::uint64_t>& seqs) {
+    std::erase_if(log, [&](const UndoEntry& entry) {
+      return std::find(seqs.begin(), seqs.end(), entry.seq) != seqs.end();
+    });
+  }
+
+  // REQUIRES: mu held. Draws the prefix of the pending torn write, in whole sectors below len.
+  std::uint32_t draw_tear(std::uint32_t len) {
+    tear_pending = false;
+    ++counts.torn;
+    const std::uint32_t sectors = len / kSector;
+    last_torn_prefix =
+        sectors == 0 ? 0 : static_cast<std::uint32_t>(tear_rng() % sectors) * kSector;
+    return last_torn_prefix;
+  }
+};
+
+FaultyMember::FaultyMember(std::unique_ptr<MemberDevice> inner)
+    : inner_(std::move(inner)), state_(std::make_unique<State>()) {}
+
+FaultyMember::~FaultyMember() = default;
+
+const std::string& FaultyMember::path() const noexcept {
+  return inner_->path();
+}
+std::uint64_t FaultyMember::size() const noexcept {
+  return inner_->size();
+}
+bool FaultyMember::direct_io() const noexcept {
+  return inner_->direct_io();
+}
+
+void FaultyMember::submit(IoContext& ctx, MemberRequest& req) {
+  State& st = *state_;
+  std::unique_lock lock(st.mu);
+  switch (req.op) {
+    case MemberOp::kRead:
+      ++st.counts.reads;
+      st.counts.read_bytes += req.len;
+      break;
+    case MemberOp::kWrite:
+      ++st.counts.writes;
+      st.counts.write_bytes += req.len;
+      break;
+    case MemberOp::kFlush:
+      ++st.counts.flushes;
+      break;
+    case MemberOp::kDiscard:
+      ++st.counts.discards;
+      break;
+  }
+  if (st.vanished || st.should_fail(req.op, req.offset, req.len)) {
+    ++st.counts.failed;
+    const std::int32_t error = st.vanished ? -ENODEV : -EIO;
+    lock.unlock();
+    ctx.complete_later(req, error);
+    return;
+  }
+  if (req.op == MemberOp::kRead) {
+    lock.unlock();
+    inner_->submit(ctx, req);
+    return;
+  }
+
+  Shim& shim = st.shims.emplace_back();
+  shim.self = std::prev(st.shims.end());
+  shim.owner = this;
+  shim.user = &req;
+  shim.op = req.op;
+  shim.offset = req.offset;
+  shim.buf = req.buf;
+  shim.len = req.len;
+  if (req.op == MemberOp::kFlush) {
+    shim.covers = st.completed_entries();
+  } else {
+    shim.seq = st.capture(*inner_, req.op, req.offset, req.len);
+    if (req.op == MemberOp::kWrite && st.tear_pending) {
+      shim.torn = true;
+      shim.torn_success = st.tear_success;
+      shim.len = st.draw_tear(req.len);
+      if (shim.len == 0) {  // nothing reaches the device
+        st.mark_completed(shim.seq);
+        const std::int32_t result = shim.torn_success ? static_cast<std::int32_t>(req.len) : -EIO;
+        st.shims.erase(shim.self);
+        lock.unlock();
+        ctx.complete_later(req, result);
+        return;
+      }
+    }
+  }
+  lock.unlock();
+  inner_->submit(ctx, shim);
+}
+
+void FaultyMember::finish(Shim& shim, std::int32_t result) {
+  State& st = *state_;
+  MemberRequest* user = shim.user;
+  {
+    std::lock_guard lock(st.mu);
+    if (shim.seq != 0) st.mark_completed(shim.seq);
+    if (shim.op == MemberOp::kFlush && result == 0) st.make_durable(shim.covers);
+    if (shim.torn && result >= 0) {
+      result = shim.torn_success ? static_cast<std::int32_t>(user->len) : -EIO;
+    }
+    st.shims.erase(shim.self);  // destroys shim: touch nothing of it below
+  }
+  user->on_done(result);
+}
+
+Status FaultyMember::read_sync(std::uint64_t offset, std::span<std::byte> buf) {
+  State& st = *state_;
+  {
+    std::lock_guard lock(st.mu);
+    ++st.counts.sync_reads;
+    if (st.vanished || st.should_fail(MemberOp::kRead, offset, buf.size())) {
+      ++st.counts.failed;
+      return make_error(Errc::kIoError, "{}: read of {} bytes at offset {}: {} (injected)", path(),
+                        buf.size(), offset, st.vanished ? "device vanished" : "EIO");
+    }
+  }
+  return inner_->read_sync(offset, buf);
+}
+
+Status FaultyMember::write_sync(std::uint64_t offset, std::span<const std::byte> buf) {
+  State& st = *state_;
+  std::lock_guard lock(st.mu);  // held across the write: the undo entry must match it
+  ++st.counts.sync_writes;
+  if (st.vanished || st.should_fail(MemberOp::kWrite, offset, buf.size())) {
+    ++st.counts.failed;
+    return make_error(Errc::kIoError, "{}: write of {} bytes at offset {}: {} (injected)", path(),
+                      buf.size(), offset, st.vanished ? "device vanished" : "EIO");
+  }
+  const std::uint64_t seq =
+      st.capture(*inner_, MemberOp::kWrite, offset, static_cast<std::uint32_t>(buf.size()));
+  Status status;
+  if (st.tear_pending) {
+    const bool report_success = st.tear_success;
+    const std::uint32_t prefix = st.draw_tear(static_cast<std::uint32_t>(buf.size()));
+    if (prefix > 0) status = inner_->write_sync(offset, buf.first(prefix));
+    if (status.is_ok() && !report_success) {
+      status = make_error(Errc::kIoError,
+                          "{}: write of {} bytes at offset {}: torn after {} "
+                          "(injected)",
+                          path(), buf.size(), offset, prefix);
+    }
+  } else {
+    status = inner_->write_sync(offset, buf);
+  }
+  if (seq != 0) st.mark_completed(seq);
+  return status;
+}
+
+Status FaultyMember::flush_sync() {
+  State& st = *state_;
+  std::vector<std::uint64_t> covers;
+  {
+    std::lock_guard lock(st.mu);
+    ++st.counts.sync_flushes;
+    if (st.vanished || st.should_fail(MemberOp::kFlush, 0, 0)) {
+      ++st.counts.failed;
+      return make_error(Errc::kIoError, "{}: flush: {} (injected)", path(),
+                        st.vanished ? "device vanished" : "EIO");
+    }
+    covers = st.completed_entries();
+  }
+  Status status = inner_->flush_sync();
+  if (status.is_ok()) {
+    std::lock_guard lock(st.mu);
+    st.make_durable(covers);
+  }
+  return status;
+}
+
+void FaultyMember::fail_next(std::uint32_t count) {
+  std::lock_guard lock(state_->mu);
+  state_->fail_next = count;
+}
+
+void FaultyMember::fail_op(MemberOp op, bool fail) {
+  std::lock_guard lock(state_->mu);
+  state_->fail_ops[static_cast<int>(op)] = fail;
+}
+
+void FaultyMember::fail_range(std::uint64_t offset, std::uint64_t len) {
+  std::lock_guard lock(state_->mu);
+  if (len > 0) state_->fail_ranges.emplace_back(offset, offset + len);
+}
+
+void FaultyMember::clear_failures() {
+  std::lock_guard lock(state_->mu);
+  state_->fail_next = 0;
+  std::fill(std::begin(state_->fail_ops), std::end(state_->fail_ops), false);
+  state_->fail_ranges.clear();
+}
+
+void FaultyMember::vanish() {
+  std::lock_guard lock(state_->mu);
+  state_->vanished = true;
+}
+
+bool FaultyMember::vanished() const {
+  std::lock_guard lock(state_->mu);
+  return state_->vanished;
+}
+
+void FaultyMember::tear_next_write(std::uint64_t seed, bool report_success) {
+  std::lock_guard lock(state_->mu);
+  state_->tear_pending = true;
+  state_->tear_success = report_success;
+  state_->tear_rng.seed(seed);
+}
+
+std::uint32_t FaultyMember::last_torn_prefix() const {
+  std::lock_guard lock(state_->mu);
+  return state_->last_torn_prefix;
+}
+
+std::size_t FaultyMember::unflushed_writes() const {
+  std::lock_guard lock(state_->mu);
+  return state_->log.size();
+}
+
+FaultCounts FaultyMember::counts() const {
+  std::lock_guard lock(state_->mu);
+  return state_->counts;
+}
+
+Result<std::vector<PowerLossOutcome>> FaultyMember::power_loss(std::mt19937_64& rng,
+                                                               PowerLossPolicy policy) {
+  State& st = *state_;
+  std::lock_guard lock(st.mu);
+  if (!st.shims.empty()) {
+    return make_error(Errc::kBusy, "{}: power_loss with {} writes/flushes in flight", path(),
+                      st.shims.size());
+  }
+  std::vector<PowerLossOutcome> outcomes(st.log.size());
+  Status first_error;
+  for (std::size_t i = st.log.size(); i-- > 0;) {  // newest first
+    UndoEntry& entry = st.log[i];
+    std::uint32_t kept = 0;
+    switch (policy) {
+      case PowerLossPolicy::kLoseAll:
+        break;
+      case PowerLossPolicy::kLoseRandom:
+        kept = (rng() & 1) != 0 ? entry.len : 0;
+        break;
+      case PowerLossPolicy::kTearRandom: {
+        const std::uint32_t sectors = entry.len / kSector;
+        switch (rng() % 3) {
+          case 0:
+            kept = entry.len;
+            break;
+          case 1:
+            break;
+          default:  // a tear needs two sectors; a one-sector write is lost instead
+            if (sectors > 1) kept = static_cast<std::uint32_t>(1 + rng() % (sectors - 1)) * kSector;
+            break;
+        }
+        break;
+      }
+    }
+    outcomes[i] = PowerLossOutcome{entry.op, entry.offset, entry.len, kept};
+    if (kept == entry.len) continue;
+    Status status;
+    if (kept == 0) {
+      status = inner_->write_sync(entry.offset, entry.old.span());
+    } else {
+      // The suffix starts 512-aligned; the inner device wants a 4096-aligned buffer.
+      auto suffix = AlignedBuffer::allocate(entry.len - kept, kUndoAlign);
+      if (suffix.is_ok()) {
+        std::memcpy(suffix->data(), entry.old.data() + kept, entry.len - kept);
+        status = inner_->write_sync(entry.offset + kept, suffix->span());
+      } else {
+        status = suffix.status();
+      }
+    }
+    if (!status.is_ok() && first_error.is_ok()) first_error = status;
+  }
+  if (first_error.is_ok()) first_error = inner_->flush_sync();
+  st.log.clear();
+  st.vanished = true;
+  if (!first_error.is_ok()) {
+    return make_error(Errc::kIoError, "{}: power_loss could not restore old contents: {}", path(),
+                      first_error.to_string());
+  }
+  return outcomes;
+}
+
+}  // namespace graid

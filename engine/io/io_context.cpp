@@ -1,0 +1,581 @@
+// IoContext: one io_uring per thread, driving every member I/O that thread issues.
+//
+// A request's life: submit_io() prepares an SQE (or parks the request in a backlog while the SQ
+// is full); poll() hands all SQEs queued since the last poll to the kernel in one submit, reaps
+// CQEs, and either finishes the request (on_done) or prepares it again: the remainder of a short
+// transfer, or the same range after -EAGAIN. The CQE's user_data is the request itself, so the
+// hot path allocates nothing.
+//
+// Cross-thread wake-up: an IORING_OP_READ on an eventfd is always armed in the ring; post() pushes
+// onto a lock-free list and writes the eventfd when the list was empty, which completes that read
+// and ends a poll(true) sleep. The eventfd is blocking on purpose: io_uring answers -EAGAIN on an
+// O_NONBLOCK file instead of waiting for it.
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "graid/member.h"
+
+namespace graid {
+namespace {
+
+// Never reused, so a registered-file entry can't be mistaken for a later file with the same fd.
+std::atomic<std::uint64_t> g_next_file_id{1};
+// Bumped whenever a MemberFile closes; a context that sees it move sweeps its registered files.
+std::atomic<std::uint64_t> g_files_closed{0};
+
+// user_data of the eventfd read. Requests are pointers (aligned), so an odd value never collides.
+constexpr std::uint64_t kWakeTag = 1;
+// Slots in each ring's sparse registered-file table: more than the members of a few arrays.
+constexpr unsigned kFileSlots = 256;
+// After this many consecutive -EAGAIN/-EINTR results a request fails with that error rather than
+// spinning forever on a device that never becomes ready.
+constexpr std::uint16_t kMaxRetries = 1000;
+constexpr unsigned kReapBatch = 64;
+// Kernel limits for registered buffers (IORING_MAX_REG_BUFFERS, 1 GiB per buffer).
+constexpr std::size_t kMaxRegions = 16384;
+constexpr std::size_t kMaxRegionBytes = std::size_t{1} << 30;
+
+bool is_rw(MemberOp op) noexcept {
+  return op == MemberOp::kRead || op == MemberOp::kWrite;
+}
+
+}  // namespace
+
+MemberFile::MemberFile(int fd, bool buffered) noexcept
+    : fd_(fd), buffered_(buffered), id_(g_next_file_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+MemberFile::~MemberFile() {
+  if (fd_ >= 0) ::close(fd_);
+  g_files_closed.fetch_add(1, std::memory_order_release);
+}
+
+struct IoContext::Impl {
+  struct Region {
+    std::uintptr_t start;
+    std::uintptr_t end;
+    std::uint16_t index;
+  };
+  struct FileSlot {
+    std::weak_ptr<MemberFile> file;
+    unsigned slot;
+  };
+  // A FIFO over an intrusive link (Task::next_task_ or MemberRequest::next_).
+  template <typename T, T* T::*Next>
+  struct Fifo {
+    T* head = nullptr;
+    T* tail = nullptr;
+    bool empty() const noexcept { return head == nullptr; }
+    void push(T& item) noexcept {
+      item.*Next = nullptr;
+      if (tail != nullptr) {
+        tail->*Next = &item;
+      } else {
+        head = &item;
+      }
+      tail = &item;
+    }
+    T* pop() noexcept {
+      T* item = head;
+      if (item == nullptr) return nullptr;
+      head = item->*Next;
+      if (head == nullptr) tail = nullptr;
+      item->*Next = nullptr;
+      return item;
+    }
+    // Takes every item, leaving this empty: what runs now, as opposed to what gets queued while
+    // running it.
+    Fifo take() noexcept {
+      Fifo taken = *this;
+      head = tail = nullptr;
+      return taken;
+    }
+  };
+
+  explicit Impl(IoContext& owner_ctx) : owner(owner_ctx) {}
+  ~Impl() {
+    // Exiting the ring cancels the eventfd read before its buffer (a member) goes away, and drops
+    // the registered files and buffers.
+    if (ring_ready) io_uring_queue_exit(&ring);
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  io_uring_sqe* get_sqe();
+  void start(MemberRequest& req);
+  void prep(io_uring_sqe* sqe, MemberRequest& req);
+  void arm_wake();
+  void refill_backlog();
+  void enter(bool wait);
+  int reap();
+  int on_cqe(MemberRequest& req, std::int32_t res);
+  void finish(MemberRequest& req, std::int32_t res);
+  int run_tasks();
+  int run_completions();
+  int file_slot(const std::shared_ptr<MemberFile>& file);
+  void sweep_files(bool force);
+  bool find_region(const std::byte* p, std::uint32_t len, std::uint16_t& index) const;
+
+  IoContext& owner;
+  io_uring ring{};
+  bool ring_ready = false;
+  int wake_fd = -1;
+  std::uint64_t wake_value = 0;  // the kernel writes the eventfd counter here
+  bool wake_armed = false;
+
+  Fifo<Task, &Task::next_task_> deferred;
+  std::atomic<Task*> inbox{nullptr};  // LIFO stack pushed by post(), reversed when drained
+  Fifo<MemberRequest, &MemberRequest::next_> completions;
+  Fifo<MemberRequest, &MemberRequest::next_> backlog;  // requests waiting for an SQE
+
+  std::vector<Region> regions;  // registered buffers, sorted by start
+
+  bool files_enabled = false;
+  std::unordered_map<std::uint64_t, FileSlot> files;  // by MemberFile::id()
+  std::vector<unsigned> free_slots;
+  std::uint64_t files_closed_seen = 0;
+
+  IoStats stats;
+  ResultFilter filter = nullptr;
+  void* filter_arg = nullptr;
+};
+
+Result<std::unique_ptr<IoContext>> IoContext::create(unsigned queue_depth) {
+  if (queue_depth == 0 || queue_depth > 32768) {
+    return make_error(Errc::kInvalidArgument, "io_uring queue depth {} not in [1, 32768]",
+                      queue_depth);
+  }
+  auto ctx = std::make_unique<IoContext>(Key{});
+  Impl& impl = *ctx->impl_;
+
+  // COOP_TASKRUN: completions are delivered when we enter the kernel rather than by
+  // interrupting the thread; we enter at least once per poll anyway. The CQ is sized so a
+  // backlog beyond the SQ rarely overflows it (the kernel keeps overflowed CQEs regardless).
+  io_uring_params params{};
+  params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+  params.cq_entries = std::min(queue_depth * 4U, 65536U);
+  int ret = io_uring_queue_init_params(queue_depth, &impl.ring, &params);
+  if (ret == -EINVAL) {  // a kernel before 5.19 refuses COOP_TASKRUN
+    params = io_uring_params{};
+    params.flags = IORING_SETUP_CQSIZE;
+    params.cq_entries = std::min(queue_depth * 4U, 65536U);
+    ret = io_uring_queue_init_params(queue_depth, &impl.ring, &params);
+  }
+  if (ret < 0) {
+    return make_error(ret == -ENOMEM ? Errc::kNoSpace : Errc::kUnsupported,
+                      "io_uring_queue_init({}): {}", queue_depth, std::strerror(-ret));
+  }
+  impl.ring_ready = true;
+
+  impl.wake_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (impl.wake_fd < 0) {
+    return make_error(Errc::kInternal, "eventfd: {}", std::strerror(errno));
+  }
+
+  // Registered files save the kernel an fget/fput per I/O. Optional: without them (an old
+  // kernel, or a table error) requests use plain fds.
+  if (io_uring_register_files_sparse(&impl.ring, kFileSlots) == 0) {
+    impl.files_enabled = true;
+    impl.free_slots.reserve(kFileSlots);
+    for (unsigned slot = kFileSlots; slot > 0; --slot)
+      impl.free_slots.push_back(slot - 1);
+  }
+  impl.files_closed_seen = g_files_closed.load(std::memory_order_acquire);
+
+  impl.arm_wake();
+  return ctx;
+}
+
+IoContext::IoContext(Key) : impl_(std::make_unique<Impl>(*this)) {}
+
+IoContext::~IoContext() = default;
+
+const IoStats& IoContext::stats() const noexcept {
+  return impl_->stats;
+}
+
+void IoContext::set_result_filter_for_testing(ResultFilter filter, void* arg) noexcept {
+  impl_->filter = filter;
+  impl_->filter_arg = arg;
+}
+
+// ---- submission --------------------------------------------------------------------------------
+
+io_uring_sqe* IoContext::Impl::get_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+  if (sqe != nullptr) return sqe;
+  // SQ full: hand what is queued to the kernel and take a fresh slot. If even that fails (the
+  // kernel pushing back with -EBUSY/-EAGAIN) the caller parks the request in the backlog.
+  ++stats.sq_full;
+  ++stats.enters;
+  io_uring_submit(&ring);
+  return io_uring_get_sqe(&ring);
+}
+
+void IoContext::Impl::start(MemberRequest& req) {
+  // Behind an existing backlog, to keep submission order.
+  if (!backlog.empty()) {
+    backlog.push(req);
+    return;
+  }
+  io_uring_sqe* sqe = get_sqe();
+  if (sqe == nullptr) {
+    backlog.push(req);
+    return;
+  }
+  prep(sqe, req);
+}
+
+void IoContext::Impl::prep(io_uring_sqe* sqe, MemberRequest& req) {
+  switch (req.op) {
+    case MemberOp::kRead:
+    case MemberOp::kWrite: {
+      std::byte* ptr = req.buf + req.done_bytes_;
+      const unsigned remaining = req.len - req.done_bytes_;
+      const std::uint64_t offset = req.offset + req.done_bytes_;
+      if (req.op == MemberOp::kRead) {
+        if (req.fixed_buf_) {
+          io_uring_prep_read_fixed(sqe, req.fd_, ptr, remaining, offset, req.buf_index_);
+        } else {
+          io_uring_prep_read(sqe, req.fd_, ptr, remaining, offset);
+        }
+      } else {
+        if (req.fixed_buf_) {
+          io_uring_prep_write_fixed(sqe, req.fd_, ptr, remaining, offset, req.buf_index_);
+        } else {
+          io_uring_prep_write(sqe, req.fd_, ptr, remaining, offset);
+        }
+      }
+      if (req.fixed_buf_) ++stats.fixed_buffer_ios;
+      break;
+    }
+    case MemberOp::kFlush:
+      // O_DIRECT data is already out of the page cache; fdatasync flushes the device cache and
+      // any allocation metadata. A buffered member needs the full fsync.
+      io_uring_prep_fsync(sqe, req.fd_, req.buffered_ ? 0U : IORING_FSYNC_DATASYNC);
+      break;
+    case MemberOp::kDiscard:
+      // Punching a hole deallocates a file range and, on a block device, discards or zeroes it;
+      // either way the range then reads as zeros.
+      io_uring_prep_fallocate(sqe, req.fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                              static_cast<off_t>(req.offset), static_cast<off_t>(req.len));
+      break;
+  }
+  if (req.fixed_file_) {
+    sqe->flags |= IOSQE_FIXED_FILE;
+    ++stats.fixed_file_ios;
+  }
+  io_uring_sqe_set_data(sqe, &req);
+  ++stats.sqes;
+}
+
+void IoContext::Impl::arm_wake() {
+  if (wake_armed) return;
+  io_uring_sqe* sqe = get_sqe();
+  if (sqe == nullptr) return;  // retried by refill_backlog() at the next poll
+  io_uring_prep_read(sqe, wake_fd, &wake_value, sizeof(wake_value), 0);
+  io_uring_sqe_set_data64(sqe, kWakeTag);
+  wake_armed = true;
+}
+
+void IoContext::Impl::refill_backlog() {
+  arm_wake();
+  while (!backlog.empty()) {
+    io_uring_sqe* sqe = get_sqe();
+    if (sqe == nullptr) return;
+    prep(sqe, *backlog.pop());
+  }
+}
+
+void IoContext::Impl::enter(bool wait) {
+  int ret;
+  if (wait) {
+    ++stats.enters;
+    ret = io_uring_submit_and_wait(&ring, 1);
+  } else {
+    if (io_uring_sq_ready(&ring) == 0) return;
+    ++stats.enters;
+    ret = io_uring_submit(&ring);
+  }
+  // -EINTR (a signal), -EAGAIN/-EBUSY (the kernel wants CQEs reaped first): the SQEs stay queued
+  // and go with the next enter, after the caller has reaped. Anything else is a broken ring,
+  // which no retry fixes; say so once rather than spin silently.
+  if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      fmt::print(stderr, "graid: io_uring_enter failed: {}\n", std::strerror(-ret));
+    }
+  }
+}
+
+void IoContext::submit_io(const std::shared_ptr<MemberFile>& file, MemberRequest& req) {
+  const bool malformed = is_rw(req.op) ? (req.buf == nullptr || req.len == 0)
+                                       : (req.op == MemberOp::kDiscard && req.len == 0);
+  if (malformed || file == nullptr || file->fd() < 0) {
+    complete_later(req, malformed ? -EINVAL : -EBADF);
+    return;
+  }
+  ++in_flight_;
+  ++impl_->stats.submitted;
+  req.done_bytes_ = 0;
+  req.retries_ = 0;
+  req.buffered_ = file->buffered();
+  req.next_ = nullptr;
+  const int slot = impl_->file_slot(file);
+  req.fixed_file_ = slot >= 0;
+  req.fd_ = slot >= 0 ? slot : file->fd();
+  req.fixed_buf_ = is_rw(req.op) && impl_->find_region(req.buf, req.len, req.buf_index_);
+  impl_->start(req);
+}
+
+void IoContext::complete_later(MemberRequest& req, std::int32_t result) {
+  ++in_flight_;
+  ++impl_->stats.submitted;
+  req.result_ = result;
+  impl_->completions.push(req);
+}
+
+// ---- completion --------------------------------------------------------------------------------
+
+void IoContext::Impl::finish(MemberRequest& req, std::int32_t res) {
+  --owner.in_flight_;
+  req.on_done(res);
+}
+
+// Returns 1 when the request finished (its callback ran), 0 when it was resubmitted.
+int IoContext::Impl::on_cqe(MemberRequest& req, std::int32_t res) {
+  if (filter != nullptr) res = filter(req, res, filter_arg);
+  if (res == -EAGAIN || res == -EINTR) {
+    if (req.retries_ < kMaxRetries) {
+      ++req.retries_;
+      ++stats.again_retries;
+      start(req);
+      return 0;
+    }
+  } else if (res >= 0 && is_rw(req.op)) {
+    req.retries_ = 0;
+    const std::uint32_t remaining = req.len - req.done_bytes_;
+    const auto got = static_cast<std::uint32_t>(res);
+    if (got < remaining) {
+      if (got == 0) {
+        // End of file before the request's end (a file shrunk under us, a device smaller than
+        // it claimed): an error, never silent zeros or a partial write.
+        finish(req, -EIO);
+        return 1;
+      }
+      req.done_bytes_ += got;
+      ++stats.short_resubmits;
+      start(req);
+      return 0;
+    }
+    res = static_cast<std::int32_t>(req.len);
+  }
+  finish(req, res);
+  return 1;
+}
+
+int IoContext::Impl::reap() {
+  // With COOP_TASKRUN the kernel may hold completions until we enter it; the flag says so.
+  if ((IO_URING_READ_ONCE(*ring.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0) {
+    io_uring_get_events(&ring);
+  }
+  int ran = 0;
+  for (;;) {
+    io_uring_cqe* cqes[kReapBatch];
+    const unsigned n = io_uring_peek_batch_cqe(&ring, cqes, kReapBatch);
+    if (n == 0) break;
+    // Copy out and release the CQ slots before running callbacks, which may submit (and so
+    // enter the kernel, which posts more CQEs).
+    struct Done {
+      std::uint64_t data;
+      std::int32_t res;
+    } batch[kReapBatch];
+    for (unsigned i = 0; i < n; ++i)
+      batch[i] = {cqes[i]->user_data, cqes[i]->res};
+    io_uring_cq_advance(&ring, n);
+    for (unsigned i = 0; i < n; ++i) {
+      if (batch[i].data == kWakeTag) {
+        wake_armed = false;  // re-armed by refill_backlog(); the posted tasks run in run_tasks()
+        continue;
+      }
+      ran += on_cqe(*reinterpret_cast<MemberRequest*>(batch[i].data), batch[i].res);
+    }
+    if (n < kReapBatch) break;
+  }
+  return ran;
+}
+
+// ---- tasks -------------------------------------------------------------------------------------
+
+void IoContext::post(Task& task) {
+  Task* head = impl_->inbox.load(std::memory_order_relaxed);
+  do {
+    task.next_task_ = head;
+  } while (!impl_->inbox.compare_exchange_weak(head, &task, std::memory_order_release,
+                                               std::memory_order_relaxed));
+  // Only the push onto an empty inbox wakes the thread: a non-empty inbox already has a wake-up
+  // on its way, and draining takes everything.
+  if (head == nullptr) {
+    const std::uint64_t one = 1;
+    while (::write(impl_->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void IoContext::defer(Task& task) {
+  impl_->deferred.push(task);
+}
+
+int IoContext::Impl::run_tasks() {
+  int ran = 0;
+  // Tasks deferred while these run wait for the next poll, so a task that re-defers itself
+  // cannot starve I/O.
+  auto local = deferred.take();
+  while (Task* task = local.pop()) {
+    task->run();
+    ++ran;
+  }
+  Task* stack = inbox.exchange(nullptr, std::memory_order_acquire);
+  Task* fifo = nullptr;  // reverse the LIFO stack: run in posting order
+  while (stack != nullptr) {
+    Task* next = stack->next_task_;
+    stack->next_task_ = fifo;
+    fifo = stack;
+    stack = next;
+  }
+  while (fifo != nullptr) {
+    Task* next = fifo->next_task_;  // read before run(): the task may be posted again
+    fifo->next_task_ = nullptr;
+    fifo->run();
+    ++ran;
+    fifo = next;
+  }
+  return ran;
+}
+
+int IoContext::Impl::run_completions() {
+  int ran = 0;
+  auto local = completions.take();
+  while (MemberRequest* req = local.pop()) {
+    finish(*req, req->result_);
+    ++ran;
+  }
+  return ran;
+}
+
+int IoContext::poll(bool wait) {
+  Impl& impl = *impl_;
+  int ran = 0;
+  for (;;) {
+    impl.sweep_files(false);
+    ran += impl.run_tasks();
+    ran += impl.run_completions();
+    ran += impl.reap();
+    impl.refill_backlog();
+    if (ran > 0 || !wait) {
+      impl.enter(false);
+      return ran;
+    }
+    // Nothing ran. Work queued by this thread needs no sleep; otherwise sleep for a CQE (an I/O
+    // or the eventfd read that post() completes).
+    if (!impl.deferred.empty() || !impl.completions.empty()) continue;
+    impl.enter(true);
+  }
+}
+
+// ---- registered files and buffers --------------------------------------------------------------
+
+int IoContext::Impl::file_slot(const std::shared_ptr<MemberFile>& file) {
+  if (!files_enabled) return -1;
+  if (auto it = files.find(file->id()); it != files.end()) return static_cast<int>(it->second.slot);
+  if (free_slots.empty()) sweep_files(true);
+  if (free_slots.empty()) return -1;  // table full: plain fd
+  const unsigned slot = free_slots.back();
+  int fd = file->fd();
+  if (io_uring_register_files_update(&ring, slot, &fd, 1) != 1) return -1;
+  free_slots.pop_back();
+  files.emplace(file->id(), FileSlot{file, slot});
+  return static_cast<int>(slot);
+}
+
+void IoContext::Impl::sweep_files(bool force) {
+  const std::uint64_t closed = g_files_closed.load(std::memory_order_acquire);
+  if (!force && closed == files_closed_seen) return;
+  files_closed_seen = closed;
+  for (auto it = files.begin(); it != files.end();) {
+    if (!it->second.file.expired()) {
+      ++it;
+      continue;
+    }
+    int empty = -1;  // drop the ring's reference to the closed file
+    io_uring_register_files_update(&ring, it->second.slot, &empty, 1);
+    free_slots.push_back(it->second.slot);
+    it = files.erase(it);
+  }
+}
+
+bool IoContext::Impl::find_region(const std::byte* p, std::uint32_t len,
+                                  std::uint16_t& index) const {
+  if (regions.empty()) return false;
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  auto it = std::upper_bound(regions.begin(), regions.end(), start,
+                             [](std::uintptr_t v, const Region& r) { return v < r.start; });
+  if (it == regions.begin()) return false;
+  --it;
+  if (start + len > it->end) return false;
+  index = it->index;
+  return true;
+}
+
+Status IoContext::register_buffers(std::span<const std::span<std::byte>> regions) {
+  Impl& impl = *impl_;
+  if (in_flight_ > 0) {
+    return make_error(Errc::kBusy, "register_buffers with {} I/Os in flight", in_flight_);
+  }
+  if (regions.size() > kMaxRegions) {
+    return make_error(Errc::kInvalidArgument, "{} buffer regions (at most {})", regions.size(),
+                      kMaxRegions);
+  }
+  std::vector<iovec> iovecs;
+  iovecs.reserve(regions.size());
+  for (const auto& region : regions) {
+    if (region.empty() || region.size() > kMaxRegionBytes) {
+      return make_error(Errc::kInvalidArgument, "buffer region of {} bytes (1 B to 1 GiB)",
+                        region.size());
+    }
+    iovecs.push_back(iovec{region.data(), region.size()});
+  }
+  if (!impl.regions.empty()) {
+    io_uring_unregister_buffers(&impl.ring);
+    impl.regions.clear();
+  }
+  if (iovecs.empty()) return Status::ok();
+  const int ret =
+      io_uring_register_buffers(&impl.ring, iovecs.data(), static_cast<unsigned>(iovecs.size()));
+  if (ret < 0) {
+    return make_error(ret == -ENOMEM ? Errc::kNoSpace : Errc::kUnsupported,
+                      "io_uring_register_buffers ({} regions): {}", iovecs.size(),
+                      std::strerror(-ret));
+  }
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const auto start = reinterpret_cast<std::uintptr_t>(regions[i].data());
+    impl.regions.push_back(
+        Impl::Region{start, start + regions[i].size(), static_cast<std::uint16_t>(i)});
+  }
+  std::sort(impl.regions.begin(), impl.regions.end(),
+            [](const Impl::Region& a, const Impl::Region& b) { return a.start < b.start; });
+  return Status::ok();
+}
+
+}  // namespace graid

@@ -1,0 +1,675 @@
+// Member I/O: IoContext over io_uring and file-backed members, on real files in a temp dir.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "graid/buffer.h"
+#include "graid/member.h"
+
+namespace graid {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+
+// A directory under /tmp, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/graid-io-XXXXXX";
+    const char* made = ::mkdtemp(name);
+    EXPECT_NE(made, nullptr) << std::strerror(errno);
+    path_ = made != nullptr ? made : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Counts its completions; remembers the last result.
+class CountingRequest final : public MemberRequest {
+ public:
+  void on_done(std::int32_t r) override {
+    ++calls;
+    result = r;
+    if (total != nullptr) ++*total;
+  }
+  int calls = 0;
+  std::int32_t result = 0;
+  int* total = nullptr;
+};
+
+std::unique_ptr<IoContext> make_context(unsigned depth = 256) {
+  auto ctx = IoContext::create(depth);
+  EXPECT_TRUE(ctx.is_ok()) << ctx.status().to_string();
+  return ctx.is_ok() ? std::move(ctx).value() : nullptr;
+}
+
+std::unique_ptr<MemberDevice> make_member(const std::string& path, std::uint64_t size,
+                                          bool direct = true) {
+  OpenOptions options;
+  options.create = true;
+  options.create_size = size;
+  options.direct = direct;
+  auto member = open_member(path, options);
+  EXPECT_TRUE(member.is_ok()) << member.status().to_string();
+  return member.is_ok() ? std::move(member).value() : nullptr;
+}
+
+AlignedBuffer make_buffer(std::size_t size) {
+  auto buffer = AlignedBuffer::allocate(size, kPage);
+  EXPECT_TRUE(buffer.is_ok());
+  return std::move(buffer).value();
+}
+
+void fill_random(std::span<std::byte> bytes, std::mt19937_64& rng) {
+  for (auto& b : bytes)
+    b = static_cast<std::byte>(rng());
+}
+
+void drain(IoContext& ctx) {
+  while (ctx.in_flight() > 0)
+    ctx.poll(true);
+}
+
+std::vector<std::byte> read_all(MemberDevice& member) {
+  AlignedBuffer buffer = make_buffer(member.size());
+  const Status status = member.read_sync(0, buffer.span());
+  EXPECT_TRUE(status.is_ok()) << status.to_string();
+  return {buffer.data(), buffer.data() + buffer.size()};
+}
+
+// Writes random data to `count` disjoint random ranges inside [base, base + span) at once, then
+// reads random ranges back at the same depth, checking every byte against `model`.
+void random_round(IoContext& ctx, MemberDevice& member, std::vector<std::byte>& model,
+                  std::uint64_t base, std::uint64_t span, unsigned count, std::mt19937_64& rng) {
+  const std::uint64_t slot = span / count;
+  ASSERT_GE(slot, 512U);
+  AlignedBuffer data = make_buffer(slot * count);
+  std::vector<CountingRequest> reqs(count);
+  int total = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    const std::uint64_t sectors = slot / 512;
+    const std::uint64_t first = rng() % sectors;
+    const std::uint64_t n = 1 + rng() % (sectors - first);
+    CountingRequest& req = reqs[i];
+    req.op = MemberOp::kWrite;
+    req.offset = base + i * slot + first * 512;
+    req.len = static_cast<std::uint32_t>(n * 512);
+    req.buf = data.data() + i * slot;  // slot is a multiple of 512: O_DIRECT alignment holds
+    req.total = &total;
+    fill_random({req.buf, req.len}, rng);
+    std::memcpy(model.data() + req.offset, req.buf, req.len);
+    member.submit(ctx, req);
+  }
+  EXPECT_EQ(total, 0) << "completion ran inline from submit";
+  drain(ctx);
+  ASSERT_EQ(total, static_cast<int>(count));
+  for (auto& req : reqs) {
+    ASSERT_EQ(req.calls, 1);
+    ASSERT_EQ(req.result, static_cast<std::int32_t>(req.len)) << "write at " << req.offset;
+  }
+  // Reads: overlapping is fine; each into its own slot of the buffer.
+  total = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    const std::uint64_t sectors = span / 512;
+    const std::uint64_t first = rng() % sectors;
+    const std::uint64_t n = 1 + rng() % std::min<std::uint64_t>(slot / 512, sectors - first);
+    CountingRequest& req = reqs[i];
+    req = CountingRequest{};
+    req.op = MemberOp::kRead;
+    req.offset = base + first * 512;
+    req.len = static_cast<std::uint32_t>(n * 512);
+    req.buf = data.data() + i * slot;
+    req.total = &total;
+    member.submit(ctx, req);
+  }
+  drain(ctx);
+  ASSERT_EQ(total, static_cast<int>(count));
+  for (auto& req : reqs) {
+    ASSERT_EQ(req.result, static_cast<std::int32_t>(req.len));
+    ASSERT_EQ(std::memcmp(req.buf, model.data() + req.offset, req.len), 0)
+        << "read at " << req.offset << " len " << req.len;
+  }
+}
+
+TEST(IoContext, CreateRejectsBadDepth) {
+  EXPECT_EQ(IoContext::create(0).status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(IoContext::create(1 << 20).status().code(), Errc::kInvalidArgument);
+}
+
+TEST(FileMember, RandomRoundTripsAtDepth64) {
+  TempDir dir;
+  constexpr std::uint64_t kSize = 8 << 20;
+  auto ctx = make_context(64);
+  auto member = make_member(dir.file("m0"), kSize);
+  ASSERT_TRUE(ctx && member);
+  EXPECT_EQ(member->size(), kSize);
+  EXPECT_TRUE(member->direct_io());
+  std::vector<std::byte> model(kSize);
+  std::mt19937_64 rng(1);
+  for (int round = 0; round < 6; ++round) {
+    random_round(*ctx, *member, model, 0, kSize, 64, rng);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(read_all(*member), model);
+  EXPECT_EQ(ctx->in_flight(), 0U);
+  EXPECT_GT(ctx->stats().fixed_file_ios, 0U) << "registered files not used";
+}
+
+TEST(FileMember, ThreadsWithOwnContextsShareAMember) {
+  TempDir dir;
+  constexpr unsigned kThreads = 4;
+  constexpr std::uint64_t kPerThread = 2 << 20;
+  auto member = make_member(dir.file("m0"), kPerThread * kThreads);
+  ASSERT_TRUE(member);
+  std::vector<std::vector<std::byte>> models(kThreads, std::vector<std::byte>(member->size()));
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto ctx = make_context(32);
+      ASSERT_TRUE(ctx);
+      std::mt19937_64 rng(100 + t);
+      for (int round = 0; round < 4; ++round) {
+        random_round(*ctx, *member, models[t], t * kPerThread, kPerThread, 32, rng);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  const std::vector<std::byte> disk = read_all(*member);
+  for (unsigned t = 0; t < kThreads; ++t) {
+    const std::size_t begin = t * kPerThread;
+    EXPECT_EQ(std::memcmp(disk.data() + begin, models[t].data() + begin, kPerThread), 0)
+        << "thread " << t;
+  }
+}
+
+TEST(FileMember, FlushAndDiscard) {
+  TempDir dir;
+  for (const bool direct : {true, false}) {
+    auto ctx = make_context();
+    auto member = make_member(dir.file(direct ? "direct" : "buffered"), 1 << 20, direct);
+    ASSERT_TRUE(ctx && member);
+    EXPECT_EQ(member->direct_io(), direct);
+    AlignedBuffer data = make_buffer(1 << 20);
+    std::mt19937_64 rng(7);
+    fill_random(data.span(), rng);
+    ASSERT_TRUE(member->write_sync(0, data.span()).is_ok());
+
+    CountingRequest flush, discard;
+    flush.op = MemberOp::kFlush;
+    discard.op = MemberOp::kDiscard;
+    discard.offset = 128 << 10;
+    discard.len = 256 << 10;
+    member->submit(*ctx, flush);
+    member->submit(*ctx, discard);
+    drain(*ctx);
+    EXPECT_EQ(flush.calls, 1);
+    EXPECT_EQ(flush.result, 0);
+    EXPECT_EQ(discard.calls, 1);
+    EXPECT_EQ(discard.result, 0);
+
+    const std::vector<std::byte> disk = read_all(*member);
+    std::vector<std::byte> expect(data.data(), data.data() + data.size());
+    std::fill(expect.begin() + discard.offset, expect.begin() + discard.offset + discard.len,
+              std::byte{0});
+    EXPECT_EQ(disk, expect) << (direct ? "direct" : "buffered");
+    EXPECT_TRUE(member->flush_sync().is_ok());
+  }
+}
+
+TEST(FileMember, FixedBuffersUsedInsideRegisteredRegions) {
+  TempDir dir;
+  auto ctx = make_context();
+  auto member = make_member(dir.file("m0"), 1 << 20);
+  ASSERT_TRUE(ctx && member);
+  // Only the first half of `memory` is registered.
+  AlignedBuffer memory = make_buffer(512 << 10);
+  const std::span<std::byte> regions[] = {memory.span().first(256 << 10)};
+  ASSERT_TRUE(ctx->register_buffers(regions).is_ok());
+  std::mt19937_64 rng(3);
+  fill_random(memory.span(), rng);
+  const std::vector<std::byte> original(memory.data(), memory.data() + memory.size());
+
+  const auto write_from = [&](std::size_t at, std::uint64_t offset, CountingRequest& req) {
+    req.op = MemberOp::kWrite;
+    req.buf = memory.data() + at;
+    req.len = 64 << 10;
+    req.offset = offset;
+    member->submit(*ctx, req);
+  };
+  CountingRequest inside, outside, straddling;
+  write_from(64 << 10, 0, inside);               // inside the region: WRITE_FIXED
+  write_from(320 << 10, 64 << 10, outside);      // beyond it: plain WRITE
+  write_from(224 << 10, 128 << 10, straddling);  // runs off its end: plain WRITE
+  drain(*ctx);
+  EXPECT_EQ(inside.result, 64 << 10);
+  EXPECT_EQ(outside.result, 64 << 10);
+  EXPECT_EQ(straddling.result, 64 << 10);
+  EXPECT_EQ(ctx->stats().fixed_buffer_ios, 1U);
+
+  // Registration with I/O in flight is refused.
+  CountingRequest read;
+  read.op = MemberOp::kRead;
+  read.buf = memory.data();  // fixed
+  read.len = 192 << 10;
+  member->submit(*ctx, read);
+  EXPECT_EQ(ctx->register_buffers(regions).code(), Errc::kBusy);
+  drain(*ctx);
+  EXPECT_EQ(read.result, 192 << 10);
+  EXPECT_EQ(ctx->stats().fixed_buffer_ios, 2U);
+  const auto same = [&](std::size_t read_at, std::size_t written_from) {
+    return std::memcmp(memory.data() + read_at, original.data() + written_from, 64 << 10) == 0;
+  };
+  EXPECT_TRUE(same(0, 64 << 10));
+  EXPECT_TRUE(same(64 << 10, 320 << 10));
+  EXPECT_TRUE(same(128 << 10, 224 << 10));
+
+  // Unregistered: the same buffer goes through plain READ.
+  ASSERT_TRUE(ctx->register_buffers({}).is_ok());
+  read = CountingRequest{};
+  read.op = MemberOp::kRead;
+  read.buf = memory.data();
+  read.len = 4096;
+  member->submit(*ctx, read);
+  drain(*ctx);
+  EXPECT_EQ(read.result, 4096);
+  EXPECT_EQ(ctx->stats().fixed_buffer_ios, 2U);
+}
+
+TEST(FileMember, RegisteredFileSlotsAreRecycledWhenMembersClose) {
+  // More members than the 256-slot table, opened and closed one after another: each must get a
+  // registered slot, which only works if closed members' slots come back.
+  TempDir dir;
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  AlignedBuffer buf = make_buffer(4096);
+  auto first = make_member(dir.file("m"), 1 << 16);
+  ASSERT_TRUE(first);
+  first.reset();
+  for (int i = 0; i < 300; ++i) {
+    auto member = open_member(dir.file("m"));
+    ASSERT_TRUE(member.is_ok()) << member.status().to_string();
+    CountingRequest read;
+    read.op = MemberOp::kRead;
+    read.buf = buf.data();
+    read.len = 4096;
+    (*member)->submit(*ctx, read);
+    drain(*ctx);
+    ASSERT_EQ(read.result, 4096);
+  }
+  EXPECT_EQ(ctx->stats().fixed_file_ios, 300U);
+}
+
+TEST(FileMember, BadRequestsFailLaterNotInline) {
+  TempDir dir;
+  auto ctx = make_context();
+  auto member = make_member(dir.file("m0"), 1 << 20);
+  ASSERT_TRUE(ctx && member);
+  AlignedBuffer buf = make_buffer(8192);
+  struct Case {
+    MemberOp op;
+    std::uint64_t offset;
+    std::uint32_t len;
+    bool null_buf;
+    std::int32_t expect;
+  };
+  const Case cases[] = {
+      {MemberOp::kRead, 1 << 20, 4096, false, -ERANGE},           // at the end
+      {MemberOp::kRead, (1 << 20) - 4096, 8192, false, -ERANGE},  // straddling the end
+      {MemberOp::kWrite, std::uint64_t{1} << 40, 4096, false, -ERANGE},
+      {MemberOp::kDiscard, (1 << 20) - 512, 1024, false, -ERANGE},
+      {MemberOp::kRead, 0, 100, false, -EINVAL},  // not a sector multiple
+      {MemberOp::kWrite, 100, 512, false, -EINVAL},
+      {MemberOp::kRead, 0, 0, false, -EINVAL},
+      {MemberOp::kWrite, 0, 4096, true, -EINVAL},
+      {MemberOp::kRead, (1 << 20) - 4096, 4096, false, 4096},  // the last block is fine
+  };
+  std::vector<CountingRequest> reqs(std::size(cases));
+  int total = 0;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].op = cases[i].op;
+    reqs[i].offset = cases[i].offset;
+    reqs[i].len = cases[i].len;
+    reqs[i].buf = cases[i].null_buf ? nullptr : buf.data();
+    reqs[i].total = &total;
+    member->submit(*ctx, reqs[i]);
+  }
+  EXPECT_EQ(total, 0);
+  EXPECT_EQ(ctx->in_flight(), reqs.size());
+  drain(*ctx);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(reqs[i].calls, 1) << "case " << i;
+    EXPECT_EQ(reqs[i].result, cases[i].expect) << "case " << i;
+  }
+}
+
+TEST(FileMember, ReadPastTheRealEndOfAShrunkFileIsAnError) {
+  // The file shrinks under an open member (its size() is stale): the kernel returns a short
+  // read, the layer asks for the rest, gets end-of-file, and reports -EIO, not zeros.
+  TempDir dir;
+  auto ctx = make_context();
+  auto member = make_member(dir.file("m0"), 64 << 10);
+  ASSERT_TRUE(ctx && member);
+  ASSERT_EQ(::truncate(dir.file("m0").c_str(), 60 << 10), 0);
+  AlignedBuffer buf = make_buffer(8192);
+  CountingRequest read;
+  read.op = MemberOp::kRead;
+  read.buf = buf.data();
+  read.len = 8192;
+  read.offset = 56 << 10;
+  member->submit(*ctx, read);
+  drain(*ctx);
+  EXPECT_EQ(read.result, -EIO);
+  EXPECT_EQ(ctx->stats().short_resubmits, 1U);
+  EXPECT_EQ(member->read_sync(56 << 10, buf.span()).code(), Errc::kIoError);
+}
+
+// A pipe as a member file: reads return what the pipe holds, so transfers come back short.
+struct Pipe {
+  Pipe(int flags) {
+    int fds[2];
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC | flags), 0);
+    read_end = std::make_shared<MemberFile>(fds[0], true);
+    write_fd = fds[1];
+  }
+  ~Pipe() { ::close(write_fd); }
+  void put(const std::byte* data, std::size_t n) const {
+    ASSERT_EQ(::write(write_fd, data, n), static_cast<ssize_t>(n));
+  }
+  std::shared_ptr<MemberFile> read_end;
+  int write_fd;
+};
+
+TEST(IoContext, ShortTransfersAreResubmittedForTheRest) {
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  Pipe pipe(0);
+  std::vector<std::byte> data(4096);
+  std::mt19937_64 rng(5);
+  fill_random(data, rng);
+  AlignedBuffer buf = make_buffer(4096);
+  CountingRequest read;
+  read.op = MemberOp::kRead;
+  read.buf = buf.data();
+  read.len = 4096;
+  pipe.put(data.data(), 100);
+  ctx->submit_io(pipe.read_end, read);
+  while (ctx->stats().short_resubmits == 0)
+    ctx->poll(false);
+  EXPECT_EQ(read.calls, 0);
+  pipe.put(data.data() + 100, 4096 - 100);
+  drain(*ctx);
+  EXPECT_EQ(read.calls, 1);
+  EXPECT_EQ(read.result, 4096);
+  EXPECT_EQ(std::memcmp(buf.data(), data.data(), 4096), 0);
+}
+
+// Rewrites CQE results through the test seam: the first `again` results become -EAGAIN, then
+// every full transfer of more than one sector comes back as half of it (whole sectors), so each
+// request is resubmitted for its remainder several times.
+struct Mangler {
+  int again = 0;
+  bool halve = false;
+  static std::int32_t filter(const MemberRequest& req, std::int32_t result, void* arg) {
+    auto& self = *static_cast<Mangler*>(arg);
+    if (self.again > 0) {
+      --self.again;
+      return -EAGAIN;
+    }
+    if (self.halve && result > 512 && req.op != MemberOp::kFlush) {
+      return result / 1024 * 512;  // half, rounded down to a sector: at least one sector
+    }
+    return result;
+  }
+};
+
+TEST(IoContext, EagainAndShortTransfersAreRetriedToTheFullLength) {
+  TempDir dir;
+  auto ctx = make_context(16);
+  auto member = make_member(dir.file("m0"), 4 << 20);
+  ASSERT_TRUE(ctx && member);
+  Mangler mangler{.again = 5, .halve = true};
+  ctx->set_result_filter_for_testing(&Mangler::filter, &mangler);
+  std::vector<std::byte> model(member->size());
+  std::mt19937_64 rng(13);
+  for (int round = 0; round < 3; ++round)
+    random_round(*ctx, *member, model, 0, 4 << 20, 16, rng);
+  ctx->set_result_filter_for_testing(nullptr, nullptr);
+  EXPECT_EQ(read_all(*member), model);
+  EXPECT_EQ(ctx->stats().again_retries, 5U);
+  EXPECT_GT(ctx->stats().short_resubmits, 16U);
+}
+
+TEST(IoContext, EagainRetriesAreBounded) {
+  TempDir dir;
+  auto ctx = make_context();
+  auto member = make_member(dir.file("m0"), 1 << 20);
+  ASSERT_TRUE(ctx && member);
+  Mangler mangler{.again = 1 << 30};  // never ready
+  ctx->set_result_filter_for_testing(&Mangler::filter, &mangler);
+  AlignedBuffer buf = make_buffer(4096);
+  CountingRequest read;
+  read.op = MemberOp::kRead;
+  read.buf = buf.data();
+  read.len = 4096;
+  member->submit(*ctx, read);
+  drain(*ctx);
+  EXPECT_EQ(read.calls, 1);
+  EXPECT_EQ(read.result, -EAGAIN);
+  EXPECT_GE(ctx->stats().again_retries, 100U);
+}
+
+TEST(IoContext, FullSubmissionQueueNeverDropsARequest) {
+  TempDir dir;
+  auto ctx = make_context(4);
+  auto member = make_member(dir.file("m0"), 1 << 20);
+  ASSERT_TRUE(ctx && member);
+  AlignedBuffer buf = make_buffer(256 * 4096);
+  std::vector<CountingRequest> reqs(256);
+  int total = 0;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].op = i % 2 == 0 ? MemberOp::kWrite : MemberOp::kRead;
+    reqs[i].buf = buf.data() + i * 4096;
+    reqs[i].len = 4096;
+    reqs[i].offset = i * 4096;
+    reqs[i].total = &total;
+    member->submit(*ctx, reqs[i]);
+  }
+  EXPECT_EQ(total, 0);
+  drain(*ctx);
+  EXPECT_EQ(total, 256);
+  for (auto& req : reqs)
+    EXPECT_EQ(req.result, 4096);
+  EXPECT_GT(ctx->stats().sq_full, 0U);
+}
+
+class CountingTask final : public Task {
+ public:
+  void run() override { runs.fetch_add(1, std::memory_order_relaxed); }
+  std::atomic<int> runs{0};
+};
+
+TEST(IoContext, PostFromAnotherThreadWakesASleepingPoll) {
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  CountingTask task;
+  std::thread poster([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ctx->post(task);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  int ran = 0;
+  while (ran == 0)
+    ran = ctx->poll(true);  // nothing in flight: sleeps until the post
+  poster.join();
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(task.runs.load(), 1);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(40));
+}
+
+TEST(IoContext, ManyPostersEveryTaskRunsOnce) {
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  constexpr int kPosters = 3;
+  constexpr int kEach = 2000;
+  std::vector<CountingTask> tasks(kPosters * kEach);
+  std::vector<std::thread> posters;
+  for (int p = 0; p < kPosters; ++p) {
+    posters.emplace_back([&, p] {
+      for (int i = 0; i < kEach; ++i)
+        ctx->post(tasks[p * kEach + i]);
+    });
+  }
+  int ran = 0;
+  while (ran < kPosters * kEach)
+    ran += ctx->poll(true);
+  for (auto& poster : posters)
+    poster.join();
+  EXPECT_EQ(ran, kPosters * kEach);
+  for (auto& task : tasks)
+    ASSERT_EQ(task.runs.load(), 1);
+}
+
+TEST(IoContext, DeferRunsAtTheNextPoll) {
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  CountingTask a, b;
+  ctx->defer(a);
+  ctx->defer(b);
+  EXPECT_EQ(a.runs.load(), 0);
+  EXPECT_EQ(ctx->poll(false), 2);
+  EXPECT_EQ(a.runs.load(), 1);
+  EXPECT_EQ(b.runs.load(), 1);
+  EXPECT_EQ(ctx->poll(false), 0);
+  ctx->defer(a);
+  EXPECT_EQ(ctx->poll(true), 1);  // deferred work is ready: no sleep
+}
+
+TEST(FileMember, SyncIoChecksAlignmentAndRange) {
+  TempDir dir;
+  auto member = make_member(dir.file("m0"), 1 << 20);
+  ASSERT_TRUE(member);
+  AlignedBuffer buf = make_buffer(3 * 4096);
+  std::mt19937_64 rng(9);
+  fill_random(buf.span(), rng);
+  ASSERT_TRUE(member->write_sync(4096, buf.span()).is_ok());
+  AlignedBuffer back = make_buffer(3 * 4096);
+  ASSERT_TRUE(member->read_sync(4096, back.span()).is_ok());
+  EXPECT_EQ(std::memcmp(buf.data(), back.data(), buf.size()), 0);
+  EXPECT_TRUE(member->flush_sync().is_ok());
+
+  const Status misaligned = member->read_sync(0, back.span().subspan(512, 4096));
+  EXPECT_EQ(misaligned.code(), Errc::kInvalidArgument);
+  EXPECT_NE(misaligned.message().find(dir.file("m0")), std::string::npos);
+  EXPECT_EQ(member->write_sync(100, buf.span()).code(), Errc::kInvalidArgument);
+  EXPECT_EQ(member->read_sync((1 << 20) - 4096, back.span()).code(), Errc::kOutOfRange);
+}
+
+TEST(OpenMember, RefusesWhatIsNotADrive) {
+  TempDir dir;
+  const auto expect_error = [](const std::string& path, Errc code, const std::string& words,
+                               const OpenOptions& options = {}) {
+    auto member = open_member(path, options);
+    ASSERT_FALSE(member.is_ok()) << path;
+    EXPECT_EQ(member.status().code(), code) << member.status().to_string();
+    EXPECT_NE(member.status().message().find(path), std::string::npos)
+        << member.status().to_string();
+    EXPECT_NE(member.status().message().find(words), std::string::npos)
+        << member.status().to_string();
+  };
+  expect_error(dir.file("missing"), Errc::kNotFound, "No such file");
+  expect_error(dir.path(), Errc::kInvalidArgument, "is a directory");
+  expect_error("/dev/null", Errc::kInvalidArgument, "is a character device");
+  {
+    const int fd = ::open(dir.file("empty").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+  }
+  expect_error(dir.file("empty"), Errc::kInvalidArgument, "is empty");
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  expect_error(dir.file("fifo"), Errc::kInvalidArgument, "FIFO");
+}
+
+TEST(OpenMember, CreateMakesGrowsButNeverShrinks) {
+  TempDir dir;
+  OpenOptions options;
+  options.create = true;
+  options.create_size = 1 << 20;
+  auto made = open_member(dir.file("m"), options);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  EXPECT_EQ((*made)->size(), 1U << 20);
+  made = Result<std::unique_ptr<MemberDevice>>(make_error(Errc::kInternal, "closed"));
+
+  options.create_size = 2 << 20;  // grow
+  auto grown = open_member(dir.file("m"), options);
+  ASSERT_TRUE(grown.is_ok()) << grown.status().to_string();
+  EXPECT_EQ((*grown)->size(), 2U << 20);
+
+  options.create_size = 1 << 20;  // shrink: refused, file untouched
+  auto shrunk = open_member(dir.file("m"), options);
+  ASSERT_FALSE(shrunk.is_ok());
+  EXPECT_EQ(shrunk.status().code(), Errc::kInvalidArgument);
+  EXPECT_NE(shrunk.status().message().find("refusing to shrink"), std::string::npos);
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("m").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 2 << 20);
+
+  options.create_size = 0;
+  EXPECT_EQ(open_member(dir.file("other"), options).status().code(), Errc::kInvalidArgument);
+}
+
+TEST(OpenMember, FallsBackToBufferedWhereODirectIsRefused) {
+  // ramfs has no direct I/O. Mounting needs CAP_SYS_ADMIN; without it the test cannot run.
+  TempDir dir;
+  const std::string mnt = dir.file("ramfs");
+  ASSERT_EQ(::mkdir(mnt.c_str(), 0700), 0);
+  if (::mount("graid-test", mnt.c_str(), "ramfs", 0, nullptr) != 0) {
+    GTEST_SKIP() << "cannot mount ramfs (" << std::strerror(errno)
+                 << "): O_DIRECT fallback untested";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  const std::string path = mnt + "/m0";
+  ::testing::internal::CaptureStderr();
+  auto member = make_member(path, 1 << 20);
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(member);
+  EXPECT_FALSE(member->direct_io());
+  EXPECT_NE(warning.find("O_DIRECT refused"), std::string::npos) << warning;
+  EXPECT_NE(warning.find(path), std::string::npos) << warning;
+  EXPECT_EQ(std::count(warning.begin(), warning.end(), '\n'), 1) << "one line";
+
+  auto ctx = make_context();
+  std::vector<std::byte> model(member->size());
+  std::mt19937_64 rng(11);
+  random_round(*ctx, *member, model, 0, member->size(), 16, rng);
+  EXPECT_TRUE(member->flush_sync().is_ok());
+  EXPECT_EQ(read_all(*member), model);
+}
+
+}  // namespace
+}  // namespace graid
