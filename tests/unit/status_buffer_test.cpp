@@ -67,6 +67,13 @@ TEST(AlignedBuffer, MoveTransfersOwnership) {
   AlignedBuffer moved = std::move(*buf);
   EXPECT_EQ(moved.data(), p);
   EXPECT_EQ(moved.size(), 4096u);
+  // The source is empty, not a dangling buffer that still claims its old size.
+  EXPECT_EQ(buf->data(), nullptr);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(buf->size(), 0u);
+  AlignedBuffer assigned;
+  assigned = std::move(moved);
+  EXPECT_EQ(assigned.data(), p);
+  EXPECT_EQ(moved.size(), 0u);  // NOLINT(bugprone-use-after-move)
 }
 
 TEST(ChunkView, ViewsKeepAlignment) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "graid/status.h"
 
@@ -30,6 +31,17 @@ class ChunkView;
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
+  // Moving leaves the source empty (size 0), so a moved-from buffer never looks usable.
+  AlignedBuffer(AlignedBuffer&& other) noexcept
+      : data_(std::move(other.data_)),
+        size_(std::exchange(other.size_, 0)),
+        alignment_(other.alignment_) {}
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
+    data_ = std::move(other.data_);
+    size_ = std::exchange(other.size_, 0);
+    alignment_ = other.alignment_;
+    return *this;
+  }
 
   // Allocates `size` bytes. Fails (kInvalidArgument) for a bad alignment, (kNoSpace) when the
   // allocation fails. A size of 0 gives an empty buffer.

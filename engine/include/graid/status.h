@@ -88,6 +88,7 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
 
   // The error; Status::ok() when a value is held.
   const Status& status() const noexcept { return status_; }

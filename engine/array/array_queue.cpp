@@ -1,0 +1,389 @@
+// ArrayQueue: a thread's entry to an array. Splits requests by strip and stripe, sends reads that
+// need no lock straight to members, gathers the writes of one submission batch into one
+// StripeOp per stripe (coalescing), and completes every request exactly once.
+#include <cstring>
+
+#include "array/array_queue_impl.h"
+
+namespace graid {
+
+// One member I/O that needs no stripe lock: an optimal read, a RAID0 write or discard.
+class DirectIo final : public MemberRequest {
+ public:
+  ArrayQueue::Impl* q = nullptr;
+  ArrayIo* io = nullptr;
+  std::uint32_t member = 0;
+  std::uint64_t array_offset = 0;
+
+  void on_done(std::int32_t res) override {
+    ArrayQueue::Impl& queue = *q;
+    ArrayIo& request = *io;
+    const MemberOp kind = op;
+    const std::uint64_t at = array_offset;
+    const std::uint32_t bytes = len;
+    std::byte* data = buf;
+    const std::uint32_t failed_member = member;
+    queue.recycle(*this);  // nothing below touches this object
+    if (res >= 0) {
+      queue.part_done(request, Status::ok());
+      return;
+    }
+    Status st = queue.array.fail_member(
+        failed_member,
+        fmt::format("{} error at byte {}: {}", kind == MemberOp::kRead ? "read" : "write", at,
+                    std::strerror(-res)));
+    (void)st;
+    if (kind == MemberOp::kRead && !queue.array.array_failed()) {
+      // Another copy, or a reconstruction, replaces this part (it adds its own part first, so
+      // the request cannot complete in between).
+      queue.read_segment(request, at, bytes, data);
+      queue.part_done(request, Status::ok());
+      return;
+    }
+    queue.part_done(request, make_error(Errc::kIoError, "member {} failed: {}", failed_member,
+                                        std::strerror(-res)));
+  }
+};
+
+// Flushes every live member; completes when all have answered.
+class FlushOp {
+ public:
+  struct Slot final : MemberRequest {
+    FlushOp* owner = nullptr;
+    std::uint32_t member = 0;
+    void on_done(std::int32_t res) override { owner->slot_done(*this, res); }
+  };
+
+  ArrayQueue::Impl* q = nullptr;
+  ArrayIo* io = nullptr;
+  std::vector<Slot> slots;
+  std::uint32_t left = 0;
+  Status error;
+
+  void start() {
+    Array::State& a = q->array;
+    slots.resize(a.geometry.members());
+    left = 0;
+    error = Status::ok();
+    for (std::uint32_t m = 0; m < a.geometry.members(); ++m) {
+      if (a.is_failed(m)) continue;
+      Slot& s = slots[left++];
+      s.owner = this;
+      s.member = m;
+      s.op = MemberOp::kFlush;
+      s.offset = 0;
+      s.buf = nullptr;
+      s.len = 0;
+    }
+    const std::uint32_t n = left;
+    if (n == 0) {
+      q->part_done(*io, make_error(Errc::kIoError, "no live member to flush"));
+      q->recycle(*this);
+      return;
+    }
+    for (std::uint32_t i = 0; i < n; ++i)
+      a.members[slots[i].member]->submit(q->ctx, slots[i]);
+  }
+
+  void slot_done(Slot& s, std::int32_t res) {
+    if (res < 0) {
+      Status st =
+          q->array.fail_member(s.member, fmt::format("flush failed: {}", std::strerror(-res)));
+      (void)st;
+    }
+    if (--left != 0) return;
+    Status result = q->array.array_failed() ? make_error(Errc::kIoError, "flush: array has failed")
+                                            : Status::ok();
+    ArrayQueue::Impl& queue = *q;
+    ArrayIo& request = *io;
+    queue.recycle(*this);
+    queue.part_done(request, result);
+  }
+};
+
+ArrayQueue::Impl::Impl(Array::State& state, IoContext& context) : array(state), ctx(context) {
+  kick_task.q = this;
+}
+
+void ArrayQueue::Impl::begin_io(ArrayIo& io) {
+  io.parts_left_ = 1;  // the submission itself, released at the end of submit()
+  io.first_error_ = Status::ok();
+  ++in_flight;
+}
+
+void ArrayQueue::Impl::add_parts(ArrayIo& io, std::uint32_t n) {
+  io.parts_left_ += n;
+}
+
+void ArrayQueue::Impl::part_done(ArrayIo& io, const Status& status) {
+  if (!status.is_ok() && io.first_error_.is_ok()) io.first_error_ = status;
+  if (--io.parts_left_ != 0) return;
+  --in_flight;
+  Status result = std::move(io.first_error_);
+  io.on_complete(std::move(result));
+}
+
+void ArrayQueue::Impl::schedule_kick() {
+  if (kick_scheduled) return;
+  kick_scheduled = true;
+  ctx.defer(kick_task);
+}
+
+void ArrayQueue::Impl::kick() {
+  kick_scheduled = false;
+  // Start the batch's stripe operations in submission order (stripe locks are FIFO, so writes of
+  // this thread to one stripe apply in the order they were submitted).
+  std::vector<StripeOp*> batch;
+  batch.swap(pending_order);
+  pending.clear();
+  std::vector<std::pair<ArrayIo*, Status>> done;
+  done.swap(rejected);
+  for (StripeOp* op : batch)
+    op->start();
+  for (auto& [io, status] : done) {
+    --in_flight;
+    io->on_complete(std::move(status));
+  }
+}
+
+StripeOp& ArrayQueue::Impl::new_op(StripeOp::Mode mode, std::uint64_t stripe) {
+  StripeOp& op = ops.get(*this);
+  op.reset(mode, stripe);
+  return op;
+}
+
+void ArrayQueue::Impl::recycle(StripeOp& op) {
+  ops.put(op);
+}
+
+StripeOp& ArrayQueue::Impl::pending_write_op(std::uint64_t stripe, StripeOp::Mode mode) {
+  auto it = pending.find(stripe);
+  if (it != pending.end() && it->second->mode() == mode && mode != StripeOp::Mode::kPunch) {
+    return *it->second;
+  }
+  StripeOp& op = new_op(mode, stripe);
+  pending[stripe] = &op;
+  pending_order.push_back(&op);
+  schedule_kick();
+  return op;
+}
+
+void ArrayQueue::Impl::recycle(DirectIo& d) {
+  directs.put(d);
+}
+void ArrayQueue::Impl::recycle(FlushOp& f) {
+  flushes.put(f);
+}
+
+void ArrayQueue::Impl::direct_io(ArrayIo& io, MemberOp op, std::uint32_t member,
+                                 std::uint64_t member_offset, std::uint32_t len, std::byte* buf,
+                                 std::uint64_t array_offset) {
+  DirectIo* d = &directs.get();
+  d->q = this;
+  d->io = &io;
+  d->member = member;
+  d->array_offset = array_offset;
+  d->op = op;
+  d->offset = array.device_offset(member_offset);
+  d->buf = buf;
+  d->len = len;
+  add_parts(io, 1);
+  array.members[member]->submit(ctx, *d);
+}
+
+void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
+                                    std::byte* dst) {
+  const Geometry& g = array.geometry;
+  const DataLocation loc = g.locate(array_offset);
+  if (g.copies() > 1) {
+    const std::uint32_t copies = g.copies();
+    const std::uint32_t first = read_rotor++ % copies;
+    for (std::uint32_t i = 0; i < copies; ++i) {
+      const std::uint32_t m = g.data_member(loc.stripe, loc.data_index, (first + i) % copies);
+      if (array.is_failed(m)) continue;
+      direct_io(io, MemberOp::kRead, m, loc.member_offset, len, dst, array_offset);
+      return;
+    }
+    add_parts(io, 1);
+    part_done(io, make_error(Errc::kIoError, "no live copy of array byte {}", array_offset));
+    return;
+  }
+  if (!array.is_failed(loc.member)) {
+    direct_io(io, MemberOp::kRead, loc.member, loc.member_offset, len, dst, array_offset);
+    return;
+  }
+  if (g.parity_strips() == 0) {
+    add_parts(io, 1);
+    part_done(io, make_error(Errc::kIoError, "member {} holding array byte {} has failed",
+                             loc.member, array_offset));
+    return;
+  }
+  degraded_read(io, array_offset, len, dst);
+}
+
+void ArrayQueue::Impl::degraded_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
+                                     std::byte* dst) {
+  const Geometry& g = array.geometry;
+  const DataLocation loc = g.locate(array_offset);
+  StripeOp& op = new_op(StripeOp::Mode::kDegradedRead, loc.stripe);
+  Piece piece;
+  piece.io = &io;
+  piece.stripe_offset = loc.data_index * g.strip_bytes() + loc.strip_offset;
+  piece.len = len;
+  piece.buf = dst;
+  op.add_piece(piece);
+  add_parts(io, 1);
+  op.start();
+}
+
+// Calls fn(array_offset, len, buffer_offset) for each piece of [offset, offset+len) that stays
+// inside one unit (a strip or a stripe) of `unit` bytes.
+template <typename Fn>
+static void split_by(std::uint64_t offset, std::uint32_t len, std::uint64_t unit, Fn&& fn) {
+  std::uint64_t pos = offset;
+  const std::uint64_t end = offset + len;
+  while (pos < end) {
+    const std::uint64_t n = std::min(end - pos, unit - pos % unit);
+    fn(pos, static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(pos - offset));
+    pos += n;
+  }
+}
+
+void ArrayQueue::Impl::submit_read(ArrayIo& io) {
+  split_by(io.offset, io.len, array.geometry.strip_bytes(),
+           [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
+             read_segment(io, at, n, io.buf + boff);
+           });
+}
+
+void ArrayQueue::Impl::submit_write(ArrayIo& io) {
+  const Geometry& g = array.geometry;
+  if (g.level() == RaidLevel::kRaid0) {
+    split_by(io.offset, io.len, g.strip_bytes(),
+             [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
+               const DataLocation loc = g.locate(at);
+               direct_io(io, MemberOp::kWrite, loc.member, loc.member_offset, n, io.buf + boff, at);
+             });
+    return;
+  }
+  const auto mode = g.parity_strips() > 0 ? StripeOp::Mode::kWrite : StripeOp::Mode::kMirrorWrite;
+  const std::uint64_t stripe_bytes = g.stripe_data_bytes();
+  split_by(io.offset, io.len, stripe_bytes,
+           [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
+             StripeOp& op = pending_write_op(at / stripe_bytes, mode);
+             Piece piece;
+             piece.io = &io;
+             piece.stripe_offset = static_cast<std::uint32_t>(at % stripe_bytes);
+             piece.len = n;
+             piece.buf = io.buf + boff;
+             op.add_piece(piece);
+             add_parts(io, 1);
+           });
+}
+
+void ArrayQueue::Impl::submit_discard(ArrayIo& io) {
+  const Geometry& g = array.geometry;
+  if (g.level() == RaidLevel::kRaid0) {
+    split_by(io.offset, io.len, g.strip_bytes(),
+             [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {
+               const DataLocation loc = g.locate(at);
+               direct_io(io, MemberOp::kDiscard, loc.member, loc.member_offset, n, nullptr, at);
+             });
+    return;
+  }
+  const bool parity = g.parity_strips() > 0;
+  const std::uint64_t stripe_bytes = g.stripe_data_bytes();
+  split_by(io.offset, io.len, stripe_bytes, [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {
+    const std::uint64_t stripe = at / stripe_bytes;
+    // A whole stripe of zeros is consistent parity too: punch every member. A part of
+    // one is written as zeros, so parity follows.
+    const bool whole = parity && n == stripe_bytes;
+    const auto mode = whole    ? StripeOp::Mode::kPunch
+                      : parity ? StripeOp::Mode::kWrite
+                               : StripeOp::Mode::kMirrorWrite;
+    StripeOp& op = pending_write_op(stripe, mode);
+    Piece piece;
+    piece.io = &io;
+    piece.stripe_offset = static_cast<std::uint32_t>(at % stripe_bytes);
+    piece.len = n;
+    piece.zero = true;
+    op.add_piece(piece);
+    add_parts(io, 1);
+  });
+}
+
+void ArrayQueue::Impl::submit_flush(ArrayIo& io) {
+  FlushOp& f = flushes.get();
+  f.q = this;
+  f.io = &io;
+  add_parts(io, 1);
+  f.start();
+}
+
+void ArrayQueue::Impl::submit(ArrayIo& io) {
+  begin_io(io);
+  Status invalid;
+  const bool data = io.kind == IoKind::kRead || io.kind == IoKind::kWrite;
+  if (io.kind != IoKind::kFlush) {
+    if (io.len == 0 || io.offset % 512 != 0 || io.len % 512 != 0) {
+      invalid = make_error(Errc::kInvalidArgument,
+                           "request [{}, +{}) is empty or not a multiple of 512 bytes", io.offset,
+                           io.len);
+    } else if (io.offset > array.capacity || io.len > array.capacity - io.offset) {
+      invalid = make_error(Errc::kOutOfRange, "request [{}, +{}) ends beyond the array's {} bytes",
+                           io.offset, io.len, array.capacity);
+    } else if (data && (io.buf == nullptr || reinterpret_cast<std::uintptr_t>(io.buf) % 512)) {
+      invalid = make_error(Errc::kInvalidArgument, "request buffer is not 512-byte aligned");
+    }
+  }
+  if (invalid.is_ok() && array.array_failed()) {
+    invalid =
+        make_error(Errc::kIoError, "array has failed ({} members lost)", array.failed_count.load());
+  }
+  if (!invalid.is_ok()) {
+    io.first_error_ = std::move(invalid);
+  } else {
+    switch (io.kind) {
+      case IoKind::kRead:
+        submit_read(io);
+        break;
+      case IoKind::kWrite:
+        submit_write(io);
+        break;
+      case IoKind::kDiscard:
+        submit_discard(io);
+        break;
+      case IoKind::kFlush:
+        submit_flush(io);
+        break;
+    }
+  }
+  // Release the submission's own part. Never complete inline: the caller may still be looping
+  // over its submissions.
+  if (--io.parts_left_ == 0) {
+    rejected.emplace_back(&io, std::move(io.first_error_));
+    schedule_kick();
+  }
+}
+
+ArrayQueue::ArrayQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<ArrayQueue> ArrayQueue::make(Array::State& state, IoContext& ctx) {
+  return std::unique_ptr<ArrayQueue>(new ArrayQueue(std::make_unique<Impl>(state, ctx)));
+}
+
+ArrayQueue::~ArrayQueue() = default;
+
+void ArrayQueue::submit(ArrayIo& io) {
+  impl_->submit(io);
+}
+
+IoContext& ArrayQueue::context() noexcept {
+  return impl_->ctx;
+}
+
+std::uint32_t ArrayQueue::in_flight() const noexcept {
+  return impl_->in_flight;
+}
+
+}  // namespace graid

@@ -1,0 +1,151 @@
+// ArrayQueue internals shared by engine/array/array_queue.cpp (splitting requests, direct member
+// I/O, flushes) and engine/stripe/stripe_op.cpp (locked stripe work). Not a public header.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "array/array_state.h"
+#include "array/object_pool.h"
+#include "stripe/buffer_pool.h"
+#include "stripe/write_plan.h"
+
+namespace graid {
+
+// A part of one request inside one stripe, in stripe-data coordinates: bytes
+// [stripe_offset, stripe_offset + len) of the stripe's k * strip data bytes.
+struct Piece {
+  ArrayIo* io = nullptr;
+  std::uint32_t stripe_offset = 0;
+  std::uint32_t len = 0;
+  std::byte* buf = nullptr;  // write: source; read: destination; null with `zero`
+  bool zero = false;         // write zeros (discard of a partial stripe)
+};
+
+class StripeOp;
+class DirectIo;
+class FlushOp;
+
+// One member I/O issued by a StripeOp.
+class StripeMemberIo final : public MemberRequest {
+ public:
+  StripeOp* owner = nullptr;
+  std::uint32_t member = 0;
+  std::int32_t result = 0;
+  void on_done(std::int32_t res) override;
+};
+
+// Locked work on one stripe: a coalesced write, a degraded read, a mirrored write or a discard.
+// Lifecycle (all on the owning queue's thread):
+//   kIdle ─start()─► waiting for lock ─grant─► run_locked(): plan ─► kReading ─► compute
+//        ─► kWriting ─► finish(): release lock, complete pieces, back to the free list.
+// A member error during kReading marks the member failed and re-plans (still holding the lock).
+class StripeOp final : public Task {
+ public:
+  enum class Mode : std::uint8_t { kWrite, kDegradedRead, kMirrorWrite, kPunch };
+  enum class Phase : std::uint8_t { kIdle, kLocking, kReading, kWriting };
+
+  explicit StripeOp(ArrayQueue::Impl& queue) : q_(queue) {}
+
+  void reset(Mode mode, std::uint64_t stripe);
+  void add_piece(const Piece& piece) { pieces_.push_back(piece); }
+  Mode mode() const noexcept { return mode_; }
+  void start();
+
+  // Task: runs when the stripe lock is granted after waiting.
+  void run() override { run_locked(); }
+  void member_io_done(StripeMemberIo& io);
+
+ private:
+  struct Extent {
+    std::uint32_t a = 0, b = 0;  // row range inside each strip
+    WritePlan plan;
+    std::uint64_t touched = 0, full = 0;
+    std::array<AlignedBuffer, kMaxStripeChunks> image;  // data images, then P/Q outputs
+    std::array<AlignedBuffer, kMaxStripeChunks> old;    // RMW: old data/parity
+  };
+
+  void run_locked();
+  bool build_extents();
+  void issue_reads();
+  void compute_and_write();
+  void issue_writes();
+  void issue_mirror_writes();
+  void issue_punches();
+  void finish(Status status);
+  void release_buffers();
+  StripeMemberIo& new_io(std::uint32_t member);
+  void submit_io(StripeMemberIo& io);
+  // Handles member errors of the phase just completed: fails those members. Returns false when
+  // the array can no longer hold the data.
+  bool absorb_member_errors();
+  void overlay_new_data(Extent& e);
+  Status run_parity(std::vector<StripeJob>& jobs);
+
+  ArrayQueue::Impl& q_;
+  Mode mode_ = Mode::kWrite;
+  Phase phase_ = Phase::kIdle;
+  std::uint64_t stripe_ = 0;
+  std::vector<Piece> pieces_;
+  std::vector<Extent> extents_;
+  std::size_t extents_used_ = 0;
+  std::vector<std::unique_ptr<StripeMemberIo>> ios_;
+  std::size_t ios_used_ = 0;
+  std::uint32_t ios_left_ = 0;
+  bool bitmap_held_ = false;
+  int replans_ = 0;
+  StripeLockTable::Waiter lock_;
+};
+
+struct ArrayQueue::Impl {
+  Impl(Array::State& state, IoContext& context);
+
+  Array::State& array;
+  IoContext& ctx;
+  BufferPool buffers;
+  std::uint32_t in_flight = 0;
+  std::uint32_t read_rotor = 0;  // spreads mirror reads over copies
+
+  // Writes of the current batch, by stripe, not started yet (coalescing).
+  std::unordered_map<std::uint64_t, StripeOp*> pending;
+  std::vector<StripeOp*> pending_order;
+  std::vector<std::pair<ArrayIo*, Status>> rejected;
+  bool kick_scheduled = false;
+  struct KickTask final : Task {
+    Impl* q = nullptr;
+    void run() override { q->kick(); }
+  } kick_task;
+
+  ObjectPool<StripeOp> ops;
+  ObjectPool<DirectIo> directs;
+  ObjectPool<FlushOp> flushes;
+
+  void submit(ArrayIo& io);
+  void kick();
+  void schedule_kick();
+
+  StripeOp& new_op(StripeOp::Mode mode, std::uint64_t stripe);
+  void recycle(StripeOp& op);
+  StripeOp& pending_write_op(std::uint64_t stripe, StripeOp::Mode mode);
+
+  // Request accounting: every piece of a request completes through part_done exactly once.
+  void begin_io(ArrayIo& io);
+  void add_parts(ArrayIo& io, std::uint32_t n);
+  void part_done(ArrayIo& io, const Status& status);
+
+  void submit_read(ArrayIo& io);
+  void submit_write(ArrayIo& io);
+  void submit_discard(ArrayIo& io);
+  void submit_flush(ArrayIo& io);
+  // A read of [array_offset, +len) inside one strip.
+  void read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);
+  // Reconstructing read of one strip segment under the stripe lock.
+  void degraded_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);
+  void direct_io(ArrayIo& io, MemberOp op, std::uint32_t member, std::uint64_t member_offset,
+                 std::uint32_t len, std::byte* buf, std::uint64_t array_offset);
+  void recycle(DirectIo& d);
+  void recycle(FlushOp& f);
+};
+
+}  // namespace graid

@@ -1,0 +1,74 @@
+// Array::State: what every thread of an array shares. Internal to engine/array and
+// engine/stripe; not a public header.
+//
+// Hot-path fields (geometry, members, member health, lock table, bitmap) are read by I/O threads
+// without a lock: geometry and the member vector never change after assembly, health is atomic,
+// the lock table and bitmap synchronise themselves. Control-path changes (member failure,
+// superblock updates, stop) take `control_mutex`.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "graid/array.h"
+#include "meta/superblock.h"
+#include "meta/write_intent_bitmap.h"
+#include "stripe/stripe_lock_table.h"
+
+namespace graid {
+
+struct Array::State {
+  Geometry geometry;
+  ParityBackend* parity = nullptr;
+  std::uint64_t data_offset = 0;  // member byte where the data area starts
+  std::uint64_t data_size = 0;    // member data bytes in use (whole stripes)
+  std::uint64_t capacity = 0;     // array data bytes
+
+  // Indexed by member slot; null where assembly found no device for the slot.
+  std::vector<std::unique_ptr<MemberDevice>> members;
+  // 1 = failed. Read on every I/O; written under control_mutex.
+  std::unique_ptr<std::atomic<std::uint8_t>[]> failed;
+  std::atomic<std::uint32_t> failed_count{0};
+
+  StripeLockTable locks;
+  std::optional<meta::WriteIntentBitmap> bitmap;  // none for RAID0
+
+  std::mutex control_mutex;
+  meta::Superblock sb;  // GUARDED_BY(control_mutex): the array-wide state last written
+
+  explicit State(Geometry g) : geometry(g) {}
+
+  bool is_failed(std::uint32_t member) const noexcept {
+    return failed[member].load(std::memory_order_acquire) != 0;
+  }
+  bool array_failed() const noexcept {
+    return failed_count.load(std::memory_order_acquire) > geometry.failures_tolerated() &&
+           !mirrors_survive();
+  }
+  // RAID10 survives more failures than failures_tolerated() when they hit different pairs;
+  // RAID1 while one copy is left.
+  bool mirrors_survive() const noexcept;
+
+  // Marks `member` failed, records it in the superblocks of the survivors (events + 1), and
+  // stops writing its bitmap. Idempotent. Safe from any thread.
+  Status fail_member(std::uint32_t member, std::string_view reason);
+
+  // Declares a write to member data bytes [member_offset, +len) to the write-intent bitmap,
+  // persisting its bit first if needed; a member that fails the bitmap update is failed and the
+  // update retried on the rest. No-op without a bitmap. Pair with bitmap->end_write().
+  Status bitmap_begin(std::uint64_t member_offset, std::uint64_t len);
+
+  // Writes the superblock (bumped events, per-member identity) to every live member and flushes.
+  // REQUIRES: control_mutex held.
+  Status write_superblocks_locked();
+
+  // Member byte offset of a data-area offset.
+  std::uint64_t device_offset(std::uint64_t member_offset) const noexcept {
+    return data_offset + member_offset;
+  }
+};
+
+}  // namespace graid

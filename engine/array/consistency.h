@@ -1,0 +1,23 @@
+// Whole-array passes with blocking I/O: re-syncing parity/mirrors over a range after an unclean
+// stop, and counting inconsistent stripes (the consistency check). They run while no queue does
+// I/O on the range (assembly, tests); the background, windowed and throttled versions come with
+// the background-jobs work.
+#pragma once
+
+#include <cstdint>
+
+#include "array/array_state.h"
+
+namespace graid {
+
+// Makes parity (or mirror copies) agree with the data for the stripes covering member data
+// bytes [member_offset, +len). Stripes whose data cannot all be read (a data member failed) are
+// left as they are and logged. Returns the member bytes re-synced per member.
+Result<std::uint64_t> resync_range(Array::State& state, std::uint64_t member_offset,
+                                   std::uint64_t len);
+
+// Stripes whose parity (or mirror copies) do not match their data, over the whole array.
+// Stripes with a failed member are not checkable and are skipped.
+Result<std::uint64_t> count_inconsistent_stripes(Array::State& state);
+
+}  // namespace graid

@@ -1,0 +1,174 @@
+// Arrays (drive groups) and their I/O.
+//
+// An Array is one RAID set of members (a DG). Its data space is carved into virtual drives (VDs),
+// each an extent [start, start+size) of the array's data bytes. I/O is asynchronous and per
+// thread: every thread that does I/O attaches an ArrayQueue to its own IoContext and submits
+// ArrayIo requests through it; completions run on that thread inside IoContext::poll().
+//
+//   thread ──► ArrayQueue::submit(io) ──► split by stripe ──► reads: straight to members
+//                                                         └─► writes: StripeOp per stripe
+//   StripeOp:  kPending ─► kLocked (stripe lock held) ─► kReading ─► kComputing ─► kWriting
+//              ─► kDone (lock released, waiters granted) ; any member error ─► replan degraded
+//
+// Ordering: requests that overlap and are in flight together complete in any order, and the data
+// of overlapping writes in flight together is that of one of them (as a disk). A write is
+// acknowledged once every member write it needs has completed; a flush acknowledges once every
+// write acknowledged before it was issued is on stable storage on every live member.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graid/geometry.h"
+#include "graid/member.h"
+#include "graid/parity.h"
+#include "graid/status.h"
+
+namespace graid {
+
+class Array;
+class ArrayQueue;
+
+enum class IoKind : std::uint8_t { kRead, kWrite, kFlush, kDiscard };
+
+// One request on an array or VD. Owned by the caller (e.g. preallocated per ublk tag), alive until
+// on_complete runs. `buf` must be 512-byte aligned (4096 is best); offset and len multiples of 512.
+class ArrayIo {
+ public:
+  IoKind kind = IoKind::kRead;
+  std::uint64_t offset = 0;  // bytes, relative to the VD (or the array's data space)
+  std::uint32_t len = 0;     // bytes; 0 for kFlush
+  std::byte* buf = nullptr;  // kRead: filled; kWrite: read, unchanged
+
+  virtual ~ArrayIo() = default;
+
+  // Runs exactly once, on the submitting thread, with the request's outcome.
+  virtual void on_complete(Status status) = 0;
+
+ private:
+  friend class ArrayQueue;
+  std::uint32_t parts_left_ = 0;  // sub-I/Os not yet complete
+  Status first_error_;
+};
+
+// State of a member as the array sees it.
+enum class MemberHealth : std::uint8_t { kActive, kFailed };
+
+enum class ArrayHealth : std::uint8_t {
+  kOptimal,   // every member active
+  kDegraded,  // members failed, data still complete
+  kFailed,    // more failures than the level tolerates: I/O fails with kIoError
+};
+
+std::string_view array_health_name(ArrayHealth health) noexcept;
+
+struct CreateOptions {
+  RaidLevel level = RaidLevel::kRaid5;
+  std::uint32_t strip_bytes = 64 * 1024;
+  std::string name;
+  // Member data bytes to use; 0 = as much as the smallest member allows.
+  std::uint64_t member_data_bytes = 0;
+  // Bytes of member space per write-intent bitmap bit; 0 = chosen from the member size.
+  std::uint64_t bitmap_region_bytes = 0;
+  // Trust the members' current contents as consistent (e.g. all zero) instead of initialising
+  // parity. Files created by graid are all zero, and zeros are consistent for every level.
+  bool assume_clean = true;
+};
+
+struct AssembleOptions {
+  // Start even if members are missing or stale, as long as the level's redundancy covers them.
+  bool allow_degraded = true;
+};
+
+// What assemble() found and did, for logs and the CLI.
+struct AssembleReport {
+  std::uint64_t events = 0;
+  std::vector<std::string> stale_members;   // members with an older superblock, not used
+  std::vector<std::string> failed_members;  // members recorded as failed
+  bool was_clean = true;                    // false: the array was not stopped cleanly
+  std::uint64_t resynced_bytes = 0;         // member bytes per member re-synced after unclean stop
+};
+
+struct ArrayOptions {
+  ParityBackend* parity = nullptr;  // required for RAID5/6; not owned; must outlive the array
+};
+
+class Array {
+ public:
+  // Writes superblocks (and an empty bitmap) to every member, making a new array. Refuses
+  // members that are too small, fewer/more members than the level allows, a bad strip, or
+  // members that already carry a graid superblock of a live array unless `force`.
+  static Result<std::unique_ptr<Array>> create(std::vector<std::unique_ptr<MemberDevice>> members,
+                                               const CreateOptions& create,
+                                               const ArrayOptions& options, bool force = false);
+
+  // Reads the members' superblocks, picks the newest consistent copy, orders members by their
+  // recorded slot, and after an unclean stop re-syncs the regions the write-intent bitmap marks.
+  // Members not supplied or stale count as failed.
+  static Result<std::unique_ptr<Array>> assemble(std::vector<std::unique_ptr<MemberDevice>> members,
+                                                 const ArrayOptions& options,
+                                                 const AssembleOptions& assemble = {},
+                                                 AssembleReport* report = nullptr);
+
+  ~Array();
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+
+  const Geometry& geometry() const noexcept;
+  // Array data bytes (what VDs are carved from).
+  std::uint64_t capacity() const noexcept;
+  ArrayHealth health() const noexcept;
+  MemberHealth member_health(std::uint32_t member) const noexcept;
+  std::uint32_t member_count() const noexcept;
+
+  // Marks a member failed (as an I/O error does) and records it on the survivors.
+  Status fail_member(std::uint32_t member, std::string_view reason);
+
+  // Attaches the calling thread: I/O on this array from this thread goes through the queue.
+  Result<std::unique_ptr<ArrayQueue>> attach(IoContext& ctx);
+
+  // Flushes members, clears the write-intent bitmap and marks the array clean on every live
+  // member. The caller must have completed all I/O and destroyed all queues first.
+  Status stop();
+
+  // Checks that every stripe's parity (or every mirror copy) matches its data, reading through
+  // blocking I/O. Returns the number of inconsistent stripes. For tests and `check`.
+  Result<std::uint64_t> count_inconsistent_stripes();
+
+  struct State;  // internal (engine/array/array_state.h)
+
+ private:
+  explicit Array(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// A thread's handle on an array. Not thread-safe: use it only on the thread that owns its
+// IoContext. Destroy it before the array, with no I/O in flight.
+class ArrayQueue {
+ public:
+  ~ArrayQueue();
+  ArrayQueue(const ArrayQueue&) = delete;
+  ArrayQueue& operator=(const ArrayQueue&) = delete;
+
+  // Starts `io` on the array's data space. Writes submitted before the thread next polls its
+  // IoContext are coalesced per stripe. Invalid requests (misaligned, out of range) complete
+  // with an error at the next poll.
+  void submit(ArrayIo& io);
+
+  IoContext& context() noexcept;
+  // Requests submitted and not yet completed.
+  std::uint32_t in_flight() const noexcept;
+
+  struct Impl;  // internal (engine/array/array_queue_impl.h)
+
+ private:
+  friend class Array;
+  static std::unique_ptr<ArrayQueue> make(Array::State& state, IoContext& ctx);
+  explicit ArrayQueue(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace graid

@@ -1,0 +1,67 @@
+// Stripe locks: at most one write (or degraded read) works on a stripe at a time.
+//
+// md RAID5 serialises stripe handling behind one device_lock and one raid5d thread, which is why
+// it does not scale on NVMe. Here the table is split into partitions by a hash of the stripe
+// number; each partition has its own small mutex, held only to link or unlink a waiter (never
+// across I/O). Nothing allocates: the waiter object is embedded in the stripe operation.
+//
+// Acquiring never blocks the thread. A caller that finds the stripe held is queued (FIFO) behind
+// the holder; release() hands the lock straight to the first waiter, then runs the waiter's grant
+// task on the waiter's own thread (IoContext::defer when that is the releasing thread,
+// IoContext::post otherwise). Ownership moves with the hand-off, so no one can barge in between.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+
+#include "graid/member.h"
+
+namespace graid {
+
+class StripeLockTable {
+ public:
+  // Embedded in whatever wants a stripe lock. While held, it is linked in its partition's chain
+  // of holders; while waiting, it is linked in its holder's FIFO.
+  class Waiter {
+   public:
+    std::uint64_t stripe = 0;
+    IoContext* home = nullptr;  // the thread the grant must run on
+    Task* grant = nullptr;      // run on `home` when the lock is handed over after waiting
+
+   private:
+    friend class StripeLockTable;
+    Waiter* next_holder_ = nullptr;   // chain of holders in a partition
+    Waiter* first_waiter_ = nullptr;  // FIFO of waiters (valid while holding)
+    Waiter* last_waiter_ = nullptr;
+    Waiter* next_waiter_ = nullptr;
+  };
+
+  StripeLockTable() = default;
+  StripeLockTable(const StripeLockTable&) = delete;
+  StripeLockTable& operator=(const StripeLockTable&) = delete;
+
+  // Takes the lock for `w.stripe` and returns true, or queues `w` and returns false; `w.grant`
+  // then runs on `w.home` once the lock is `w`'s.
+  bool acquire(Waiter& w);
+
+  // Releases the lock `w` holds, handing it to the first waiter if any. `current` is the calling
+  // thread's context (to tell a local grant from a cross-thread one).
+  // REQUIRES: `w` holds its stripe's lock.
+  void release(Waiter& w, IoContext& current);
+
+  // Number of stripes held right now (for tests and stats; takes every partition's mutex).
+  std::size_t held_count();
+
+ private:
+  static constexpr std::size_t kPartitions = 256;
+  struct alignas(64) Partition {
+    std::mutex mutex;
+    Waiter* holders = nullptr;  // GUARDED_BY(mutex)
+  };
+  Partition& partition_of(std::uint64_t stripe) noexcept;
+
+  std::array<Partition, kPartitions> partitions_;
+};
+
+}  // namespace graid

@@ -1,0 +1,492 @@
+// StripeOp: everything that must happen to one stripe under its lock (see array_queue_impl.h
+// for the state machine and stripe/write_plan.h for the plans).
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "array/array_queue_impl.h"
+
+namespace graid {
+
+void StripeMemberIo::on_done(std::int32_t res) {
+  result = res;
+  owner->member_io_done(*this);
+}
+
+void StripeOp::reset(Mode mode, std::uint64_t stripe) {
+  mode_ = mode;
+  phase_ = Phase::kIdle;
+  stripe_ = stripe;
+  pieces_.clear();
+  extents_used_ = 0;
+  ios_used_ = 0;
+  ios_left_ = 0;
+  bitmap_held_ = false;
+  replans_ = 0;
+  lock_.stripe = stripe;
+  lock_.home = &q_.ctx;
+  lock_.grant = this;
+}
+
+void StripeOp::start() {
+  phase_ = Phase::kLocking;
+  if (q_.array.locks.acquire(lock_)) run_locked();
+  // else: run() is called on this thread once the holder hands the lock over.
+}
+
+void StripeOp::run_locked() {
+  Array::State& a = q_.array;
+  if (a.array_failed()) {
+    finish(make_error(Errc::kIoError, "array has failed: {} members lost", a.failed_count.load()));
+    return;
+  }
+  ios_used_ = 0;
+  if (mode_ == Mode::kMirrorWrite || mode_ == Mode::kPunch) {
+    if (a.bitmap && !bitmap_held_) {
+      Status st = a.bitmap_begin(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
+      if (!st) {
+        finish(st);
+        return;
+      }
+      bitmap_held_ = true;
+    }
+    if (mode_ == Mode::kMirrorWrite) {
+      issue_mirror_writes();
+    } else {
+      issue_punches();
+    }
+    return;
+  }
+  release_buffers();
+  if (!build_extents()) {
+    finish(make_error(Errc::kIoError, "stripe {}: more members failed than the level tolerates",
+                      stripe_));
+    return;
+  }
+  issue_reads();
+}
+
+namespace {
+
+// A piece's bytes inside one data strip: [lo, hi) of strip `d`, starting `src_offset` bytes into
+// the piece.
+struct Segment {
+  std::uint32_t d, lo, hi, src_offset;
+};
+
+template <typename Fn>
+void for_each_segment(const Piece& p, std::uint32_t strip, Fn&& fn) {
+  std::uint32_t pos = p.stripe_offset;
+  const std::uint32_t end = p.stripe_offset + p.len;
+  while (pos < end) {
+    const std::uint32_t d = pos / strip;
+    const std::uint32_t lo = pos % strip;
+    const std::uint32_t n = std::min(end - pos, strip - lo);
+    fn(Segment{d, lo, lo + n, pos - p.stripe_offset});
+    pos += n;
+  }
+}
+
+}  // namespace
+
+bool StripeOp::build_extents() {
+  const Geometry& g = q_.array.geometry;
+  const std::uint32_t strip = g.strip_bytes();
+  const std::uint32_t k = g.data_strips();
+
+  // Row intervals touched by any piece, merged.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> rows;
+  for (const Piece& p : pieces_) {
+    for_each_segment(p, strip, [&](const Segment& s) { rows.emplace_back(s.lo, s.hi); });
+  }
+  std::sort(rows.begin(), rows.end());
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> merged;
+  for (const auto& r : rows) {
+    if (!merged.empty() && r.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, r.second);
+    } else {
+      merged.push_back(r);
+    }
+  }
+
+  std::uint64_t dead = 0;
+  for (std::uint32_t d = 0; d < k; ++d) {
+    if (q_.array.is_failed(g.data_member(stripe_, d))) dead |= chunk_bit(d);
+  }
+  if (q_.array.is_failed(g.p_member(stripe_))) dead |= chunk_bit(k);
+  if (g.parity_strips() == 2 && q_.array.is_failed(g.q_member(stripe_))) dead |= chunk_bit(k + 1);
+
+  if (extents_.size() < merged.size()) extents_.resize(merged.size());
+  extents_used_ = merged.size();
+  for (std::size_t i = 0; i < merged.size(); ++i) {
+    Extent& e = extents_[i];
+    e.a = merged[i].first;
+    e.b = merged[i].second;
+    e.touched = 0;
+    e.full = 0;
+    // Coverage of [a, b) per strip: collect the strip's segments inside the extent.
+    std::array<std::vector<std::pair<std::uint32_t, std::uint32_t>>, kMaxDataChunks> cover;
+    for (const Piece& p : pieces_) {
+      for_each_segment(p, strip, [&](const Segment& s) {
+        if (s.hi <= e.a || s.lo >= e.b) return;
+        e.touched |= chunk_bit(s.d);
+        cover[s.d].emplace_back(std::max(s.lo, e.a), std::min(s.hi, e.b));
+      });
+    }
+    for (std::uint32_t d = 0; d < k; ++d) {
+      auto& c = cover[d];
+      if (c.empty()) continue;
+      std::sort(c.begin(), c.end());
+      std::uint32_t reach = e.a;
+      for (const auto& [lo, hi] : c) {
+        if (lo > reach) break;
+        reach = std::max(reach, hi);
+      }
+      if (reach >= e.b) e.full |= chunk_bit(d);
+    }
+
+    const std::uint64_t all = low_bits(k + g.parity_strips());
+    if (mode_ == Mode::kDegradedRead) {
+      if (std::popcount(dead & all) > static_cast<int>(g.parity_strips())) return false;
+      e.plan.kind = WritePlanKind::kDegraded;
+      e.plan.writes = 0;
+      // Touched strips all alive: read them; else everything alive, to rebuild the dead ones.
+      e.plan.reads = (e.touched & dead) == 0 ? e.touched : (all & ~dead);
+      continue;
+    }
+    ExtentCoverage c;
+    c.k = k;
+    c.parity = g.parity_strips();
+    c.touched = e.touched;
+    c.full = e.full;
+    c.dead = dead & all;
+    e.plan = plan_write(c);
+    if (e.plan.kind == WritePlanKind::kFailed) return false;
+  }
+  return true;
+}
+
+StripeMemberIo& StripeOp::new_io(std::uint32_t member) {
+  if (ios_used_ == ios_.size()) ios_.push_back(std::make_unique<StripeMemberIo>());
+  StripeMemberIo& io = *ios_[ios_used_++];
+  io.owner = this;
+  io.member = member;
+  io.result = 0;
+  return io;
+}
+
+void StripeOp::submit_io(StripeMemberIo& io) {
+  ++ios_left_;
+  q_.array.members[io.member]->submit(q_.ctx, io);
+}
+
+namespace {
+
+// Member holding chunk `c` (data index, then P, Q) of `stripe`.
+std::uint32_t chunk_member(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
+  const std::uint32_t k = g.data_strips();
+  if (c < k) return g.data_member(stripe, c);
+  return c == k ? g.p_member(stripe) : g.q_member(stripe);
+}
+
+}  // namespace
+
+void StripeOp::issue_reads() {
+  const Geometry& g = q_.array.geometry;
+  const std::uint32_t k = g.data_strips();
+  phase_ = Phase::kReading;
+  ios_used_ = 0;
+  // Queue every read first, then submit: completions never run inline, but counting first keeps
+  // the phase's bookkeeping simple to reason about.
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    Extent& e = extents_[i];
+    const std::uint32_t len = e.b - e.a;
+    for (std::uint64_t m = e.plan.reads; m != 0; m &= m - 1) {
+      const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
+      const bool into_old = e.plan.kind == WritePlanKind::kReadModifyWrite;
+      AlignedBuffer& dst = into_old ? e.old[c] : e.image[c];
+      auto buf = q_.buffers.get(len);
+      if (!buf) {
+        finish(buf.status());
+        return;
+      }
+      dst = std::move(*buf);
+      StripeMemberIo& io = new_io(chunk_member(g, stripe_, c));
+      io.offset = q_.array.device_offset(stripe_ * g.strip_bytes() + e.a);
+      io.op = MemberOp::kRead;
+      io.buf = dst.data();
+      io.len = len;
+    }
+  }
+  (void)k;
+  if (ios_used_ == 0) {
+    compute_and_write();
+    return;
+  }
+  const std::size_t n = ios_used_;
+  for (std::size_t i = 0; i < n; ++i)
+    submit_io(*ios_[i]);
+}
+
+void StripeOp::member_io_done(StripeMemberIo& /*io*/) {
+  if (--ios_left_ != 0) return;
+  if (!absorb_member_errors()) {
+    finish(make_error(Errc::kIoError, "stripe {}: member I/O failed beyond redundancy", stripe_));
+    return;
+  }
+  const bool had_errors = std::any_of(ios_.begin(), ios_.begin() + static_cast<long>(ios_used_),
+                                      [](const auto& io) { return io->result < 0; });
+  if (phase_ == Phase::kReading) {
+    if (had_errors) {
+      // Plan again with the member now failed (bounded: each round fails at least one member).
+      if (++replans_ > static_cast<int>(q_.array.geometry.members())) {
+        finish(make_error(Errc::kInternal, "stripe {}: re-planning did not converge", stripe_));
+        return;
+      }
+      run_locked();
+      return;
+    }
+    compute_and_write();
+    return;
+  }
+  // kWriting: the data is on every live member it belongs to (failed members were recorded).
+  finish(Status::ok());
+}
+
+bool StripeOp::absorb_member_errors() {
+  for (std::size_t i = 0; i < ios_used_; ++i) {
+    const StripeMemberIo& io = *ios_[i];
+    if (io.result >= 0) continue;
+    Status st =
+        q_.array.fail_member(io.member, fmt::format("{} error at byte {}: {}",
+                                                    io.op == MemberOp::kRead ? "read" : "write",
+                                                    io.offset, std::strerror(-io.result)));
+    (void)st;  // a failure to record it on the survivors is logged by fail_member
+  }
+  return !q_.array.array_failed();
+}
+
+void StripeOp::overlay_new_data(Extent& e) {
+  const std::uint32_t strip = q_.array.geometry.strip_bytes();
+  for (const Piece& p : pieces_) {
+    for_each_segment(p, strip, [&](const Segment& s) {
+      const std::uint32_t lo = std::max(s.lo, e.a);
+      const std::uint32_t hi = std::min(s.hi, e.b);
+      if (lo >= hi) return;
+      std::byte* dst = e.image[s.d].data() + (lo - e.a);
+      if (p.zero) {
+        std::memset(dst, 0, hi - lo);
+      } else {
+        std::memcpy(dst, p.buf + s.src_offset + (lo - s.lo), hi - lo);
+      }
+    });
+  }
+}
+
+Status StripeOp::run_parity(std::vector<StripeJob>& jobs) {
+  if (jobs.empty()) return Status::ok();
+  Status st = q_.array.parity->execute(jobs);
+  jobs.clear();
+  return st;
+}
+
+void StripeOp::compute_and_write() {
+  const Geometry& g = q_.array.geometry;
+  const std::uint32_t k = g.data_strips();
+  const std::uint32_t npar = g.parity_strips();
+  const ParityScheme scheme = npar == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+  std::vector<StripeJob> jobs;  // small; one per extent
+
+  auto ensure = [&](AlignedBuffer& b, std::uint32_t len) -> Status {
+    if (b.size() >= len) return Status::ok();
+    auto buf = q_.buffers.get(len);
+    if (!buf) return buf.status();
+    b = std::move(*buf);
+    return Status::ok();
+  };
+
+  // Degraded plans first rebuild what the dead members held.
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    Extent& e = extents_[i];
+    if (e.plan.kind != WritePlanKind::kDegraded) continue;
+    const std::uint32_t len = e.b - e.a;
+    const std::uint64_t all = low_bits(k + npar);
+    const std::uint64_t missing = all & ~e.plan.reads;
+    if (mode_ == Mode::kDegradedRead && (e.touched & ~e.plan.reads) == 0) continue;
+    StripeJob job;
+    job.op = ParityOp::kReconstruct;
+    job.scheme = scheme;
+    job.k = k;
+    job.len = len;
+    for (std::uint32_t c = 0; c < k + npar; ++c) {
+      Status st = ensure(e.image[c], len);
+      if (!st) return finish(st);
+      job.chunk[c] = e.image[c].view(0, len);
+    }
+    for (std::uint64_t m = missing; m != 0; m &= m - 1) {
+      job.missing[job.missing_count++] = static_cast<std::uint8_t>(std::countr_zero(m));
+    }
+    if (job.missing_count > 0) jobs.push_back(job);
+  }
+  if (Status st = run_parity(jobs); !st) return finish(st);
+
+  if (mode_ == Mode::kDegradedRead) {
+    const std::uint32_t strip = g.strip_bytes();
+    for (std::size_t i = 0; i < extents_used_; ++i) {
+      Extent& e = extents_[i];
+      for (const Piece& p : pieces_) {
+        for_each_segment(p, strip, [&](const Segment& s) {
+          const std::uint32_t lo = std::max(s.lo, e.a);
+          const std::uint32_t hi = std::min(s.hi, e.b);
+          if (lo >= hi) return;
+          std::memcpy(p.buf + s.src_offset + (lo - s.lo), e.image[s.d].data() + (lo - e.a),
+                      hi - lo);
+        });
+      }
+    }
+    return finish(Status::ok());
+  }
+
+  // New data images, then parity.
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    Extent& e = extents_[i];
+    const std::uint32_t len = e.b - e.a;
+    const bool rmw = e.plan.kind == WritePlanKind::kReadModifyWrite;
+    const bool need_all = e.plan.kind != WritePlanKind::kReadModifyWrite;
+    for (std::uint32_t d = 0; d < k; ++d) {
+      const bool touched = (e.touched & chunk_bit(d)) != 0;
+      if (!touched && !need_all) continue;
+      if (Status st = ensure(e.image[d], len); !st) return finish(st);
+      if (rmw && touched && (e.full & chunk_bit(d)) == 0) {
+        std::memcpy(e.image[d].data(), e.old[d].data(), len);
+      }
+    }
+    overlay_new_data(e);
+
+    const std::uint64_t parity_mask = low_bits(k + npar) & ~low_bits(k);
+    if ((e.plan.writes & parity_mask) == 0) continue;  // no live parity: data only
+    for (std::uint32_t c = k; c < k + npar; ++c) {
+      if (Status st = ensure(e.image[c], len); !st) return finish(st);
+    }
+    StripeJob job;
+    job.op = ParityOp::kEncode;
+    job.len = len;
+    if (rmw) {
+      // P' = P ^ old(T) ^ new(T): one XOR over 1 + 2|T| sources.
+      job.scheme = ParityScheme::kP;
+      std::uint32_t n = 0;
+      job.chunk[n++] = e.old[k].view(0, len);
+      for (std::uint64_t m = e.touched; m != 0; m &= m - 1) {
+        const auto d = static_cast<std::uint32_t>(std::countr_zero(m));
+        job.chunk[n++] = e.old[d].view(0, len);
+        job.chunk[n++] = e.image[d].view(0, len);
+      }
+      job.k = n;
+      job.chunk[n] = e.image[k].view(0, len);
+    } else {
+      job.scheme = scheme;
+      job.k = k;
+      for (std::uint32_t c = 0; c < k + npar; ++c)
+        job.chunk[c] = e.image[c].view(0, len);
+    }
+    jobs.push_back(job);
+  }
+  if (Status st = run_parity(jobs); !st) return finish(st);
+
+  Array::State& a = q_.array;
+  if (a.bitmap && !bitmap_held_) {
+    Status st = a.bitmap_begin(stripe_ * g.strip_bytes(), g.strip_bytes());
+    if (!st) return finish(st);
+    bitmap_held_ = true;
+  }
+  issue_writes();
+}
+
+void StripeOp::issue_writes() {
+  const Geometry& g = q_.array.geometry;
+  phase_ = Phase::kWriting;
+  ios_used_ = 0;
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    Extent& e = extents_[i];
+    for (std::uint64_t m = e.plan.writes; m != 0; m &= m - 1) {
+      const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
+      StripeMemberIo& io = new_io(chunk_member(g, stripe_, c));
+      io.op = MemberOp::kWrite;
+      io.offset = q_.array.device_offset(stripe_ * g.strip_bytes() + e.a);
+      io.buf = e.image[c].data();
+      io.len = e.b - e.a;
+    }
+  }
+  if (ios_used_ == 0) return finish(Status::ok());
+  const std::size_t n = ios_used_;
+  for (std::size_t i = 0; i < n; ++i)
+    submit_io(*ios_[i]);
+}
+
+void StripeOp::issue_mirror_writes() {
+  const Geometry& g = q_.array.geometry;
+  const std::uint32_t strip = g.strip_bytes();
+  phase_ = Phase::kWriting;
+  ios_used_ = 0;
+  for (const Piece& p : pieces_) {
+    for_each_segment(p, strip, [&](const Segment& s) {
+      for (std::uint32_t copy = 0; copy < g.copies(); ++copy) {
+        const std::uint32_t member = g.data_member(stripe_, s.d, copy);
+        if (q_.array.is_failed(member)) continue;
+        StripeMemberIo& io = new_io(member);
+        io.op = p.zero ? MemberOp::kDiscard : MemberOp::kWrite;
+        io.offset = q_.array.device_offset(stripe_ * strip + s.lo);
+        io.buf = p.zero ? nullptr : p.buf + s.src_offset;
+        io.len = s.hi - s.lo;
+      }
+    });
+  }
+  if (ios_used_ == 0) return finish(make_error(Errc::kIoError, "no live copy to write"));
+  const std::size_t n = ios_used_;
+  for (std::size_t i = 0; i < n; ++i)
+    submit_io(*ios_[i]);
+}
+
+void StripeOp::issue_punches() {
+  const Geometry& g = q_.array.geometry;
+  phase_ = Phase::kWriting;
+  ios_used_ = 0;
+  for (std::uint32_t m = 0; m < g.members(); ++m) {
+    if (q_.array.is_failed(m)) continue;
+    StripeMemberIo& io = new_io(m);
+    io.op = MemberOp::kDiscard;
+    io.offset = q_.array.device_offset(stripe_ * g.strip_bytes());
+    io.buf = nullptr;
+    io.len = g.strip_bytes();
+  }
+  if (ios_used_ == 0) return finish(make_error(Errc::kIoError, "no live member to discard on"));
+  const std::size_t n = ios_used_;
+  for (std::size_t i = 0; i < n; ++i)
+    submit_io(*ios_[i]);
+}
+
+void StripeOp::release_buffers() {
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    for (auto& b : extents_[i].image)
+      q_.buffers.put(std::move(b));
+    for (auto& b : extents_[i].old)
+      q_.buffers.put(std::move(b));
+  }
+  extents_used_ = 0;
+}
+
+void StripeOp::finish(Status status) {
+  Array::State& a = q_.array;
+  if (bitmap_held_) {
+    a.bitmap->end_write(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
+    bitmap_held_ = false;
+  }
+  release_buffers();
+  if (phase_ != Phase::kIdle) a.locks.release(lock_, q_.ctx);
+  phase_ = Phase::kIdle;
+  for (const Piece& p : pieces_)
+    q_.part_done(*p.io, status);
+  q_.recycle(*this);
+}
+
+}  // namespace graid
