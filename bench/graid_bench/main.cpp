@@ -1,0 +1,198 @@
+// graid-bench: the engine's own fio. For each profile it measures the raw capacity of the members
+// (raw_baseline.h), then the array on the same members (array_run.h), and reports both with the
+// ratio of the array to the limit the members impose (cost_model.h).
+//
+// Order of work: validate everything, prepare the members, run every raw baseline, then create
+// the array and run every profile through it. The raw runs come first because they write to the
+// members directly, which must not happen under a live array.
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <variant>
+#include <vector>
+
+#include "array_run.h"
+#include "array_session.h"
+#include "cost_model.h"
+#include "graid/parity.h"
+#include "interrupt.h"
+#include "member_files.h"
+#include "options.h"
+#include "raw_baseline.h"
+#include "report.h"
+#include "units.h"
+#include "verify.h"
+
+namespace graid::bench {
+
+namespace {
+
+constexpr int kRunError = 1;
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "graid-bench: %s\n", status.message().c_str());
+  return kRunError;
+}
+
+TimedRunConfig timing_of(const BenchOptions& o) {
+  return TimedRunConfig{o.threads, o.warmup_seconds, o.seconds};
+}
+
+// Array bytes the workload covers: --span, or all the array holds within the member bytes the
+// raw baseline used (an existing device may hold more than --member-size). `capacity` is the
+// array's, or before it exists the most the members could give.
+Result<std::uint64_t> choose_span(const BenchOptions& o, const Geometry& g, std::uint64_t capacity,
+                                  std::uint64_t member_bytes) {
+  const std::uint64_t usable = std::min(capacity, g.data_capacity(member_bytes));
+  const std::uint64_t span = o.span ? o.span : usable;
+  if (span > capacity) {
+    return make_error(Errc::kOutOfRange, "--span {}: larger than the array's {} data bytes ({})",
+                      format_size(o.span), capacity, format_bytes(capacity));
+  }
+  std::uint32_t largest = 0;
+  for (const Profile& p : o.profiles)
+    largest = std::max(largest, p.block_bytes);
+  if (span / largest < o.threads) {
+    return make_error(Errc::kInvalidArgument,
+                      "a span of {} is too small for {} threads of {}-byte requests",
+                      format_bytes(span), o.threads, largest);
+  }
+  return span;
+}
+
+int run(const BenchOptions& o) {
+  auto geometry = Geometry::make(o.level, o.members, o.strip_bytes);
+  if (!geometry.is_ok()) return fail(geometry.status());
+  // Check the backend name before making gigabytes of member files.
+  std::string backend_name = o.backend;
+  {
+    auto backend = make_parity_backend(o.backend);
+    if (!backend.is_ok()) {
+      return fail(make_error(Errc::kInvalidArgument, "--backend {}: {}", o.backend,
+                             backend.status().message()));
+    }
+    backend_name = std::string((*backend)->name());
+  }
+
+  auto members = o.dir.empty() ? MemberSet::use_existing(o.member_paths, o.member_size)
+                               : MemberSet::create_in_dir(o.dir, o.members, o.member_size, o.keep);
+  if (!members.is_ok()) return fail(members.status());
+  if (members->member_bytes() < kMinMemberBytes) {
+    return fail(make_error(Errc::kInvalidArgument, "members hold {} bytes; at least {} needed",
+                           members->member_bytes(), kMinMemberBytes));
+  }
+
+  // Refuse a bad --span before spending minutes on the raw baseline; the array's own capacity
+  // (smaller by its metadata) is checked again once it exists.
+  const std::uint64_t most = geometry->data_capacity(members->member_bytes());
+  if (auto span = choose_span(o, *geometry, most, members->member_bytes()); !span.is_ok()) {
+    return fail(span.status());
+  }
+
+  // With --span the raw baseline keeps to the member bytes that span maps to (span / k per
+  // member, whole strips), so both sides work on the same amount of memory or media.
+  std::uint64_t raw_member_bytes = members->member_bytes();
+  if (o.span != 0) {
+    const std::uint64_t strip = o.strip_bytes;
+    const std::uint64_t per_member =
+        (o.span + geometry->data_strips() - 1) / geometry->data_strips();
+    raw_member_bytes = std::min(raw_member_bytes, (per_member + strip - 1) / strip * strip);
+  }
+
+  std::vector<ProfileReport> reports;
+  for (const Profile& profile : o.profiles) {
+    ProfileReport r;
+    r.profile = profile;
+    r.cost = member_ios_per_array_io(*geometry, profile);
+    RawConfig raw;
+    raw.paths = members->paths();
+    raw.member_bytes = raw_member_bytes;
+    raw.cost = r.cost;
+    raw.pattern = profile.pattern;
+    raw.queue_depth = o.raw_queue_depth;
+    raw.timing = timing_of(o);
+    raw.seed = o.seed;
+    auto figures = run_raw_baseline(raw);
+    if (!figures.is_ok()) return fail(figures.status());
+    r.raw = *figures;
+    reports.push_back(r);
+  }
+
+  RunSetup setup;
+  setup.level = std::string(raid_level_name(o.level));
+  setup.members = o.members;
+  setup.strip_bytes = o.strip_bytes;
+  setup.member_bytes = members->member_bytes();
+  setup.backend = backend_name;
+  setup.threads = o.threads;
+  setup.queue_depth = o.queue_depth;
+  setup.raw_queue_depth = o.raw_queue_depth;
+  setup.seconds = o.seconds;
+  setup.warmup_seconds = o.warmup_seconds;
+
+  if (!o.raw_only) {
+    auto session = ArraySession::create(
+        ArraySpec{members->paths(), o.level, o.strip_bytes, o.backend, o.force});
+    if (!session.is_ok()) return fail(session.status());
+    auto span = choose_span(o, *geometry, (*session)->capacity(), members->member_bytes());
+    if (!span.is_ok()) return fail(span.status());
+    setup.span = *span;
+    setup.backend = std::string((*session)->backend_name());
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      ProfileReport& r = reports[i];
+      ArrayRunConfig config{r.profile, *span, o.queue_depth, timing_of(o), o.seed};
+      auto figures = run_array_workload(**session, config);
+      if (!figures.is_ok()) {
+        return fail(make_error(figures.status().code(), "{}: {}", r.profile.name,
+                               figures.status().message()));
+      }
+      r.array = *figures;
+      if (o.verify) {
+        VerifyConfig check{std::min(*span, o.verify_bytes), r.profile.block_bytes, o.queue_depth,
+                           o.seed + i + 1};
+        auto result = verify_array(**session, check);
+        if (!result.is_ok()) return fail(result.status());
+        r.verify = *result;
+      }
+    }
+    if (Status status = (*session)->stop(); !status.is_ok()) return fail(status);
+  }
+
+  if (o.format == OutputFormat::kJson) {
+    std::puts(to_json(setup, reports).c_str());
+  } else {
+    print_table(stdout, setup, reports);
+  }
+  const bool mismatch = std::any_of(reports.begin(), reports.end(), [](const ProfileReport& r) {
+    return r.verify && r.verify->mismatched_blocks > 0;
+  });
+  if (mismatch) {
+    std::fprintf(stderr, "graid-bench: --verify found mismatched blocks\n");
+    return kRunError;
+  }
+  return 0;
+}
+
+}  // namespace
+
+}  // namespace graid::bench
+
+int main(int argc, char** argv) {
+  try {
+    // The engine logs through spdlog's default logger, which writes to stdout; stdout carries
+    // the table or JSON, so the engine's messages go to stderr instead.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("graid-bench"));
+    graid::bench::install_interrupt_handlers();
+    auto parsed = graid::bench::parse_command_line(argc, argv);
+    if (const int* code = std::get_if<int>(&parsed)) return *code;
+    return graid::bench::run(std::get<graid::bench::BenchOptions>(parsed));
+  } catch (const std::exception& e) {
+    // Only the control path can throw (allocation, formatting, JSON); report it plainly.
+    std::fprintf(stderr, "graid-bench: %s\n", e.what());
+    return 1;
+  }
+}
