@@ -159,6 +159,7 @@ void ArrayQueue::Impl::recycle(StripeOp& op) {
 StripeOp& ArrayQueue::Impl::pending_write_op(std::uint64_t stripe, StripeOp::Mode mode) {
   auto it = pending.find(stripe);
   if (it != pending.end() && it->second->mode() == mode && mode != StripeOp::Mode::kPunch) {
+    ++stats.coalesced;
     return *it->second;
   }
   StripeOp& op = new_op(mode, stripe);
@@ -225,6 +226,7 @@ void ArrayQueue::Impl::degraded_read(ArrayIo& io, std::uint64_t array_offset, st
                                      std::byte* dst) {
   const Geometry& g = array.geometry;
   const DataLocation loc = g.locate(array_offset);
+  ++stats.degraded_reads;
   StripeOp& op = new_op(StripeOp::Mode::kDegradedRead, loc.stripe);
   Piece piece;
   piece.io = &io;
@@ -249,17 +251,17 @@ static void split_by(std::uint64_t offset, std::uint32_t len, std::uint64_t unit
   }
 }
 
-void ArrayQueue::Impl::submit_read(ArrayIo& io) {
-  split_by(io.offset, io.len, array.geometry.strip_bytes(),
+void ArrayQueue::Impl::submit_read(ArrayIo& io, std::uint64_t offset) {
+  split_by(offset, io.len, array.geometry.strip_bytes(),
            [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
              read_segment(io, at, n, io.buf + boff);
            });
 }
 
-void ArrayQueue::Impl::submit_write(ArrayIo& io) {
+void ArrayQueue::Impl::submit_write(ArrayIo& io, std::uint64_t offset) {
   const Geometry& g = array.geometry;
   if (g.level() == RaidLevel::kRaid0) {
-    split_by(io.offset, io.len, g.strip_bytes(),
+    split_by(offset, io.len, g.strip_bytes(),
              [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
                const DataLocation loc = g.locate(at);
                direct_io(io, MemberOp::kWrite, loc.member, loc.member_offset, n, io.buf + boff, at);
@@ -268,7 +270,7 @@ void ArrayQueue::Impl::submit_write(ArrayIo& io) {
   }
   const auto mode = g.parity_strips() > 0 ? StripeOp::Mode::kWrite : StripeOp::Mode::kMirrorWrite;
   const std::uint64_t stripe_bytes = g.stripe_data_bytes();
-  split_by(io.offset, io.len, stripe_bytes,
+  split_by(offset, io.len, stripe_bytes,
            [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
              StripeOp& op = pending_write_op(at / stripe_bytes, mode);
              Piece piece;
@@ -281,10 +283,10 @@ void ArrayQueue::Impl::submit_write(ArrayIo& io) {
            });
 }
 
-void ArrayQueue::Impl::submit_discard(ArrayIo& io) {
+void ArrayQueue::Impl::submit_discard(ArrayIo& io, std::uint64_t offset) {
   const Geometry& g = array.geometry;
   if (g.level() == RaidLevel::kRaid0) {
-    split_by(io.offset, io.len, g.strip_bytes(),
+    split_by(offset, io.len, g.strip_bytes(),
              [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {
                const DataLocation loc = g.locate(at);
                direct_io(io, MemberOp::kDiscard, loc.member, loc.member_offset, n, nullptr, at);
@@ -293,7 +295,7 @@ void ArrayQueue::Impl::submit_discard(ArrayIo& io) {
   }
   const bool parity = g.parity_strips() > 0;
   const std::uint64_t stripe_bytes = g.stripe_data_bytes();
-  split_by(io.offset, io.len, stripe_bytes, [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {
+  split_by(offset, io.len, stripe_bytes, [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {
     const std::uint64_t stripe = at / stripe_bytes;
     // A whole stripe of zeros is consistent parity too: punch every member. A part of
     // one is written as zeros, so parity follows.
@@ -320,7 +322,7 @@ void ArrayQueue::Impl::submit_flush(ArrayIo& io) {
   f.start();
 }
 
-void ArrayQueue::Impl::submit(ArrayIo& io) {
+void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t limit) {
   begin_io(io);
   Status invalid;
   const bool data = io.kind == IoKind::kRead || io.kind == IoKind::kWrite;
@@ -329,9 +331,9 @@ void ArrayQueue::Impl::submit(ArrayIo& io) {
       invalid = make_error(Errc::kInvalidArgument,
                            "request [{}, +{}) is empty or not a multiple of 512 bytes", io.offset,
                            io.len);
-    } else if (io.offset > array.capacity || io.len > array.capacity - io.offset) {
-      invalid = make_error(Errc::kOutOfRange, "request [{}, +{}) ends beyond the array's {} bytes",
-                           io.offset, io.len, array.capacity);
+    } else if (io.offset > limit || io.len > limit - io.offset) {
+      invalid = make_error(Errc::kOutOfRange, "request [{}, +{}) ends beyond the device's {} bytes",
+                           io.offset, io.len, limit);
     } else if (data && (io.buf == nullptr || reinterpret_cast<std::uintptr_t>(io.buf) % 512)) {
       invalid = make_error(Errc::kInvalidArgument, "request buffer is not 512-byte aligned");
     }
@@ -345,15 +347,19 @@ void ArrayQueue::Impl::submit(ArrayIo& io) {
   } else {
     switch (io.kind) {
       case IoKind::kRead:
-        submit_read(io);
+        ++stats.reads;
+        submit_read(io, base + io.offset);
         break;
       case IoKind::kWrite:
-        submit_write(io);
+        ++stats.writes;
+        submit_write(io, base + io.offset);
         break;
       case IoKind::kDiscard:
-        submit_discard(io);
+        ++stats.discards;
+        submit_discard(io, base + io.offset);
         break;
       case IoKind::kFlush:
+        ++stats.flushes;
         submit_flush(io);
         break;
     }
@@ -375,7 +381,15 @@ std::unique_ptr<ArrayQueue> ArrayQueue::make(Array::State& state, IoContext& ctx
 ArrayQueue::~ArrayQueue() = default;
 
 void ArrayQueue::submit(ArrayIo& io) {
-  impl_->submit(io);
+  impl_->submit(io, 0, impl_->array.capacity);
+}
+
+void ArrayQueue::submit(ArrayIo& io, const VdInfo& vd) {
+  impl_->submit(io, vd.start, vd.size);
+}
+
+const QueueStats& ArrayQueue::stats() const noexcept {
+  return impl_->stats;
 }
 
 IoContext& ArrayQueue::context() noexcept {

@@ -104,6 +104,7 @@ struct ArrayQueue::Impl {
   Array::State& array;
   IoContext& ctx;
   BufferPool buffers;
+  QueueStats stats;
   std::uint32_t in_flight = 0;
   std::uint32_t read_rotor = 0;  // spreads mirror reads over copies
 
@@ -121,7 +122,8 @@ struct ArrayQueue::Impl {
   ObjectPool<DirectIo> directs;
   ObjectPool<FlushOp> flushes;
 
-  void submit(ArrayIo& io);
+  // Starts `io` on array bytes [base + io.offset, +io.len), which must end by `limit`.
+  void submit(ArrayIo& io, std::uint64_t base, std::uint64_t limit);
   void kick();
   void schedule_kick();
 
@@ -134,9 +136,9 @@ struct ArrayQueue::Impl {
   void add_parts(ArrayIo& io, std::uint32_t n);
   void part_done(ArrayIo& io, const Status& status);
 
-  void submit_read(ArrayIo& io);
-  void submit_write(ArrayIo& io);
-  void submit_discard(ArrayIo& io);
+  void submit_read(ArrayIo& io, std::uint64_t offset);
+  void submit_write(ArrayIo& io, std::uint64_t offset);
+  void submit_discard(ArrayIo& io, std::uint64_t offset);
   void submit_flush(ArrayIo& io);
   // A read of [array_offset, +len) inside one strip.
   void read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);

@@ -399,6 +399,25 @@ void StripeOp::compute_and_write() {
     if (!st) return finish(st);
     bitmap_held_ = true;
   }
+  ++q_.stats.stripe_writes;
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    switch (extents_[i].plan.kind) {
+      case WritePlanKind::kFullStripe:
+        ++q_.stats.full_stripe;
+        break;
+      case WritePlanKind::kReconstructWrite:
+        ++q_.stats.reconstruct_write;
+        break;
+      case WritePlanKind::kReadModifyWrite:
+        ++q_.stats.read_modify_write;
+        break;
+      case WritePlanKind::kDegraded:
+        ++q_.stats.degraded_write;
+        break;
+      case WritePlanKind::kFailed:
+        break;
+    }
+  }
   issue_writes();
 }
 

@@ -92,6 +92,26 @@ struct AssembleReport {
   std::uint64_t resynced_bytes = 0;         // member bytes per member re-synced after unclean stop
 };
 
+// A virtual drive: an extent of the array's data space, exported to applications (ublk later).
+struct VdInfo {
+  std::uint32_t id = 0;
+  std::string name;
+  std::uint64_t start = 0;  // array data byte where the VD begins (a multiple of 1 MiB)
+  std::uint64_t size = 0;   // bytes (a multiple of 4 KiB)
+};
+
+// What a queue has done, for tests, benchmarks and `stats`.
+struct QueueStats {
+  std::uint64_t reads = 0, writes = 0, discards = 0, flushes = 0;  // requests
+  std::uint64_t degraded_reads = 0;  // strip reads served by reconstruction
+  std::uint64_t stripe_writes = 0;   // stripe operations that wrote (after coalescing)
+  std::uint64_t coalesced = 0;       // request pieces merged into another's stripe operation
+  std::uint64_t full_stripe = 0;     // row extents by plan
+  std::uint64_t reconstruct_write = 0;
+  std::uint64_t read_modify_write = 0;
+  std::uint64_t degraded_write = 0;
+};
+
 struct ArrayOptions {
   ParityBackend* parity = nullptr;  // required for RAID5/6; not owned; must outlive the array
 };
@@ -123,6 +143,14 @@ class Array {
   ArrayHealth health() const noexcept;
   MemberHealth member_health(std::uint32_t member) const noexcept;
   std::uint32_t member_count() const noexcept;
+
+  // Carves a VD of `size` bytes (rounded up to 4 KiB) from the first free extent (VDs start on
+  // 1 MiB boundaries) and records it in the superblocks. kNoSpace when no extent fits,
+  // kInvalidArgument for a bad or duplicate name, kBusy when the VD table is full.
+  Result<VdInfo> create_vd(std::string_view name, std::uint64_t size);
+  // Removes a VD from the table (its data is left as it is). kNotFound for an unknown id.
+  Status delete_vd(std::uint32_t id);
+  std::vector<VdInfo> vds() const;
 
   // Marks a member failed (as an I/O error does) and records it on the survivors.
   Status fail_member(std::uint32_t member, std::string_view reason);
@@ -157,8 +185,11 @@ class ArrayQueue {
   // IoContext are coalesced per stripe. Invalid requests (misaligned, out of range) complete
   // with an error at the next poll.
   void submit(ArrayIo& io);
+  // Starts `io` on a VD: offsets are relative to the VD and must stay inside it.
+  void submit(ArrayIo& io, const VdInfo& vd);
 
   IoContext& context() noexcept;
+  const QueueStats& stats() const noexcept;
   // Requests submitted and not yet completed.
   std::uint32_t in_flight() const noexcept;
 

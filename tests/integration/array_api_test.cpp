@@ -1,0 +1,299 @@
+// The array API's contracts, one at a time: refusals that change nothing, VDs, coalescing into
+// full-stripe writes, plan choice, request validation, member errors and array failure.
+#include <cstring>
+
+#include "array_harness.h"
+
+namespace graid::testing {
+namespace {
+
+class ArrayApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { parity_ = std::move(*make_parity_backend("cpu")); }
+
+  ArrayOptions options() {
+    ArrayOptions o;
+    o.parity = parity_.get();
+    return o;
+  }
+
+  Result<std::unique_ptr<Array>> make(RaidLevel level, std::uint32_t n, std::uint32_t strip,
+                                      std::uint64_t member_bytes = 4u << 20) {
+    member_bytes_ = member_bytes;
+    auto devs = files_.open(n, member_bytes, true);
+    if (!devs) return devs.status();
+    CreateOptions c;
+    c.level = level;
+    c.strip_bytes = strip;
+    c.name = "api";
+    return Array::create(std::move(*devs), c, options());
+  }
+
+  Result<std::unique_ptr<Array>> reassemble(std::unique_ptr<Array>& array, std::uint32_t n) {
+    if (array) {
+      Status st = array->stop();
+      if (!st) return st;
+      array.reset();
+    }
+    auto devs = files_.open(n, member_bytes_, false);
+    if (!devs) return devs.status();
+    return Array::assemble(std::move(*devs), options());
+  }
+
+  void attach(Array& array) {
+    ctx_ = std::move(*IoContext::create(128));
+    queue_ = std::move(*array.attach(*ctx_));
+  }
+
+  std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
+    std::vector<std::byte> v(n);
+    std::mt19937_64 rng(seed);
+    for (auto& b : v)
+      b = static_cast<std::byte>(rng());
+    return v;
+  }
+
+  ArrayFiles files_;
+  std::uint64_t member_bytes_ = 0;
+  std::unique_ptr<ParityBackend> parity_;
+  std::unique_ptr<IoContext> ctx_;
+  std::unique_ptr<ArrayQueue> queue_;
+};
+
+TEST_F(ArrayApiTest, CreateRefusesAMemberOfAnotherArrayAndChangesNothing) {
+  auto first = make(RaidLevel::kRaid5, 3, 4096);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  ASSERT_TRUE((*first)->stop().is_ok());
+  first->reset();
+  // Same files again, without force: refused, and the old array still assembles.
+  auto devs = files_.open(3, member_bytes_, false);
+  ASSERT_TRUE(devs.is_ok());
+  CreateOptions c;
+  c.level = RaidLevel::kRaid1;
+  auto second = Array::create(std::move(*devs), c, options());
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_EQ(second.status().code(), Errc::kBusy);
+  EXPECT_NE(second.status().message().find("already belongs to graid array"), std::string::npos);
+  std::unique_ptr<Array> none;
+  auto again = reassemble(none, 3);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ((*again)->geometry().level(), RaidLevel::kRaid5);
+}
+
+TEST_F(ArrayApiTest, CreateRefusesBadShapesAndSmallMembers) {
+  auto too_few = make(RaidLevel::kRaid6, 3, 4096);
+  ASSERT_FALSE(too_few.is_ok());
+  EXPECT_NE(too_few.status().message().find("at least 4"), std::string::npos);
+
+  ArrayFiles small;
+  auto devs = small.open(3, 512 * 1024, true);
+  ASSERT_TRUE(devs.is_ok());
+  CreateOptions c;
+  c.level = RaidLevel::kRaid5;
+  auto tiny = Array::create(std::move(*devs), c, options());
+  ASSERT_FALSE(tiny.is_ok());
+  EXPECT_EQ(tiny.status().code(), Errc::kNoSpace);
+
+  ArrayFiles twice;
+  auto d2 = twice.open(2, 4u << 20, true);
+  ASSERT_TRUE(d2.is_ok());
+  auto dup = open_member(twice.paths[0]);
+  ASSERT_TRUE(dup.is_ok());
+  d2->push_back(std::move(*dup));
+  auto listed_twice = Array::create(std::move(*d2), c, options());
+  ASSERT_FALSE(listed_twice.is_ok());
+  EXPECT_NE(listed_twice.status().message().find("listed twice"), std::string::npos);
+}
+
+TEST_F(ArrayApiTest, VirtualDrivesAreExtentsThatPersist) {
+  auto array = make(RaidLevel::kRaid5, 4, 16384, 8u << 20);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  auto a = (*array)->create_vd("alpha", 3u << 20);
+  auto b = (*array)->create_vd("beta", 1000);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(a->start, 0u);
+  EXPECT_EQ(b->start, 3u << 20);
+  EXPECT_EQ(b->size, 4096u);
+  EXPECT_FALSE((*array)->create_vd("alpha", 4096).is_ok());
+  EXPECT_EQ((*array)->create_vd("huge", 1ull << 40).status().code(), Errc::kNoSpace);
+
+  attach(**array);
+  auto data = pattern(8192, 7);
+  auto buf = AlignedBuffer::allocate(8192, 4096);
+  std::memcpy(buf->data(), data.data(), data.size());
+  {
+    TestIo io;
+    io.kind = IoKind::kWrite;
+    io.offset = 0;
+    io.len = 8192;
+    io.buf = buf->data();
+    queue_->submit(io, *b);  // 8 KiB into a 4 KiB VD: refused
+    EXPECT_FALSE(io.done) << "completions never run inside submit()";
+    while (!io.done)
+      ctx_->poll(true);
+    EXPECT_EQ(io.status.code(), Errc::kOutOfRange);
+  }
+  {
+    TestIo io;
+    io.kind = IoKind::kWrite;
+    io.offset = 0;
+    io.len = 4096;
+    io.buf = buf->data();
+    queue_->submit(io, *b);
+    while (!io.done)
+      ctx_->poll(true);
+    ASSERT_TRUE(io.status.is_ok()) << io.status.to_string();
+  }
+  // The VD's byte 0 is array byte b->start.
+  auto back = AlignedBuffer::allocate(4096, 4096);
+  ASSERT_TRUE(run_one(*queue_, IoKind::kRead, b->start, 4096, back->data()).is_ok());
+  EXPECT_EQ(std::memcmp(back->data(), data.data(), 4096), 0);
+  queue_.reset();
+
+  auto again = reassemble(*array, 4);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  auto vds = (*again)->vds();
+  ASSERT_EQ(vds.size(), 2u);
+  EXPECT_EQ(vds[1].name, "beta");
+  EXPECT_EQ(vds[1].start, b->start);
+  ASSERT_TRUE((*again)->delete_vd(a->id).is_ok());
+  EXPECT_EQ((*again)->vds().size(), 1u);
+  EXPECT_EQ((*again)->delete_vd(a->id).code(), Errc::kNotFound);
+  auto c = (*again)->create_vd("gamma", 2u << 20);  // fits in the hole alpha left
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->start, 0u);
+}
+
+TEST_F(ArrayApiTest, SmallWritesInFlightTogetherBecomeOneFullStripeWrite) {
+  auto array = make(RaidLevel::kRaid5, 5, 4096);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  attach(**array);
+  const std::uint64_t stripe = (*array)->geometry().stripe_data_bytes();  // 4 x 4 KiB
+  auto buf = AlignedBuffer::allocate(stripe, 4096);
+  auto data = pattern(stripe, 11);
+  std::memcpy(buf->data(), data.data(), stripe);
+  std::vector<TestIo> ios(4);
+  std::vector<TestIo*> ptrs;
+  for (int i = 0; i < 4; ++i) {
+    ios[i].kind = IoKind::kWrite;
+    ios[i].offset = 3 * stripe + i * 4096;  // stripe 3
+    ios[i].len = 4096;
+    ios[i].buf = buf->data() + i * 4096;
+    ptrs.push_back(&ios[i]);
+  }
+  std::uint64_t reads_before = 0;
+  for (auto* f : files_.faulty)
+    reads_before += f->counts().reads;
+  run_all(*queue_, ptrs);
+  for (auto& io : ios)
+    ASSERT_TRUE(io.status.is_ok()) << io.status.to_string();
+  std::uint64_t reads_after = 0;
+  for (auto* f : files_.faulty)
+    reads_after += f->counts().reads;
+  const QueueStats& st = queue_->stats();
+  EXPECT_EQ(st.stripe_writes, 1u);
+  EXPECT_EQ(st.coalesced, 3u);
+  EXPECT_EQ(st.full_stripe, 1u);
+  EXPECT_EQ(reads_after, reads_before) << "a full-stripe write reads nothing";
+  auto back = AlignedBuffer::allocate(stripe, 4096);
+  ASSERT_TRUE(run_one(*queue_, IoKind::kRead, 3 * stripe, stripe, back->data()).is_ok());
+  EXPECT_EQ(std::memcmp(back->data(), data.data(), stripe), 0);
+  queue_.reset();
+  EXPECT_EQ(*(*array)->count_inconsistent_stripes(), 0u);
+}
+
+TEST_F(ArrayApiTest, PlanChoiceFollowsMemberReads) {
+  auto array = make(RaidLevel::kRaid5, 6, 4096);
+  ASSERT_TRUE(array.is_ok());
+  attach(**array);
+  auto buf = AlignedBuffer::allocate(8192, 4096);
+  // One strip of five: read-modify-write reads old data + P = 2 (reconstruct would read 4).
+  ASSERT_TRUE(run_one(*queue_, IoKind::kWrite, 4096, 4096, buf->data()).is_ok());
+  EXPECT_EQ(queue_->stats().read_modify_write, 1u);
+  // Four strips of five: reconstruct-write reads the one untouched strip.
+  auto big = AlignedBuffer::allocate(4 * 4096, 4096);
+  ASSERT_TRUE(run_one(*queue_, IoKind::kWrite, 5 * 4096 * 2, 4 * 4096, big->data()).is_ok());
+  EXPECT_EQ(queue_->stats().reconstruct_write, 1u);
+  queue_.reset();
+  EXPECT_EQ(*(*array)->count_inconsistent_stripes(), 0u);
+}
+
+TEST_F(ArrayApiTest, InvalidRequestsFailWithoutTouchingMembers) {
+  auto array = make(RaidLevel::kRaid6, 4, 4096);
+  ASSERT_TRUE(array.is_ok());
+  attach(**array);
+  auto buf = AlignedBuffer::allocate(8192, 4096);
+  std::uint64_t writes_before = 0;
+  for (auto* f : files_.faulty)
+    writes_before += f->counts().writes;
+  EXPECT_EQ(run_one(*queue_, IoKind::kWrite, 100, 512, buf->data()).code(), Errc::kInvalidArgument);
+  EXPECT_EQ(run_one(*queue_, IoKind::kWrite, 0, 700, buf->data()).code(), Errc::kInvalidArgument);
+  EXPECT_EQ(run_one(*queue_, IoKind::kWrite, 0, 512, buf->data() + 8).code(),
+            Errc::kInvalidArgument);
+  EXPECT_EQ(run_one(*queue_, IoKind::kWrite, (*array)->capacity(), 512, buf->data()).code(),
+            Errc::kOutOfRange);
+  EXPECT_EQ(run_one(*queue_, IoKind::kRead, 0, 0, buf->data()).code(), Errc::kInvalidArgument);
+  std::uint64_t writes_after = 0;
+  for (auto* f : files_.faulty)
+    writes_after += f->counts().writes;
+  EXPECT_EQ(writes_after, writes_before);
+  EXPECT_EQ(queue_->in_flight(), 0u);
+}
+
+TEST_F(ArrayApiTest, ReadErrorFailsTheMemberAndReconstructs) {
+  auto array = make(RaidLevel::kRaid5, 4, 4096);
+  ASSERT_TRUE(array.is_ok());
+  attach(**array);
+  const std::uint64_t n = 64 * 1024;
+  auto buf = AlignedBuffer::allocate(n, 4096);
+  auto data = pattern(n, 5);
+  std::memcpy(buf->data(), data.data(), n);
+  ASSERT_TRUE(run_one(*queue_, IoKind::kWrite, 0, n, buf->data()).is_ok());
+  // Member 1 starts failing reads of its data area: the array must notice, fail it, and still
+  // return the right bytes.
+  files_.faulty[1]->fail_op(MemberOp::kRead);
+  auto back = AlignedBuffer::allocate(n, 4096);
+  Status st = run_one(*queue_, IoKind::kRead, 0, n, back->data());
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(std::memcmp(back->data(), data.data(), n), 0);
+  EXPECT_EQ((*array)->member_health(1), MemberHealth::kFailed);
+  EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
+  EXPECT_GT(queue_->stats().degraded_reads, 0u);
+}
+
+TEST_F(ArrayApiTest, TooManyFailuresFailTheArrayAndIoErrorsOut) {
+  auto array = make(RaidLevel::kRaid5, 3, 4096);
+  ASSERT_TRUE(array.is_ok());
+  attach(**array);
+  auto buf = AlignedBuffer::allocate(4096, 4096);
+  ASSERT_TRUE((*array)->fail_member(0, "test").is_ok());
+  EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
+  ASSERT_TRUE(run_one(*queue_, IoKind::kWrite, 0, 4096, buf->data()).is_ok());
+  files_.faulty[2]->vanish();
+  EXPECT_EQ(run_one(*queue_, IoKind::kWrite, 0, 4096, buf->data()).code(), Errc::kIoError);
+  EXPECT_EQ((*array)->health(), ArrayHealth::kFailed);
+  EXPECT_EQ(run_one(*queue_, IoKind::kRead, 0, 4096, buf->data()).code(), Errc::kIoError);
+  EXPECT_FALSE((*array)->stop().is_ok());
+}
+
+TEST_F(ArrayApiTest, Raid0MemberLossIsAnErrorNotACrash) {
+  auto array = make(RaidLevel::kRaid0, 2, 4096);
+  ASSERT_TRUE(array.is_ok());
+  attach(**array);
+  auto buf = AlignedBuffer::allocate(16384, 4096);
+  files_.faulty[1]->vanish();
+  EXPECT_EQ(run_one(*queue_, IoKind::kWrite, 0, 16384, buf->data()).code(), Errc::kIoError);
+  EXPECT_EQ((*array)->health(), ArrayHealth::kFailed);
+}
+
+TEST_F(ArrayApiTest, FlushReachesEveryLiveMember) {
+  auto array = make(RaidLevel::kRaid10, 4, 4096);
+  ASSERT_TRUE(array.is_ok());
+  attach(**array);
+  ASSERT_TRUE(run_one(*queue_, IoKind::kFlush, 0, 0, nullptr).is_ok());
+  for (auto* f : files_.faulty)
+    EXPECT_EQ(f->counts().flushes, 1u) << f->path();
+}
+
+}  // namespace
+}  // namespace graid::testing
