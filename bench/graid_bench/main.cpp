@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <variant>
@@ -113,7 +114,15 @@ int run(const BenchOptions& o) {
     raw.member_bytes = raw_member_bytes;
     raw.cost = r.cost;
     raw.pattern = profile.pattern;
-    raw.queue_depth = o.raw_queue_depth;
+    // Unless --raw-qd says otherwise, the raw run keeps as many member I/Os in flight as the
+    // array run does: --qd requests, each issuing its member I/Os of one phase (reads, then
+    // writes) at once. Fewer would understate what the members allow.
+    const auto per_phase =
+        static_cast<std::uint32_t>(std::ceil(std::max({r.cost.reads, r.cost.writes, 1.0})));
+    raw.queue_depth = o.raw_queue_depth != 0
+                          ? o.raw_queue_depth
+                          : std::min<std::uint32_t>(o.queue_depth * per_phase, kMaxQueueDepth);
+    r.raw_queue_depth = raw.queue_depth;
     raw.timing = timing_of(o);
     raw.seed = o.seed;
     auto figures = run_raw_baseline(raw);

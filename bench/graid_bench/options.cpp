@@ -14,7 +14,6 @@ namespace graid::bench {
 namespace {
 
 constexpr int kUsageError = 2;
-constexpr std::uint32_t kMaxQueueDepth = 1024;
 constexpr std::uint32_t kMaxThreads = 256;
 
 struct RawArgs {
@@ -113,7 +112,6 @@ Status validate(const RawArgs& raw, BenchOptions& o) {
     return make_error(Errc::kInvalidArgument, "--qd {}: must be 1 to {}", o.queue_depth,
                       kMaxQueueDepth);
   }
-  if (o.raw_queue_depth == 0) o.raw_queue_depth = o.queue_depth;
   if (o.raw_queue_depth > kMaxQueueDepth) {
     return make_error(Errc::kInvalidArgument, "--raw-qd {}: must be 1 to {}", o.raw_queue_depth,
                       kMaxQueueDepth);
@@ -179,8 +177,9 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
                  "separate with commas (default 4k-randread)");
   app.add_option("--qd", o.queue_depth, "requests in flight per thread")->capture_default_str();
   app.add_option("--raw-qd", o.raw_queue_depth,
-                 "member I/Os in flight per thread in the raw baseline (default: --qd, the same "
-                 "total queue depth as the array run)");
+                 "member I/Os in flight per thread in the raw baseline (default: --qd times the "
+                 "member I/Os one request issues at once, as many as the array run keeps in "
+                 "flight)");
   app.add_option("--threads", o.threads, "I/O threads, each with its own ring and queue")
       ->capture_default_str();
   app.add_option("--seconds", o.seconds, "measured seconds per profile and phase")

@@ -14,6 +14,9 @@ namespace graid::bench {
 
 enum class OutputFormat : std::uint8_t { kTable, kJson };
 
+// The most requests (or raw member I/Os) one thread keeps in flight.
+inline constexpr std::uint32_t kMaxQueueDepth = 1024;
+
 struct BenchOptions {
   RaidLevel level = RaidLevel::kRaid5;
   std::uint32_t members = 0;

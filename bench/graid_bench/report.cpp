@@ -62,16 +62,16 @@ void print_table(std::FILE* out, const RunSetup& setup, std::span<const ProfileR
                ratio ? fmt::format("{:.2f}", *ratio) : std::string("-"));
   }
   // The raw side in its own lines: the latency and CPU cost of the members alone.
-  fmt::print(out, "raw members (io_uring, O_DIRECT, {} thread(s) x QD {}):\n", setup.threads,
-             setup.raw_queue_depth);
-  fmt::print(out, "{:<14} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "profile",
-             "member-IOPS", "MB/s", "lat-mean", "p50", "p99", "p99.9", "cpu-s/GB", "reads");
+  fmt::print(out, "raw members (io_uring, O_DIRECT, {} thread(s)):\n", setup.threads);
+  fmt::print(out, "{:<14} {:>6} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6}\n", "profile",
+             "QD", "member-IOPS", "MB/s", "lat-mean", "p50", "p99", "p99.9", "cpu-s/GB", "reads");
   for (const ProfileReport& r : reports) {
     fmt::print(out,
-               "{:<14} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8.3f} {:>5.0f}%\n",
-               r.profile.name, r.raw.iops(), r.raw.bytes_per_s() / 1e6, r.raw.latency_us.mean,
-               r.raw.latency_us.p50, r.raw.latency_us.p99, r.raw.latency_us.p999,
-               r.raw.cpu_s_per_gb(), 100.0 * r.cost.read_fraction());
+               "{:<14} {:>6} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8.3f} "
+               "{:>5.0f}%\n",
+               r.profile.name, r.raw_queue_depth, r.raw.iops(), r.raw.bytes_per_s() / 1e6,
+               r.raw.latency_us.mean, r.raw.latency_us.p50, r.raw.latency_us.p99,
+               r.raw.latency_us.p999, r.raw.cpu_s_per_gb(), 100.0 * r.cost.read_fraction());
   }
   for (const ProfileReport& r : reports) {
     if (!r.verify) continue;
@@ -97,7 +97,6 @@ std::string to_json(const RunSetup& setup, std::span<const ProfileReport> report
     j["backend"] = setup.backend;
     j["threads"] = setup.threads;
     j["qd"] = setup.queue_depth;
-    j["raw_qd"] = setup.raw_queue_depth;
     j["seconds"] = setup.seconds;
     j["warmup_seconds"] = setup.warmup_seconds;
     j["span"] = setup.span;
@@ -118,6 +117,7 @@ std::string to_json(const RunSetup& setup, std::span<const ProfileReport> report
     j["member_writes_per_io"] = r.cost.writes;
     j["member_io_bytes"] = r.cost.io_bytes;
     j["raw_member_iops"] = r.raw.iops();
+    j["raw_qd"] = r.raw_queue_depth;
     j["raw"] = {{"iops", r.raw.iops()},
                 {"bytes_per_s", r.raw.bytes_per_s()},
                 {"read_fraction", r.cost.read_fraction()},

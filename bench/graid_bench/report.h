@@ -32,8 +32,9 @@ struct RunSetup {
 struct ProfileReport {
   Profile profile{};
   MemberCost cost;
-  RunFigures raw;                   // member I/Os and member bytes
-  std::optional<RunFigures> array;  // absent with --raw-only
+  RunFigures raw;                     // member I/Os and member bytes
+  std::uint32_t raw_queue_depth = 0;  // member I/Os in flight per thread in the raw run
+  std::optional<RunFigures> array;    // absent with --raw-only
   std::optional<VerifyResult> verify;
 
   // The most array requests per second the members allow: raw member IOPS over member I/Os per
