@@ -58,6 +58,10 @@ Array& ArraySession::array() noexcept {
   return *impl_->array;
 }
 
+std::uint64_t ArraySession::data_offset() const noexcept {
+  return impl_->array->member_data_offset();
+}
+
 std::uint64_t ArraySession::capacity() const noexcept {
   return impl_->array->capacity();
 }

@@ -38,6 +38,8 @@ class ArraySession {
   Array& array() noexcept;
   // Array data bytes.
   std::uint64_t capacity() const noexcept;
+  // Member byte where the data area starts (the raw baseline stays behind it).
+  std::uint64_t data_offset() const noexcept;
   // Name of the parity backend in use (as the backend reports it).
   std::string_view backend_name() const noexcept;
 

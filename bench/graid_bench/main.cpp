@@ -104,33 +104,6 @@ int run(const BenchOptions& o) {
     raw_member_bytes = std::min(raw_member_bytes, (per_member + strip - 1) / strip * strip);
   }
 
-  std::vector<ProfileReport> reports;
-  for (const Profile& profile : o.profiles) {
-    ProfileReport r;
-    r.profile = profile;
-    r.cost = member_ios_per_array_io(*geometry, profile);
-    RawConfig raw;
-    raw.paths = members->paths();
-    raw.member_bytes = raw_member_bytes;
-    raw.cost = r.cost;
-    raw.pattern = profile.pattern;
-    // Unless --raw-qd says otherwise, the raw run keeps as many member I/Os in flight as the
-    // array run does: --qd requests, each issuing its member I/Os of one phase (reads, then
-    // writes) at once. Fewer would understate what the members allow.
-    const auto per_phase =
-        static_cast<std::uint32_t>(std::ceil(std::max({r.cost.reads, r.cost.writes, 1.0})));
-    raw.queue_depth = o.raw_queue_depth != 0
-                          ? o.raw_queue_depth
-                          : std::min<std::uint32_t>(o.queue_depth * per_phase, kMaxQueueDepth);
-    r.raw_queue_depth = raw.queue_depth;
-    raw.timing = timing_of(o);
-    raw.seed = o.seed;
-    auto figures = run_raw_baseline(raw);
-    if (!figures.is_ok()) return fail(figures.status());
-    r.raw = *figures;
-    reports.push_back(r);
-  }
-
   RunSetup setup;
   setup.level = std::string(raid_level_name(o.level));
   setup.members = o.members;
@@ -142,33 +115,91 @@ int run(const BenchOptions& o) {
   setup.raw_queue_depth = o.raw_queue_depth;
   setup.seconds = o.seconds;
   setup.warmup_seconds = o.warmup_seconds;
+  setup.rounds = o.rounds;
 
+  // The array exists before any measurement, and the raw baseline keeps to the members' data
+  // areas (its superblock and bitmap stay untouched). So raw and array phases can alternate, in
+  // --rounds rounds per profile: background load on a shared machine then hits both sides
+  // alike, and the reported ratio is the median of the rounds' ratios.
+  std::unique_ptr<ArraySession> session;
+  std::uint64_t raw_offset = 0;
   if (!o.raw_only) {
-    auto session = ArraySession::create(
+    auto created = ArraySession::create(
         ArraySpec{members->paths(), o.level, o.strip_bytes, o.backend, o.force});
-    if (!session.is_ok()) return fail(session.status());
-    auto span = choose_span(o, *geometry, (*session)->capacity(), members->member_bytes());
+    if (!created.is_ok()) return fail(created.status());
+    session = std::move(*created);
+    auto span = choose_span(o, *geometry, session->capacity(), members->member_bytes());
     if (!span.is_ok()) return fail(span.status());
     setup.span = *span;
-    setup.backend = std::string((*session)->backend_name());
-    for (std::size_t i = 0; i < reports.size(); ++i) {
-      ProfileReport& r = reports[i];
-      ArrayRunConfig config{r.profile, *span, o.queue_depth, timing_of(o), o.seed};
-      auto figures = run_array_workload(**session, config);
-      if (!figures.is_ok()) {
-        return fail(make_error(figures.status().code(), "{}: {}", r.profile.name,
-                               figures.status().message()));
+    setup.backend = std::string(session->backend_name());
+    raw_offset = session->data_offset();
+  }
+
+  std::vector<ProfileReport> reports;
+  for (std::size_t i = 0; i < o.profiles.size(); ++i) {
+    const Profile& profile = o.profiles[i];
+    ProfileReport best;
+    best.profile = profile;
+    best.cost = member_ios_per_array_io(*geometry, profile);
+    RawConfig raw;
+    raw.paths = members->paths();
+    raw.member_offset = raw_offset;
+    raw.member_bytes = raw_member_bytes - raw_offset;
+    raw.cost = best.cost;
+    raw.pattern = profile.pattern;
+    // Unless --raw-qd says otherwise, the raw run keeps as many member I/Os in flight as the
+    // array run does: --qd requests, each issuing its member I/Os of one phase (reads, then
+    // writes) at once. Fewer would understate what the members allow.
+    const auto per_phase =
+        static_cast<std::uint32_t>(std::ceil(std::max({best.cost.reads, best.cost.writes, 1.0})));
+    raw.queue_depth = o.raw_queue_depth != 0
+                          ? o.raw_queue_depth
+                          : std::min<std::uint32_t>(o.queue_depth * per_phase, kMaxQueueDepth);
+    best.raw_queue_depth = raw.queue_depth;
+    TimedRunConfig timing = timing_of(o);
+    timing.seconds = o.seconds / o.rounds;
+    raw.timing = timing;
+    raw.seed = o.seed;
+
+    std::vector<ProfileReport> rounds;
+    for (std::uint32_t round = 0; round < o.rounds; ++round) {
+      ProfileReport r = best;
+      raw.seed = o.seed + round;
+      auto figures = run_raw_baseline(raw);
+      if (!figures.is_ok()) return fail(figures.status());
+      r.raw = *figures;
+      if (session) {
+        ArrayRunConfig config{profile, setup.span, o.queue_depth, timing, o.seed + round};
+        auto array_figures = run_array_workload(*session, config);
+        if (!array_figures.is_ok()) {
+          return fail(make_error(array_figures.status().code(), "{}: {}", profile.name,
+                                 array_figures.status().message()));
+        }
+        r.array = *array_figures;
       }
-      r.array = *figures;
-      if (o.verify) {
-        VerifyConfig check{std::min(*span, o.verify_bytes), r.profile.block_bytes, o.queue_depth,
-                           o.seed + i + 1};
-        auto result = verify_array(**session, check);
-        if (!result.is_ok()) return fail(result.status());
-        r.verify = *result;
-      }
+      rounds.push_back(r);
     }
-    if (Status status = (*session)->stop(); !status.is_ok()) return fail(status);
+    // Report the round with the median ratio (raw-only: the median raw IOPS), and every
+    // round's ratio.
+    std::sort(rounds.begin(), rounds.end(), [](const ProfileReport& a, const ProfileReport& b) {
+      return a.ratio() ? a.ratio().value_or(0) < b.ratio().value_or(0)
+                       : a.raw.iops() < b.raw.iops();
+    });
+    ProfileReport r = rounds[rounds.size() / 2];
+    for (const ProfileReport& each : rounds) {
+      if (each.ratio()) r.round_ratios.push_back(*each.ratio());
+    }
+    if (session && o.verify) {
+      VerifyConfig check{std::min(setup.span, o.verify_bytes), profile.block_bytes, o.queue_depth,
+                         o.seed + i + 1};
+      auto result = verify_array(*session, check);
+      if (!result.is_ok()) return fail(result.status());
+      r.verify = *result;
+    }
+    reports.push_back(std::move(r));
+  }
+  if (session) {
+    if (Status status = session->stop(); !status.is_ok()) return fail(status);
   }
 
   if (o.format == OutputFormat::kJson) {

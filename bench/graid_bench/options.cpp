@@ -116,6 +116,9 @@ Status validate(const RawArgs& raw, BenchOptions& o) {
     return make_error(Errc::kInvalidArgument, "--raw-qd {}: must be 1 to {}", o.raw_queue_depth,
                       kMaxQueueDepth);
   }
+  if (o.rounds == 0 || o.rounds > 100) {
+    return make_error(Errc::kInvalidArgument, "--rounds {}: must be 1 to 100", o.rounds);
+  }
   if (o.threads == 0 || o.threads > kMaxThreads) {
     return make_error(Errc::kInvalidArgument, "--threads {}: must be 1 to {}", o.threads,
                       kMaxThreads);
@@ -182,7 +185,12 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
                  "flight)");
   app.add_option("--threads", o.threads, "I/O threads, each with its own ring and queue")
       ->capture_default_str();
-  app.add_option("--seconds", o.seconds, "measured seconds per profile and phase")
+  app.add_option("--seconds", o.seconds,
+                 "measured seconds per profile and phase, split among the --rounds")
+      ->capture_default_str();
+  app.add_option("--rounds", o.rounds,
+                 "rounds per profile: raw and array phases alternate, and the round with the "
+                 "median ratio is reported (all rounds' ratios are in the JSON)")
       ->capture_default_str();
   app.add_option("--warmup", raw.warmup,
                  "seconds of warm-up before measuring (default: 10 % of --seconds, at most 1)");

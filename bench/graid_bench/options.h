@@ -31,7 +31,8 @@ struct BenchOptions {
   std::uint32_t threads = 1;
   double seconds = 10;
   double warmup_seconds = 1;
-  std::uint64_t span = 0;  // 0 = the whole array
+  std::uint32_t rounds = 3;  // raw/array rounds per profile; --seconds is split among them
+  std::uint64_t span = 0;    // 0 = the whole array
   OutputFormat format = OutputFormat::kTable;
   bool keep = false;
   bool raw_only = false;

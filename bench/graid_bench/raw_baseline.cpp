@@ -209,7 +209,7 @@ class RawWorker final : public TimedWorker {
     Slot& s = slots_[slot];
     const Target t = targets_.next(rng_);
     s.member = t.member;
-    s.offset = t.offset;
+    s.offset = config_.member_offset + t.offset;
     s.read = (rng_.next() >> 44) < read_threshold_;  // top 20 bits against a 20-bit threshold
     s.submitted = now;
 
@@ -219,14 +219,14 @@ class RawWorker final : public TimedWorker {
     const int fd = fixed_files_ ? static_cast<int>(t.member) : fds_[t.member];
     if (fixed_buffers_) {
       if (s.read) {
-        io_uring_prep_read_fixed(sqe, fd, buf, io, t.offset, 0);
+        io_uring_prep_read_fixed(sqe, fd, buf, io, s.offset, 0);
       } else {
-        io_uring_prep_write_fixed(sqe, fd, buf, io, t.offset, 0);
+        io_uring_prep_write_fixed(sqe, fd, buf, io, s.offset, 0);
       }
     } else if (s.read) {
-      io_uring_prep_read(sqe, fd, buf, io, t.offset);
+      io_uring_prep_read(sqe, fd, buf, io, s.offset);
     } else {
-      io_uring_prep_write(sqe, fd, buf, io, t.offset);
+      io_uring_prep_write(sqe, fd, buf, io, s.offset);
     }
     if (fixed_files_) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, slot);

@@ -20,9 +20,10 @@
 namespace graid::bench {
 
 struct RawConfig {
-  std::vector<std::string> paths;  // the members
-  std::uint64_t member_bytes = 0;  // bytes used from the start of each member
-  MemberCost cost;                 // member I/O size and read share
+  std::vector<std::string> paths;   // the members
+  std::uint64_t member_offset = 0;  // first member byte used (an array's data area starts here)
+  std::uint64_t member_bytes = 0;   // bytes used from member_offset on
+  MemberCost cost;                  // member I/O size and read share
   AccessPattern pattern = AccessPattern::kRandom;
   std::uint32_t queue_depth = 32;  // member I/Os in flight per thread
   TimedRunConfig timing;           // threads, warm-up, seconds

@@ -23,11 +23,11 @@ std::string mix_text(const MemberCost& cost) {
 
 void print_table(std::FILE* out, const RunSetup& setup, std::span<const ProfileReport> reports) {
   fmt::print(out,
-             "graid-bench: {} x{} strip {} member {} backend {} | {} thread(s) x QD {} | {:g} s "
-             "(+{:g} s warm-up) per phase\n",
+             "graid-bench: {} x{} strip {} member {} backend {} | {} thread(s) x QD {} | {} "
+             "round(s) of raw then array, {:g} s (+{:g} s warm-up) each; median round shown\n",
              setup.level, setup.members, format_size(setup.strip_bytes),
              format_size(setup.member_bytes), setup.backend, setup.threads, setup.queue_depth,
-             setup.seconds, setup.warmup_seconds);
+             setup.rounds, setup.seconds / setup.rounds, setup.warmup_seconds);
   fmt::print(out,
              "{:<14} {:>6} {:>3} {:>5} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} "
              "{:>20} {:>11} {:>10} {:>6}\n",
@@ -98,6 +98,7 @@ std::string to_json(const RunSetup& setup, std::span<const ProfileReport> report
     j["threads"] = setup.threads;
     j["qd"] = setup.queue_depth;
     j["seconds"] = setup.seconds;
+    j["rounds"] = setup.rounds;
     j["warmup_seconds"] = setup.warmup_seconds;
     j["span"] = setup.span;
     if (r.array) {
@@ -118,6 +119,7 @@ std::string to_json(const RunSetup& setup, std::span<const ProfileReport> report
     j["member_io_bytes"] = r.cost.io_bytes;
     j["raw_member_iops"] = r.raw.iops();
     j["raw_qd"] = r.raw_queue_depth;
+    j["round_ratios"] = r.round_ratios;
     j["raw"] = {{"iops", r.raw.iops()},
                 {"bytes_per_s", r.raw.bytes_per_s()},
                 {"read_fraction", r.cost.read_fraction()},

@@ -26,7 +26,8 @@ struct RunSetup {
   std::uint32_t raw_queue_depth = 0;
   double seconds = 0;
   double warmup_seconds = 0;
-  std::uint64_t span = 0;  // array bytes covered (0 in raw-only runs)
+  std::uint32_t rounds = 1;  // raw/array rounds per profile
+  std::uint64_t span = 0;    // array bytes covered (0 in raw-only runs)
 };
 
 struct ProfileReport {
@@ -34,6 +35,7 @@ struct ProfileReport {
   MemberCost cost;
   RunFigures raw;                     // member I/Os and member bytes
   std::uint32_t raw_queue_depth = 0;  // member I/Os in flight per thread in the raw run
+  std::vector<double> round_ratios;   // ratio of every round (raw and array alternate)
   std::optional<RunFigures> array;    // absent with --raw-only
   std::optional<VerifyResult> verify;
 

@@ -147,6 +147,9 @@ Array::~Array() = default;
 const Geometry& Array::geometry() const noexcept {
   return state_->geometry;
 }
+std::uint64_t Array::member_data_offset() const noexcept {
+  return state_->data_offset;
+}
 std::uint64_t Array::capacity() const noexcept {
   return state_->capacity;
 }

@@ -140,6 +140,8 @@ class Array {
   const Geometry& geometry() const noexcept;
   // Array data bytes (what VDs are carved from).
   std::uint64_t capacity() const noexcept;
+  // Member byte where each member's data area starts (metadata lies before it).
+  std::uint64_t member_data_offset() const noexcept;
   ArrayHealth health() const noexcept;
   MemberHealth member_health(std::uint32_t member) const noexcept;
   std::uint32_t member_count() const noexcept;
