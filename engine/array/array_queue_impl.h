@@ -64,6 +64,10 @@ class StripeOp final : public Task {
     std::uint64_t touched = 0, full = 0;
     std::array<AlignedBuffer, kMaxStripeChunks> image;  // data images, then P/Q outputs
     std::array<AlignedBuffer, kMaxStripeChunks> old;    // RMW: old data/parity
+    // Where chunk c's new contents are: image[c], or for a strip that one write piece covers
+    // alone over the whole extent, the caller's own buffer (no copy).
+    std::array<std::byte*, kMaxStripeChunks> data{};
+    std::uint64_t borrowed = 0;  // strips whose `data` is the caller's buffer
   };
 
   void run_locked();
@@ -80,6 +84,8 @@ class StripeOp final : public Task {
   // Handles member errors of the phase just completed: fails those members. Returns false when
   // the array can no longer hold the data.
   bool absorb_member_errors();
+  // Points e.data at the caller's buffer for strips one piece covers alone (zero copy).
+  void borrow_caller_data(Extent& e);
   void overlay_new_data(Extent& e);
   Status run_parity(std::vector<StripeJob>& jobs);
 

@@ -2,6 +2,7 @@
 // for the state machine and stripe/write_plan.h for the plans).
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstring>
 
 #include "array/array_queue_impl.h"
@@ -124,6 +125,8 @@ bool StripeOp::build_extents() {
     e.b = merged[i].second;
     e.touched = 0;
     e.full = 0;
+    e.borrowed = 0;
+    e.data.fill(nullptr);
     // Coverage of [a, b) per strip: collect the strip's segments inside the extent.
     std::array<std::vector<std::pair<std::uint32_t, std::uint32_t>>, kMaxDataChunks> cover;
     for (const Piece& p : pieces_) {
@@ -181,6 +184,14 @@ void StripeOp::submit_io(StripeMemberIo& io) {
 }
 
 namespace {
+
+// A chunk for a parity job. The pointer is a staging buffer or a caller buffer whose alignment
+// borrow_caller_data() checked, so adopt() cannot fail here.
+ChunkView chunk_view(std::byte* data, std::uint32_t len) {
+  auto view = ChunkView::adopt(data, len);
+  assert(view.is_ok());
+  return *view;
+}
 
 // Member holding chunk `c` (data index, then P, Q) of `stripe`.
 std::uint32_t chunk_member(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
@@ -266,13 +277,35 @@ bool StripeOp::absorb_member_errors() {
   return !q_.array.array_failed();
 }
 
+void StripeOp::borrow_caller_data(Extent& e) {
+  const std::uint32_t strip = q_.array.geometry.strip_bytes();
+  e.borrowed = 0;
+  // Strips fully covered by exactly one piece (several would need their order applied).
+  std::array<std::uint8_t, kMaxDataChunks> covering{};
+  std::array<std::byte*, kMaxDataChunks> source{};
+  for (const Piece& p : pieces_) {
+    for_each_segment(p, strip, [&](const Segment& s) {
+      if (s.hi <= e.a || s.lo >= e.b) return;
+      ++covering[s.d];
+      if (!p.zero && s.lo <= e.a && s.hi >= e.b) source[s.d] = p.buf + s.src_offset + (e.a - s.lo);
+    });
+  }
+  for (std::uint64_t m = e.full; m != 0; m &= m - 1) {
+    const auto d = static_cast<std::uint32_t>(std::countr_zero(m));
+    if (covering[d] == 1 && source[d] != nullptr && is_chunk_aligned(source[d])) {
+      e.borrowed |= chunk_bit(d);
+      e.data[d] = source[d];
+    }
+  }
+}
+
 void StripeOp::overlay_new_data(Extent& e) {
   const std::uint32_t strip = q_.array.geometry.strip_bytes();
   for (const Piece& p : pieces_) {
     for_each_segment(p, strip, [&](const Segment& s) {
       const std::uint32_t lo = std::max(s.lo, e.a);
       const std::uint32_t hi = std::min(s.hi, e.b);
-      if (lo >= hi) return;
+      if (lo >= hi || (e.borrowed & chunk_bit(s.d)) != 0) return;
       std::byte* dst = e.image[s.d].data() + (lo - e.a);
       if (p.zero) {
         std::memset(dst, 0, hi - lo);
@@ -353,10 +386,13 @@ void StripeOp::compute_and_write() {
     const std::uint32_t len = e.b - e.a;
     const bool rmw = e.plan.kind == WritePlanKind::kReadModifyWrite;
     const bool need_all = e.plan.kind != WritePlanKind::kReadModifyWrite;
+    if (e.plan.kind != WritePlanKind::kDegraded) borrow_caller_data(e);
     for (std::uint32_t d = 0; d < k; ++d) {
       const bool touched = (e.touched & chunk_bit(d)) != 0;
       if (!touched && !need_all) continue;
+      if ((e.borrowed & chunk_bit(d)) != 0) continue;
       if (Status st = ensure(e.image[d], len); !st) return finish(st);
+      e.data[d] = e.image[d].data();
       if (rmw && touched && (e.full & chunk_bit(d)) == 0) {
         std::memcpy(e.image[d].data(), e.old[d].data(), len);
       }
@@ -367,6 +403,7 @@ void StripeOp::compute_and_write() {
     if ((e.plan.writes & parity_mask) == 0) continue;  // no live parity: data only
     for (std::uint32_t c = k; c < k + npar; ++c) {
       if (Status st = ensure(e.image[c], len); !st) return finish(st);
+      e.data[c] = e.image[c].data();
     }
     StripeJob job;
     job.op = ParityOp::kEncode;
@@ -379,7 +416,7 @@ void StripeOp::compute_and_write() {
       for (std::uint64_t m = e.touched; m != 0; m &= m - 1) {
         const auto d = static_cast<std::uint32_t>(std::countr_zero(m));
         job.chunk[n++] = e.old[d].view(0, len);
-        job.chunk[n++] = e.image[d].view(0, len);
+        job.chunk[n++] = chunk_view(e.data[d], len);
       }
       job.k = n;
       job.chunk[n] = e.image[k].view(0, len);
@@ -387,7 +424,7 @@ void StripeOp::compute_and_write() {
       job.scheme = scheme;
       job.k = k;
       for (std::uint32_t c = 0; c < k + npar; ++c)
-        job.chunk[c] = e.image[c].view(0, len);
+        job.chunk[c] = chunk_view(e.data[c], len);
     }
     jobs.push_back(job);
   }
@@ -432,7 +469,7 @@ void StripeOp::issue_writes() {
       StripeMemberIo& io = new_io(chunk_member(g, stripe_, c));
       io.op = MemberOp::kWrite;
       io.offset = q_.array.device_offset(stripe_ * g.strip_bytes() + e.a);
-      io.buf = e.image[c].data();
+      io.buf = e.data[c];
       io.len = e.b - e.a;
     }
   }
