@@ -103,6 +103,36 @@ class FlushOp {
 
 ArrayQueue::Impl::Impl(Array::State& state, IoContext& context) : array(state), ctx(context) {
   kick_task.q = this;
+  parity_task.q = this;
+}
+
+void ArrayQueue::Impl::queue_parity(StripeOp& op) {
+  parity_waiting.push_back(&op);
+  if (parity_scheduled) return;
+  parity_scheduled = true;
+  ctx.defer(parity_task);
+}
+
+void ArrayQueue::Impl::run_parity_batch() {
+  parity_scheduled = false;
+  std::vector<StripeOp*> waiting;
+  waiting.swap(parity_waiting);
+  parity_batch.clear();
+  for (StripeOp* op : waiting) {
+    parity_batch.insert(parity_batch.end(), op->parity_jobs().begin(), op->parity_jobs().end());
+  }
+  ++stats.parity_batches;
+  stats.parity_jobs += parity_batch.size();
+  Status batch = array.parity->execute(parity_batch);
+  for (StripeOp* op : waiting) {
+    if (batch.is_ok()) {
+      op->parity_done(Status::ok());
+    } else {
+      // A batch fails whole before writing anything: find out which operation's jobs are bad
+      // by running each on its own, so one bad job does not fail its neighbours.
+      op->parity_done(array.parity->execute(op->parity_jobs()));
+    }
+  }
 }
 
 void ArrayQueue::Impl::begin_io(ArrayIo& io) {

@@ -57,6 +57,10 @@ class StripeOp final : public Task {
   void run() override { run_locked(); }
   void member_io_done(StripeMemberIo& io);
 
+  // The parity jobs this operation waits for, and their outcome.
+  std::vector<StripeJob>& parity_jobs() noexcept { return jobs_; }
+  void parity_done(Status status);
+
  private:
   struct Extent {
     std::uint32_t a = 0, b = 0;  // row range inside each strip
@@ -73,7 +77,13 @@ class StripeOp final : public Task {
   void run_locked();
   bool build_extents();
   void issue_reads();
-  void compute_and_write();
+  // Compute stages. Parity work is not run here but queued on the thread's parity batch
+  // (ArrayQueue::Impl::queue_parity), which runs the jobs of every stripe operation that got
+  // there in the same poll in one ParityBackend::execute() and calls parity_done().
+  void start_compute();      // degraded plans: reconstruct the dead chunks
+  void after_reconstruct();  // degraded reads: copy out; writes: images, then encode
+  void after_encode();       // bitmap, then member writes
+  Status ensure(AlignedBuffer& b, std::uint32_t len);
   void issue_writes();
   void issue_mirror_writes();
   void issue_punches();
@@ -87,7 +97,6 @@ class StripeOp final : public Task {
   // Points e.data at the caller's buffer for strips one piece covers alone (zero copy).
   void borrow_caller_data(Extent& e);
   void overlay_new_data(Extent& e);
-  Status run_parity(std::vector<StripeJob>& jobs);
 
   ArrayQueue::Impl& q_;
   Mode mode_ = Mode::kWrite;
@@ -101,6 +110,9 @@ class StripeOp final : public Task {
   std::uint32_t ios_left_ = 0;
   bool bitmap_held_ = false;
   int replans_ = 0;
+  enum class ComputeStage : std::uint8_t { kReconstruct, kEncode };
+  ComputeStage compute_stage_ = ComputeStage::kReconstruct;
+  std::vector<StripeJob> jobs_;
   StripeLockTable::Waiter lock_;
 };
 
@@ -131,6 +143,18 @@ struct ArrayQueue::Impl {
   // Starts `io` on array bytes [base + io.offset, +io.len), which must end by `limit`.
   void submit(ArrayIo& io, std::uint64_t base, std::uint64_t limit);
   void kick();
+
+  // Parity batching: stripe operations whose jobs are ready in one poll share one execute()
+  // (one GPU launch, later). The batch runs as a deferred task on this thread.
+  void queue_parity(StripeOp& op);
+  void run_parity_batch();
+  std::vector<StripeOp*> parity_waiting;
+  std::vector<StripeJob> parity_batch;
+  bool parity_scheduled = false;
+  struct ParityTask final : Task {
+    Impl* q = nullptr;
+    void run() override { q->run_parity_batch(); }
+  } parity_task;
   void schedule_kick();
 
   StripeOp& new_op(StripeOp::Mode mode, std::uint64_t stripe);

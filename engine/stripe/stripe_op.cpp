@@ -231,7 +231,7 @@ void StripeOp::issue_reads() {
   }
   (void)k;
   if (ios_used_ == 0) {
-    compute_and_write();
+    start_compute();
     return;
   }
   const std::size_t n = ios_used_;
@@ -257,7 +257,7 @@ void StripeOp::member_io_done(StripeMemberIo& /*io*/) {
       run_locked();
       return;
     }
-    compute_and_write();
+    start_compute();
     return;
   }
   // kWriting: the data is on every live member it belongs to (failed members were recorded).
@@ -316,27 +316,27 @@ void StripeOp::overlay_new_data(Extent& e) {
   }
 }
 
-Status StripeOp::run_parity(std::vector<StripeJob>& jobs) {
-  if (jobs.empty()) return Status::ok();
-  Status st = q_.array.parity->execute(jobs);
-  jobs.clear();
-  return st;
+Status StripeOp::ensure(AlignedBuffer& b, std::uint32_t len) {
+  if (b.size() >= len) return Status::ok();
+  auto buf = q_.buffers.get(len);
+  if (!buf) return buf.status();
+  b = std::move(*buf);
+  return Status::ok();
 }
 
-void StripeOp::compute_and_write() {
+void StripeOp::parity_done(Status status) {
+  if (!status) return finish(status);
+  if (compute_stage_ == ComputeStage::kReconstruct) return after_reconstruct();
+  after_encode();
+}
+
+void StripeOp::start_compute() {
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
   const std::uint32_t npar = g.parity_strips();
   const ParityScheme scheme = npar == 2 ? ParityScheme::kPQ : ParityScheme::kP;
-  std::vector<StripeJob> jobs;  // small; one per extent
-
-  auto ensure = [&](AlignedBuffer& b, std::uint32_t len) -> Status {
-    if (b.size() >= len) return Status::ok();
-    auto buf = q_.buffers.get(len);
-    if (!buf) return buf.status();
-    b = std::move(*buf);
-    return Status::ok();
-  };
+  std::vector<StripeJob>& jobs = jobs_;
+  jobs.clear();
 
   // Degraded plans first rebuild what the dead members held.
   for (std::size_t i = 0; i < extents_used_; ++i) {
@@ -361,7 +361,18 @@ void StripeOp::compute_and_write() {
     }
     if (job.missing_count > 0) jobs.push_back(job);
   }
-  if (Status st = run_parity(jobs); !st) return finish(st);
+  compute_stage_ = ComputeStage::kReconstruct;
+  if (!jobs.empty()) return q_.queue_parity(*this);
+  after_reconstruct();
+}
+
+void StripeOp::after_reconstruct() {
+  const Geometry& g = q_.array.geometry;
+  const std::uint32_t k = g.data_strips();
+  const std::uint32_t npar = g.parity_strips();
+  const ParityScheme scheme = npar == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+  std::vector<StripeJob>& jobs = jobs_;
+  jobs.clear();
 
   if (mode_ == Mode::kDegradedRead) {
     const std::uint32_t strip = g.strip_bytes();
@@ -428,8 +439,13 @@ void StripeOp::compute_and_write() {
     }
     jobs.push_back(job);
   }
-  if (Status st = run_parity(jobs); !st) return finish(st);
+  compute_stage_ = ComputeStage::kEncode;
+  if (!jobs.empty()) return q_.queue_parity(*this);
+  after_encode();
+}
 
+void StripeOp::after_encode() {
+  const Geometry& g = q_.array.geometry;
   Array::State& a = q_.array;
   if (a.bitmap && !bitmap_held_) {
     Status st = a.bitmap_begin(stripe_ * g.strip_bytes(), g.strip_bytes());

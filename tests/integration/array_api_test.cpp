@@ -202,6 +202,41 @@ TEST_F(ArrayApiTest, SmallWritesInFlightTogetherBecomeOneFullStripeWrite) {
   EXPECT_EQ(*(*array)->count_inconsistent_stripes(), 0u);
 }
 
+TEST_F(ArrayApiTest, ParityOfStripesReadyTogetherRunsAsOneBatch) {
+  auto array = make(RaidLevel::kRaid6, 6, 4096);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  attach(**array);
+  const std::uint64_t stripe = (*array)->geometry().stripe_data_bytes();
+  constexpr int kStripes = 8;
+  auto buf = AlignedBuffer::allocate(kStripes * stripe, 4096);
+  auto data = pattern(kStripes * stripe, 13);
+  std::memcpy(buf->data(), data.data(), data.size());
+  std::vector<TestIo> ios(kStripes);
+  std::vector<TestIo*> ptrs;
+  for (int i = 0; i < kStripes; ++i) {
+    ios[i].kind = IoKind::kWrite;
+    ios[i].offset = (2 * i + 1) * stripe;  // every other stripe: eight separate operations
+    ios[i].len = static_cast<std::uint32_t>(stripe);
+    ios[i].buf = buf->data() + i * stripe;
+    ptrs.push_back(&ios[i]);
+  }
+  run_all(*queue_, ptrs);
+  for (auto& io : ios)
+    ASSERT_TRUE(io.status.is_ok()) << io.status.to_string();
+  EXPECT_EQ(queue_->stats().full_stripe, 8u);
+  EXPECT_EQ(queue_->stats().parity_batches, 1u) << "eight stripes, one execute()";
+  EXPECT_EQ(queue_->stats().parity_jobs, 8u);
+  auto back = AlignedBuffer::allocate(stripe, 4096);
+  for (int i = 0; i < kStripes; ++i) {
+    ASSERT_TRUE(run_one(*queue_, IoKind::kRead, (2 * i + 1) * stripe,
+                        static_cast<std::uint32_t>(stripe), back->data())
+                    .is_ok());
+    EXPECT_EQ(std::memcmp(back->data(), data.data() + i * stripe, stripe), 0) << i;
+  }
+  queue_.reset();
+  EXPECT_EQ(*(*array)->count_inconsistent_stripes(), 0u);
+}
+
 TEST_F(ArrayApiTest, PlanChoiceFollowsMemberReads) {
   auto array = make(RaidLevel::kRaid5, 6, 4096);
   ASSERT_TRUE(array.is_ok());

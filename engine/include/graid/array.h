@@ -110,6 +110,8 @@ struct QueueStats {
   std::uint64_t reconstruct_write = 0;
   std::uint64_t read_modify_write = 0;
   std::uint64_t degraded_write = 0;
+  std::uint64_t parity_batches = 0;  // ParityBackend::execute() calls
+  std::uint64_t parity_jobs = 0;     // stripe jobs in them
 };
 
 struct ArrayOptions {
