@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# One prepared GPU run: the `gpu` tests and the GPU benchmarks, results into one folder.
+#
+#   bench/gpu/device-check.sh OUTDIR          # or: OUT=/path bench/gpu/device-check.sh
+#
+# Exit: 0 every check passed; 1 something failed (see OUTDIR/summary.txt); 2 usage;
+#       77 no GPU here (nothing was run).
+#
+# Preparing the carry (on the build machine, which has the Debian packages the GPU machine lacks):
+#   bench/gpu/prepare-carry.sh     # builds with -DCMAKE_CUDA_ARCHITECTURES=90 (Release) and copies
+#                                  # cuda_backend_test, kernel_test, cuda_bench and the shared
+#                                  # libraries ldd names (not glibc, no libcudart: static) into
+#                                  # build/gpu-carry/{bin,lib}; prints the size (must be < 64 MiB)
+# then run this script on the GPU machine with build/gpu-carry carried along (GRAID_CARRY points
+# elsewhere). The GPU machine has CUDA 13, cmake and ninja but no Debian packages and no network.
+#
+# Steps, each under its own timeout so the whole run stays under 8 minutes:
+#   1. GPU present? (nvidia-smi -L or /dev/nvidia0) else exit 77. nvidia-smi -q into the folder.
+#   2. The carried binaries load? (LD_LIBRARY_PATH=carry/lib; --gtest_list_tests)  ~1 s
+#   3. kernel_test (host-run bodies + batcher on this CPU)                          <= 60 s
+#   4. cuda_backend_test, gtest JSON; a skipped device test on a GPU machine is a failure <= 120 s
+#   5. cuda_bench, Google Benchmark JSON + its summary table                       <= 240 s
+#   6. Only if step 2 failed: build bench/gpu/fallback_check.cu with nvcc (the real kernel, no
+#      other dependency) and run it: correctness of encode/reconstruct/verify and
+#      kernel-vs-memcpy ratios as JSON lines                                        <= 90 s
+# Results: OUTDIR/summary.txt (short, human), OUTDIR/summary.json, and each step's own output
+# (*.log, *.json).
+#
+# Testing this script without a GPU: GRAID_DEVICE_CHECK_ASSUME_GPU=1 skips step 1's detection, so
+# the rest runs and must end with the binaries' own "no CUDA device" skips (exit 77).
+set -u
+
+OUTDIR=${1:-${OUT:-}}
+if [[ -z "$OUTDIR" ]]; then
+  echo "usage: $0 OUTDIR   (or set OUT)" >&2
+  exit 2
+fi
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CARRY=${GRAID_CARRY:-$ROOT/build/gpu-carry}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+SUMMARY="$OUTDIR/summary.txt"
+: >"$SUMMARY"
+START=$(date +%s)
+
+say() { echo "[device-check] $*" | tee -a "$SUMMARY"; }
+# JSON results, one "key": value per step, assembled at the end (no python or jq needed).
+declare -a JSON=()
+record() { JSON+=("\"$1\": $2"); }
+finish() {
+  local rc=$1
+  record elapsed_s "$(( $(date +%s) - START ))"
+  record exit_code "$rc"
+  { echo "{"; local i; for ((i = 0; i < ${#JSON[@]}; i++)); do
+      printf '  %s%s\n' "${JSON[$i]}" "$([[ $i -lt $((${#JSON[@]} - 1)) ]] && echo ,)"; done
+    echo "}"; } >"$OUTDIR/summary.json"
+  say "done in $(( $(date +%s) - START )) s, exit $rc; results in $OUTDIR"
+  exit "$rc"
+}
+quote() { printf '"%s"' "$(echo "$1" | tr -d '"\\' | tr '\n' ' ')"; }
+
+# ---- 1. is there a GPU? ------------------------------------------------------------------------
+gpu_line=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpu_line=$(timeout 30 nvidia-smi -L 2>/dev/null | head -1)
+fi
+if [[ -z "$gpu_line" && -e /dev/nvidia0 ]]; then gpu_line="/dev/nvidia0 present (no nvidia-smi)"; fi
+if [[ -z "$gpu_line" ]]; then
+  if [[ "${GRAID_DEVICE_CHECK_ASSUME_GPU:-0}" != 1 ]]; then
+    say "no GPU: nvidia-smi lists no device and /dev/nvidia0 is absent; nothing was run"
+    record gpu '"none"'
+    finish 77
+  fi
+  gpu_line="(assumed by GRAID_DEVICE_CHECK_ASSUME_GPU=1)"
+fi
+say "GPU: $gpu_line"
+record gpu "$(quote "$gpu_line")"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  timeout 30 nvidia-smi -q >"$OUTDIR/nvidia-smi.txt" 2>&1 || true
+fi
+command -v nvcc >/dev/null 2>&1 || export PATH="$PATH:/usr/local/cuda/bin"
+
+failed=0
+skipped_on_gpu=0
+
+# ---- 2. do the carried binaries load? ----------------------------------------------------------
+export LD_LIBRARY_PATH="$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+carried_ok=1
+for b in kernel_test cuda_backend_test cuda_bench; do
+  if [[ ! -x "$CARRY/bin/$b" ]]; then
+    say "carry: $CARRY/bin/$b missing (run bench/gpu/prepare-carry.sh on the build machine)"
+    carried_ok=0
+  fi
+done
+if ((carried_ok)); then
+  if ! timeout 30 "$CARRY/bin/kernel_test" --gtest_list_tests >"$OUTDIR/loader.log" 2>&1 ||
+     ! timeout 30 "$CARRY/bin/cuda_backend_test" --gtest_list_tests >>"$OUTDIR/loader.log" 2>&1; then
+    say "carry: binaries do not run here: $(tail -2 "$OUTDIR/loader.log" | tr '\n' ' ')"
+    carried_ok=0
+  fi
+fi
+record carried_binaries_run "$([[ $carried_ok == 1 ]] && echo true || echo false)"
+
+# Runs a gtest binary; records passed/failed/skipped counts from its output.
+run_gtest() {
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" "$CARRY/bin/$name" --gtest_output="json:$OUTDIR/$name.json" "$@" \
+    >"$OUTDIR/$name.log" 2>&1
+  local rc=$?
+  local passed skipped failed_n
+  passed=$(grep -c '^\[       OK \]' "$OUTDIR/$name.log")
+  skipped=$(grep -c '^\[  SKIPPED \] .*(' "$OUTDIR/$name.log")
+  failed_n=$(grep -c '^\[  FAILED  \] .*(' "$OUTDIR/$name.log")
+  record "$name" "{\"rc\": $rc, \"passed\": $passed, \"skipped\": $skipped, \"failed\": $failed_n}"
+  say "$name: rc $rc, $passed passed, $skipped skipped, $failed_n failed"
+  if ((rc == 124)); then say "$name: timed out after ${limit} s"; fi
+  if ((rc != 0)); then failed=1; fi
+  LAST_SKIPPED=$skipped
+}
+
+if ((carried_ok)); then
+  # ---- 3. host-run bodies and batcher on this machine's CPU ------------------------------------
+  run_gtest kernel_test 60
+  # ---- 4. the gpu tests --------------------------------------------------------------------------
+  run_gtest cuda_backend_test 120
+  if ((LAST_SKIPPED > 0)); then
+    reason=$(grep -m1 'GPU test skipped' "$OUTDIR/cuda_backend_test.log")
+    say "cuda_backend_test: device tests skipped: ${reason:-see log}"
+    skipped_on_gpu=1
+  fi
+  grep -h '^\[   INFO   \]\|^\[   NOTE   \]' "$OUTDIR/cuda_backend_test.log" | tee -a "$SUMMARY"
+  # ---- 5. benchmarks -----------------------------------------------------------------------------
+  if ((skipped_on_gpu == 0)); then
+    timeout 240 "$CARRY/bin/cuda_bench" --benchmark_out="$OUTDIR/cuda_bench.json" \
+      --benchmark_out_format=json >"$OUTDIR/cuda_bench.log" 2>&1
+    rc=$?
+    record cuda_bench "{\"rc\": $rc}"
+    say "cuda_bench: rc $rc"
+    sed -n '/== cuda_bench summary/,$p' "$OUTDIR/cuda_bench.log" | tee -a "$SUMMARY"
+    if ((rc == 77)); then skipped_on_gpu=1; elif ((rc != 0)); then failed=1; fi
+  fi
+else
+  # ---- 6. fallback: the kernel alone, built here -------------------------------------------------
+  tmp=$(mktemp -d)
+  say "fallback: building bench/gpu/fallback_check.cu with $(command -v nvcc || echo 'no nvcc')"
+  if timeout 60 nvcc -std=c++17 -O3 -arch=sm_90 -I"$ROOT" "$ROOT/bench/gpu/fallback_check.cu" \
+       -o "$tmp/fallback_check" >"$OUTDIR/fallback_build.log" 2>&1; then
+    timeout 30 "$tmp/fallback_check" >"$OUTDIR/fallback_check.jsonl" 2>&1
+    rc=$?
+    record fallback_check "{\"rc\": $rc}"
+    say "fallback_check: rc $rc"
+    tee -a "$SUMMARY" <"$OUTDIR/fallback_check.jsonl"
+    if ((rc == 77)); then skipped_on_gpu=1; elif ((rc != 0)); then failed=1; fi
+  else
+    say "fallback: nvcc build failed: $(tail -3 "$OUTDIR/fallback_build.log" | tr '\n' ' ')"
+    record fallback_check '{"rc": "build failed"}'
+    failed=1
+  fi
+  rm -rf "$tmp"
+fi
+
+if ((failed)); then finish 1; fi
+if ((skipped_on_gpu)); then
+  say "the device tests skipped although a GPU was detected: no GPU figure was measured"
+  finish 77
+fi
+finish 0

@@ -1,0 +1,367 @@
+// GPU parity benchmarks: the cuda backend beside the cpu backend, every figure as a ratio to a
+// baseline measured on the same machine in the same run.
+//
+//   cuda_bench                                   # everything, ~2-3 minutes on an H200
+//   cuda_bench --benchmark_filter='kernel/'      # kernel-only part
+//   cuda_bench --benchmark_out=x.json --benchmark_out_format=json
+//
+// Exits 77 (skip) with the reason on stderr when there is no CUDA device or the binary was built
+// without CUDA.
+//
+// What is measured:
+//   baseline/d2d     cudaMemcpy device->device of 256 MiB; GB/s counts bytes read + written.
+//   baseline/h2d     cudaMemcpy from pinned host memory to the device, 256 MiB.
+//   kernel/...       the parity kernel alone on device-resident stripes (~256 MiB of chunks per
+//                    launch), CUDA-event timed. GBps = bytes the kernel reads + writes per second;
+//                    ratio_d2d = GBps / baseline d2d GB/s (target >= 0.8, DESIGN.md §4).
+//   e2e/cuda/...     ParityBackend::execute() on stripes in registered (pinned) host memory:
+//                    copies in, kernel, copies out, wait. Wall time. in_GBps = input bytes moved
+//                    to the device per second; ratio_h2d = in_GBps / baseline h2d GB/s (target
+//                    >= 0.8). cpu_s_per_GB = host CPU seconds (whole process) per GB of stripe
+//                    bytes (read + written), the figure to compare with the cpu backend's.
+//   e2e/cpu/...      the same jobs on the cpu (ISA-L) backend, one thread.
+//   latency/...      one execute() of a batch of N 64 KiB k=8 RAID6 encodes, N = 1..256: the
+//                    time per iteration is the batch latency.
+// At exit a summary table prints the ratios and the cpu/cuda host-CPU ratio (target >= 10).
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <time.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graid/buffer.h"
+#include "graid/parity.h"
+#include "kernels/cuda_backend.h"
+#include "kernels/cuda_bench_support.h"
+
+namespace graid {
+namespace {
+
+constexpr std::size_t kBaselineBytes = std::size_t{256} << 20;
+constexpr std::size_t kKernelBatchBytes = std::size_t{256} << 20;
+constexpr std::size_t kHostPoolBytes = std::size_t{320} << 20;
+
+struct Baselines {
+  double d2d_gbps = 0;
+  double h2d_gbps = 0;
+};
+
+struct Shared {
+  std::unique_ptr<kernels::CudaBenchDevice> device;
+  std::unique_ptr<CudaBackend> cuda;
+  std::unique_ptr<ParityBackend> cpu;
+  AlignedBuffer pool;  // registered with the cuda backend
+  Baselines base;
+  std::map<std::string, double> summary;  // name -> value, printed at exit
+};
+
+Shared& shared() {
+  static Shared s;
+  return s;
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+enum class Op { kEncP, kEncPQ, kRec2, kRec1, kVerifyPQ };
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kEncP:
+      return "enc_p";
+    case Op::kEncPQ:
+      return "enc_pq";
+    case Op::kRec2:
+      return "rec2_pq";
+    case Op::kRec1:
+      return "rec1_p";
+    case Op::kVerifyPQ:
+      return "verify_pq";
+  }
+  return "?";
+}
+
+struct Shape {
+  ParityOp op;
+  ParityScheme scheme;
+  std::uint8_t missing_count;
+  std::array<std::uint8_t, 2> missing;
+};
+
+Shape shape_of(Op op) {
+  switch (op) {
+    case Op::kEncP:
+      return {ParityOp::kEncode, ParityScheme::kP, 0, {0, 0}};
+    case Op::kEncPQ:
+      return {ParityOp::kEncode, ParityScheme::kPQ, 0, {0, 0}};
+    case Op::kRec2:
+      return {ParityOp::kReconstruct, ParityScheme::kPQ, 2, {0, 1}};  // two data chunks
+    case Op::kRec1:
+      return {ParityOp::kReconstruct, ParityScheme::kP, 1, {0, 0}};
+    case Op::kVerifyPQ:
+      return {ParityOp::kVerify, ParityScheme::kPQ, 0, {0, 0}};
+  }
+  return {};
+}
+
+void baseline_d2d(benchmark::State& state) {
+  Shared& s = shared();
+  for (auto _ : state) {
+    Result<double> t = s.device->time_d2d_copy(kBaselineBytes, 10);
+    if (!t.is_ok()) {
+      state.SkipWithError(t.status().to_string().c_str());
+      return;
+    }
+    state.SetIterationTime(*t);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 2 * kBaselineBytes));
+}
+
+void baseline_h2d(benchmark::State& state) {
+  Shared& s = shared();
+  for (auto _ : state) {
+    Result<double> t = s.device->time_h2d_copy(kBaselineBytes, 5);
+    if (!t.is_ok()) {
+      state.SkipWithError(t.status().to_string().c_str());
+      return;
+    }
+    state.SetIterationTime(*t);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBaselineBytes));
+}
+
+void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t len) {
+  Shared& s = shared();
+  const Shape sh = shape_of(op);
+  const std::uint32_t chunks = k + (sh.scheme == ParityScheme::kPQ ? 2 : 1);
+  const auto stripes =
+      static_cast<std::uint32_t>(std::max<std::size_t>(1, kKernelBatchBytes / (chunks * len)));
+  Status st =
+      s.device->prepare_batch(sh.op, sh.scheme, k, len, stripes, sh.missing, sh.missing_count);
+  if (!st.is_ok()) {
+    state.SkipWithError(st.to_string().c_str());
+    return;
+  }
+  double seconds = 0;
+  for (auto _ : state) {
+    Result<double> t = s.device->time_kernel(5);
+    if (!t.is_ok()) {
+      state.SkipWithError(t.status().to_string().c_str());
+      return;
+    }
+    state.SetIterationTime(*t);
+    seconds += *t;
+  }
+  const double gbps =
+      static_cast<double>(s.device->batch_bytes()) * state.iterations() / seconds / 1e9;
+  state.counters["GBps"] = gbps;
+  state.counters["ratio_d2d"] = gbps / s.base.d2d_gbps;
+  state.counters["stripes"] = stripes;
+  s.summary[fmt::format("kernel/{}/k:{}/chunk:{}K ratio_d2d", op_name(op), k, len / 1024)] =
+      gbps / s.base.d2d_gbps;
+}
+
+// `batch` stripes of the op's shape, laid out in the registered pool (coloured like the engine's
+// buffer pool will be). Contents: whatever the pool holds (encode first for verify/reconstruct).
+std::vector<StripeJob> host_jobs(Op op, std::uint32_t k, std::size_t len, std::uint32_t batch) {
+  Shared& s = shared();
+  const Shape sh = shape_of(op);
+  const std::uint32_t chunks = k + (sh.scheme == ParityScheme::kPQ ? 2 : 1);
+  const std::size_t stride = (len + kChunkAlign - 1) / kChunkAlign * kChunkAlign + kChunkAlign;
+  std::vector<StripeJob> jobs;
+  std::size_t offset = 0;
+  for (std::uint32_t b = 0; b < batch; ++b) {
+    StripeJob job;
+    job.op = ParityOp::kEncode;
+    job.scheme = sh.scheme;
+    job.k = k;
+    job.len = len;
+    for (std::uint32_t c = 0; c < chunks; ++c) {
+      if (offset + stride > s.pool.size()) return {};
+      job.chunk[c] = s.pool.view(offset, len);
+      offset += stride;
+    }
+    jobs.push_back(job);
+  }
+  if (!s.cpu->execute(jobs).is_ok()) return {};  // consistent parity to verify / rebuild from
+  for (StripeJob& job : jobs) {
+    job.op = sh.op;
+    job.missing = sh.missing;
+    job.missing_count = sh.missing_count;
+  }
+  return jobs;
+}
+
+std::uint64_t stripe_bytes(const std::vector<StripeJob>& jobs) {
+  std::uint64_t n = 0;
+  for (const StripeJob& j : jobs)
+    n += static_cast<std::uint64_t>(j.chunk_count()) * j.len;
+  return n;
+}
+
+void end_to_end(benchmark::State& state, bool on_cuda, Op op, std::uint32_t k, std::size_t len,
+                std::uint32_t batch, const std::string& summary_key) {
+  Shared& s = shared();
+  ParityBackend& backend = on_cuda ? static_cast<ParityBackend&>(*s.cuda) : *s.cpu;
+  std::vector<StripeJob> jobs = host_jobs(op, k, len, batch);
+  if (jobs.empty()) {
+    state.SkipWithError("host pool too small or encode failed");
+    return;
+  }
+  const std::uint64_t bytes = stripe_bytes(jobs);
+  const std::uint32_t parity = jobs[0].parity_count();
+  // Input bytes crossing the link per batch: what the device reads.
+  const std::uint64_t in_bytes =
+      shape_of(op).op == ParityOp::kEncode ? std::uint64_t{k} * len * batch
+      : shape_of(op).op == ParityOp::kVerify
+          ? std::uint64_t{k + parity} * len * batch
+          : std::uint64_t{k + parity - shape_of(op).missing_count} * len * batch;
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) {
+    Status st = backend.execute(jobs);
+    if (!st.is_ok()) {
+      state.SkipWithError(st.to_string().c_str());
+      return;
+    }
+  }
+  const double cpu_s = process_cpu_seconds() - cpu0;
+  const double gb = static_cast<double>(bytes) * state.iterations() / 1e9;
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes * state.iterations()));
+  state.counters["cpu_s_per_GB"] = cpu_s / gb;
+  if (on_cuda) {
+    state.counters["in_GBps"] = benchmark::Counter(
+        static_cast<double>(in_bytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+    if (s.cuda->dead()) state.SkipWithError("cuda backend died during the run");
+  }
+  if (!summary_key.empty()) s.summary[summary_key + " cpu_s_per_GB"] = cpu_s / gb;
+}
+
+void register_all() {
+  Shared& s = shared();
+  benchmark::RegisterBenchmark("baseline/d2d", baseline_d2d)->UseManualTime()->Iterations(3);
+  benchmark::RegisterBenchmark("baseline/h2d", baseline_h2d)->UseManualTime()->Iterations(3);
+  for (Op op : {Op::kEncP, Op::kEncPQ, Op::kRec2, Op::kVerifyPQ}) {
+    for (std::uint32_t k : {4u, 8u, 16u}) {
+      for (std::size_t len : {std::size_t{4096}, std::size_t{65536}, std::size_t{1} << 20}) {
+        benchmark::RegisterBenchmark(
+            fmt::format("kernel/{}/k:{}/chunk:{}K", op_name(op), k, len / 1024).c_str(),
+            [op, k, len](benchmark::State& st) { kernel_only(st, op, k, len); })
+            ->UseManualTime()
+            ->Iterations(4)
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  for (bool on_cuda : {true, false}) {
+    for (Op op : {Op::kEncP, Op::kEncPQ, Op::kRec2}) {
+      const char* backend = on_cuda ? "cuda" : "cpu";
+      const std::string name =
+          fmt::format("e2e/{}/{}/k:8/chunk:64K/batch:256", backend, op_name(op));
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [on_cuda, op, name](benchmark::State& st) {
+                                     end_to_end(st, on_cuda, op, 8, 65536, 256, name);
+                                   })
+          ->UseRealTime()
+          ->MeasureProcessCPUTime()
+          ->MinTime(0.5)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  for (std::uint32_t batch : {1u, 4u, 16u, 64u, 256u}) {
+    for (bool on_cuda : {true, false}) {
+      benchmark::RegisterBenchmark(
+          fmt::format("latency/{}/enc_pq/k:8/chunk:64K/batch:{}", on_cuda ? "cuda" : "cpu", batch)
+              .c_str(),
+          [on_cuda, batch](benchmark::State& st) {
+            end_to_end(st, on_cuda, Op::kEncPQ, 8, 65536, batch, "");
+          })
+          ->UseRealTime()
+          ->MinTime(0.2)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  (void)s;
+}
+
+void print_summary() {
+  Shared& s = shared();
+  std::printf("\n== cuda_bench summary (%s, %s) ==\n", s.device->info().name.c_str(),
+              s.device->info().pci_bus_id.c_str());
+  std::printf("baseline d2d %.1f GB/s (read+write), h2d %.1f GB/s\n", s.base.d2d_gbps,
+              s.base.h2d_gbps);
+  for (const auto& [name, value] : s.summary)
+    std::printf("%-60s %8.3f\n", name.c_str(), value);
+  for (const char* op : {"enc_p", "enc_pq", "rec2_pq"}) {
+    const std::string cu = fmt::format("e2e/cuda/{}/k:8/chunk:64K/batch:256 cpu_s_per_GB", op);
+    const std::string cp = fmt::format("e2e/cpu/{}/k:8/chunk:64K/batch:256 cpu_s_per_GB", op);
+    if (s.summary.count(cu) && s.summary.count(cp) && s.summary[cu] > 0) {
+      std::printf("%-60s %8.1f  (target >= 10)\n",
+                  fmt::format("host CPU per GB, cpu / cuda, {}", op).c_str(),
+                  s.summary[cp] / s.summary[cu]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace graid
+
+int main(int argc, char** argv) {
+  using namespace graid;
+  Shared& s = shared();
+  Result<std::unique_ptr<kernels::CudaBenchDevice>> dev = kernels::CudaBenchDevice::open(0);
+  if (!dev.is_ok()) {
+    std::fprintf(stderr, "cuda_bench: skipped: %s\n", dev.status().to_string().c_str());
+    return 77;
+  }
+  s.device = std::move(dev).value();
+  Result<std::unique_ptr<CudaBackend>> cuda = make_cuda_backend();
+  if (!cuda.is_ok()) {
+    std::fprintf(stderr, "cuda_bench: cuda backend did not start: %s\n",
+                 cuda.status().to_string().c_str());
+    return 1;
+  }
+  s.cuda = std::move(cuda).value();
+  s.cpu = make_cpu_backend();
+  Result<AlignedBuffer> pool = AlignedBuffer::allocate(kHostPoolBytes, 4096);
+  if (!pool.is_ok()) {
+    std::fprintf(stderr, "cuda_bench: %s\n", pool.status().to_string().c_str());
+    return 1;
+  }
+  s.pool = std::move(pool).value();
+  for (std::size_t i = 0; i < s.pool.size(); i += 8)
+    s.pool.data()[i] = static_cast<std::byte>(i * 2654435761u >> 13);
+  if (Status st = s.cuda->register_host_memory(s.pool.span()); !st.is_ok()) {
+    std::fprintf(stderr, "cuda_bench: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  // The baselines every ratio divides by, measured before the benchmarks in this same process
+  // (and again as benchmarks, so they land in the JSON).
+  Result<double> d2d = s.device->time_d2d_copy(kBaselineBytes, 20);
+  Result<double> h2d = s.device->time_h2d_copy(kBaselineBytes, 10);
+  if (!d2d.is_ok() || !h2d.is_ok()) {
+    std::fprintf(stderr, "cuda_bench: baseline copy failed: %s %s\n",
+                 d2d.status().to_string().c_str(), h2d.status().to_string().c_str());
+    return 1;
+  }
+  s.base.d2d_gbps = 2.0 * kBaselineBytes / *d2d / 1e9;
+  s.base.h2d_gbps = static_cast<double>(kBaselineBytes) / *h2d / 1e9;
+
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("gpu", s.device->info().name);
+  benchmark::AddCustomContext("baseline_d2d_GBps", fmt::format("{:.1f}", s.base.d2d_gbps));
+  benchmark::AddCustomContext("baseline_h2d_GBps", fmt::format("{:.1f}", s.base.h2d_gbps));
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  print_summary();
+  return s.cuda->dead() ? 1 : 0;
+}

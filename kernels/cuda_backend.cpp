@@ -1,0 +1,553 @@
+// The cuda parity backend, host side (see cuda_backend.h for the pipeline and the error policy).
+
+#include "cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <utility>
+#include <vector>
+
+#include "cuda_launch.h"
+#include "cuda_util.h"
+#include "kernel_batch.h"
+
+namespace graid {
+
+bool cuda_backend_compiled() noexcept {
+  return true;
+}
+
+namespace kernels {
+
+Result<CudaDeviceInfo> query_device_info(int ordinal) {
+  cudaDeviceProp prop{};
+  cudaError_t e = cudaGetDeviceProperties(&prop, ordinal);
+  if (e != cudaSuccess) return cuda_status(e, "cudaGetDeviceProperties");
+  CudaDeviceInfo info;
+  info.ordinal = ordinal;
+  info.name = prop.name;
+  info.total_memory = prop.totalGlobalMem;
+  info.sm_count = prop.multiProcessorCount;
+  info.compute_major = prop.major;
+  info.compute_minor = prop.minor;
+  info.can_map_host_memory = prop.canMapHostMemory != 0;
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrMemoryClockRate, ordinal) == cudaSuccess)
+    info.memory_clock_khz = value;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrGlobalMemoryBusWidth, ordinal) == cudaSuccess)
+    info.memory_bus_bits = value;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrCanUseHostPointerForRegisteredMem, ordinal) ==
+      cudaSuccess)
+    info.host_pointer_for_registered_mem = value != 0;
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) == cudaSuccess) info.pci_bus_id = bus;
+  (void)cudaDriverGetVersion(&info.driver_version);
+  (void)cudaRuntimeGetVersion(&info.runtime_version);
+  return info;
+}
+
+Status cuda_status(cudaError_t e, std::string_view what) {
+  return make_error(Errc::kIoError, "CUDA {} failed: {} ({})", what, cudaGetErrorName(e),
+                    cudaGetErrorString(e));
+}
+
+Result<int> cuda_device_count() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    // No driver (libcuda.so absent), driver older than this runtime, no device node...: all
+    // mean "no GPU here", not a bug.
+    return make_error(Errc::kUnsupported, "no CUDA device: {} ({})", cudaGetErrorName(e),
+                      cudaGetErrorString(e));
+  }
+  if (count == 0) return Status(Errc::kUnsupported, "no CUDA device: none visible");
+  return count;
+}
+
+}  // namespace kernels
+
+Result<std::vector<CudaDeviceInfo>> cuda_devices() {
+  Result<int> count = kernels::cuda_device_count();
+  if (!count.is_ok()) return count.status();
+  std::vector<CudaDeviceInfo> out;
+  for (int d = 0; d < *count; ++d) {
+    Result<CudaDeviceInfo> info = kernels::query_device_info(d);
+    if (!info.is_ok()) return info.status();
+    out.push_back(std::move(info).value());
+  }
+  return out;
+}
+
+namespace {
+
+using kernels::ChunkAddrs;
+using kernels::CudaDeviceMemory;
+using kernels::CudaPinnedMemory;
+using kernels::CudaStream;
+using kernels::KernelBatch;
+using kernels::KernelBatchBuilder;
+using kernels::KernelStripe;
+using kernels::StripePlan;
+
+constexpr std::size_t kAlign = 256;  // device allocations' alignment; keeps regions 16-aligned
+
+constexpr std::size_t align_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+// A registered (pinned, mapped) host region; unregistered on destruction.
+struct HostRegion {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  std::uint8_t* device_base = nullptr;  // the region's address on the device (mapped)
+
+  HostRegion() = default;
+  HostRegion(const HostRegion&) = delete;
+  HostRegion& operator=(const HostRegion&) = delete;
+  HostRegion(HostRegion&& o) noexcept
+      : begin(std::exchange(o.begin, 0)), end(o.end), device_base(o.device_base) {}
+  HostRegion& operator=(HostRegion&& o) noexcept {
+    std::swap(begin, o.begin);
+    std::swap(end, o.end);
+    std::swap(device_base, o.device_base);
+    return *this;
+  }
+  ~HostRegion() {
+    if (begin != 0) (void)cudaHostUnregister(reinterpret_cast<void*>(begin));
+  }
+};
+
+// Where one chunk of one job lives during a device batch.
+struct ChunkMove {
+  std::uint32_t job = 0;
+  std::uint32_t chunk = 0;
+  std::size_t offset = 0;  // in the arena (and, for staged chunks, in the staging buffer)
+  const HostRegion* registered = nullptr;
+  bool read = false;
+  bool written = false;
+};
+
+// One stream with its arena, staging buffer and scratch vectors; one execute() at a time.
+struct Slot {
+  std::mutex mu;
+  CudaStream stream;
+  CudaDeviceMemory arena;
+  CudaPinnedMemory staging;
+  KernelBatchBuilder builder;
+  std::vector<StripePlan> plans;
+  std::vector<ChunkMove> moves;
+};
+
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  CudaBackendImpl(CudaBackendOptions options, CudaDeviceInfo info, unsigned max_blocks,
+                  std::vector<std::unique_ptr<Slot>> slots)
+      : options_(std::move(options)),
+        info_(std::move(info)),
+        max_blocks_(max_blocks),
+        slots_(std::move(slots)),
+        cpu_(make_cpu_backend()) {}
+
+  ~CudaBackendImpl() override {
+    // Slots (streams, device and pinned memory) go before the registrations they may reference.
+    slots_.clear();
+    regions_.clear();
+  }
+
+  std::string_view name() const noexcept override { return "cuda"; }
+  ParityCaps caps() const noexcept override {
+    return ParityCaps{
+        .raid5 = true, .raid6 = true, .reconstruct = true, .verify = true, .asynchronous = true};
+  }
+  bool dead() const noexcept override { return dead_.load(std::memory_order_acquire); }
+  const CudaDeviceInfo& device_info() const noexcept override { return info_; }
+  CudaBackendStats stats() const noexcept override {
+    CudaBackendStats s;
+    s.device_batches = device_batches_.load(std::memory_order_relaxed);
+    s.device_jobs = device_jobs_.load(std::memory_order_relaxed);
+    s.cpu_batches = cpu_batches_.load(std::memory_order_relaxed);
+    s.cpu_jobs = cpu_jobs_.load(std::memory_order_relaxed);
+    s.bytes_to_device = bytes_to_device_.load(std::memory_order_relaxed);
+    s.bytes_from_device = bytes_from_device_.load(std::memory_order_relaxed);
+    s.staged_bytes = staged_bytes_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  Status register_host_memory(std::span<std::byte> region) override {
+    if (region.empty()) return Status(Errc::kInvalidArgument, "empty region");
+    if (dead()) return Status(Errc::kUnsupported, "cuda backend is dead");
+    std::unique_lock lock(regions_mu_);
+    const auto b = reinterpret_cast<std::uintptr_t>(region.data());
+    const std::uintptr_t e = b + region.size();
+    for (const HostRegion& r : regions_) {
+      if (b < r.end && r.begin < e) {
+        return Status(Errc::kInvalidArgument, "region overlaps a registered region");
+      }
+    }
+    cudaError_t err = cudaSetDevice(info_.ordinal);
+    if (err == cudaSuccess) {
+      err = cudaHostRegister(region.data(), region.size(),
+                             cudaHostRegisterPortable | cudaHostRegisterMapped);
+    }
+    if (err != cudaSuccess) return kernels::cuda_status(err, "cudaHostRegister");
+    HostRegion r;
+    r.begin = b;
+    r.end = e;
+    void* dev = nullptr;
+    err = cudaHostGetDevicePointer(&dev, region.data(), 0);
+    if (err != cudaSuccess) {
+      (void)cudaHostUnregister(region.data());
+      r.begin = 0;
+      return kernels::cuda_status(err, "cudaHostGetDevicePointer");
+    }
+    r.device_base = static_cast<std::uint8_t*>(dev);
+    regions_.push_back(std::move(r));
+    std::sort(regions_.begin(), regions_.end(),
+              [](const HostRegion& x, const HostRegion& y) { return x.begin < y.begin; });
+    return Status::ok();
+  }
+
+  Status execute(std::span<StripeJob> jobs) override {
+    GRAID_RETURN_IF_ERROR(kernels::validate_jobs(jobs));
+    if (jobs.empty()) return Status::ok();
+    if (dead()) return run_on_cpu(jobs);
+    Slot& slot = acquire_slot();
+    std::unique_lock lock(slot.mu, std::adopt_lock);
+    std::shared_lock regions_lock(regions_mu_);
+    std::size_t begin = 0;
+    while (begin < jobs.size()) {
+      // A piece of the batch that fits the arena cap (a single bigger job goes alone).
+      std::size_t end = begin;
+      std::size_t bytes = 0;
+      while (end < jobs.size()) {
+        const std::size_t b = footprint(jobs[end]);
+        if (end > begin && bytes + b > options_.max_arena_bytes) break;
+        bytes += b;
+        ++end;
+      }
+      const std::span<StripeJob> piece = jobs.subspan(begin, end - begin);
+      bool transient = false;
+      Status status = run_on_device(slot, piece, transient);
+      if (!status.is_ok()) {
+        // Drain the stream, ignoring its error: no copy may still be writing into the caller's
+        // memory while the cpu redoes the work.
+        (void)cudaStreamSynchronize(slot.stream.get());
+        if (!transient) mark_dead(status);
+        if (!options_.fallback_to_cpu) return status;
+        // Inputs were never written, so the cpu can redo the piece and everything after it.
+        return run_on_cpu(jobs.subspan(begin));
+      }
+      begin = end;
+    }
+    return Status::ok();
+  }
+
+ private:
+  static std::size_t footprint(const StripeJob& job) {
+    return static_cast<std::size_t>(job.chunk_count()) * align_up(job.len) + 512;
+  }
+
+  Slot& acquire_slot() {
+    const std::size_t n = slots_.size();
+    const std::size_t first = next_slot_.fetch_add(1, std::memory_order_relaxed) % n;
+    for (std::size_t i = 0; i < n; ++i) {
+      Slot& s = *slots_[(first + i) % n];
+      if (s.mu.try_lock()) return s;
+    }
+    Slot& s = *slots_[first];
+    s.mu.lock();  // every stream busy: queue behind one (execute() is synchronous anyway)
+    return s;
+  }
+
+  const HostRegion* find_region(const void* p, std::size_t len) const {
+    const auto b = reinterpret_cast<std::uintptr_t>(p);
+    auto it = std::upper_bound(regions_.begin(), regions_.end(), b,
+                               [](std::uintptr_t v, const HostRegion& r) { return v < r.begin; });
+    if (it == regions_.begin()) return nullptr;
+    --it;
+    return (b >= it->begin && b + len <= it->end) ? &*it : nullptr;
+  }
+
+  // Runs one step of the device pipeline: the fault hook may fail it first (test seam).
+  template <typename Call>
+  Status step(std::string_view what, bool& transient, Call&& call) {
+    cudaError_t e = cudaSuccess;
+    if (options_.fault_hook && options_.fault_hook(what)) {
+      e = cudaErrorLaunchFailure;  // what a kernel fault looks like: sticky
+    } else {
+      e = call();
+    }
+    if (e == cudaSuccess) return Status::ok();
+    transient = e == cudaErrorMemoryAllocation;
+    return kernels::cuda_status(e, what);
+  }
+
+  Status ensure_capacity(Slot& slot, std::size_t bytes, bool& transient) {
+    if (slot.arena.size() >= bytes && slot.staging.size() >= bytes) return Status::ok();
+    std::size_t size = std::size_t{1} << 20;
+    while (size < bytes)
+      size *= 2;
+    // Let go of the old buffers first: the device may not hold both.
+    slot.arena.reset();
+    slot.staging.reset();
+    GRAID_RETURN_IF_ERROR(
+        step("alloc device", transient, [&] { return slot.arena.allocate(size); }));
+    return step("alloc pinned", transient, [&] { return slot.staging.allocate(size); });
+  }
+
+  Status run_on_device(Slot& slot, std::span<StripeJob> jobs, bool& transient) {
+    GRAID_RETURN_IF_ERROR(
+        step("set device", transient, [&] { return cudaSetDevice(info_.ordinal); }));
+    const std::size_t n = jobs.size();
+    slot.plans.clear();
+    for (const StripeJob& job : jobs)
+      slot.plans.push_back(kernels::plan_stripe(job));
+
+    // Header: descriptors, tile prefix, verify flags.
+    const std::size_t stripes_off = 0;
+    const std::size_t tiles_off = align_up(stripes_off + n * sizeof(KernelStripe));
+    const std::size_t flags_off = align_up(tiles_off + (n + 1) * sizeof(std::uint64_t));
+    std::size_t cursor = align_up(flags_off + n * sizeof(std::uint32_t));
+
+    // Mapped mode needs every chunk of the piece registered; otherwise copy.
+    bool mapped = options_.transfer == CudaBackendOptions::Transfer::kMapped;
+    slot.moves.clear();
+    for (std::uint32_t j = 0; j < n; ++j) {
+      const StripePlan& plan = slot.plans[j];
+      for (std::uint32_t c = 0; c < jobs[j].chunk_count(); ++c) {
+        const bool read = plan.reads(c);
+        const bool written = plan.writes(c);
+        if (!read && !written) continue;
+        ChunkMove m;
+        m.job = j;
+        m.chunk = c;
+        m.read = read;
+        m.written = written;
+        m.registered = find_region(jobs[j].chunk[c].data(), jobs[j].len);
+        if (m.registered == nullptr) mapped = false;
+        slot.moves.push_back(m);
+      }
+    }
+    // Staged inputs first, so one copy moves the header and all of them.
+    std::size_t staged_end = cursor;
+    if (!mapped) {
+      for (ChunkMove& m : slot.moves) {
+        if (m.read && m.registered == nullptr) {
+          m.offset = cursor;
+          cursor += align_up(jobs[m.job].len);
+        }
+      }
+      staged_end = cursor;
+      for (ChunkMove& m : slot.moves) {
+        if (!(m.read && m.registered == nullptr)) {
+          m.offset = cursor;
+          cursor += align_up(jobs[m.job].len);
+        }
+      }
+    }
+    GRAID_RETURN_IF_ERROR(ensure_capacity(slot, cursor, transient));
+    std::byte* const dev = slot.arena.get();
+    std::byte* const host = slot.staging.get();
+
+    // Descriptors with device addresses.
+    std::vector<ChunkAddrs> addrs(n);
+    for (const ChunkMove& m : slot.moves) {
+      std::uint8_t* a = nullptr;
+      const StripeJob& job = jobs[m.job];
+      if (mapped) {
+        const auto off =
+            reinterpret_cast<std::uintptr_t>(job.chunk[m.chunk].data()) - m.registered->begin;
+        a = m.registered->device_base + off;
+      } else {
+        a = reinterpret_cast<std::uint8_t*>(dev + m.offset);
+      }
+      addrs[m.job][m.chunk] = a;
+    }
+    slot.builder.clear();
+    for (std::uint32_t j = 0; j < n; ++j)
+      slot.builder.add(kernels::materialize(slot.plans[j], addrs[j]));
+    std::memcpy(host + stripes_off, slot.builder.stripes().data(), n * sizeof(KernelStripe));
+    std::memcpy(host + tiles_off, slot.builder.tile_begin().data(),
+                (n + 1) * sizeof(std::uint64_t));
+    std::memset(host + flags_off, 0, n * sizeof(std::uint32_t));
+
+    // Inputs in.
+    std::uint64_t staged = 0;
+    std::uint64_t to_device = staged_end;
+    for (const ChunkMove& m : slot.moves) {
+      if (!mapped && m.read && m.registered == nullptr) {
+        std::memcpy(host + m.offset, jobs[m.job].chunk[m.chunk].data(), jobs[m.job].len);
+        staged += jobs[m.job].len;
+      }
+    }
+    cudaStream_t stream = slot.stream.get();
+    GRAID_RETURN_IF_ERROR(step("h2d", transient, [&] {
+      return cudaMemcpyAsync(dev, host, staged_end, cudaMemcpyHostToDevice, stream);
+    }));
+    if (!mapped) {
+      for (const ChunkMove& m : slot.moves) {
+        if (!m.read || m.registered == nullptr) continue;
+        const std::size_t len = jobs[m.job].len;
+        to_device += len;
+        GRAID_RETURN_IF_ERROR(step("h2d", transient, [&] {
+          return cudaMemcpyAsync(dev + m.offset, jobs[m.job].chunk[m.chunk].data(), len,
+                                 cudaMemcpyHostToDevice, stream);
+        }));
+      }
+    }
+
+    // One launch for the piece.
+    KernelBatch batch;
+    batch.stripes = reinterpret_cast<const KernelStripe*>(dev + stripes_off);
+    batch.tile_begin = reinterpret_cast<const std::uint64_t*>(dev + tiles_off);
+    batch.mismatch = reinterpret_cast<std::uint32_t*>(dev + flags_off);
+    batch.stripe_count = static_cast<std::uint32_t>(n);
+    batch.tile_count = slot.builder.tile_count();
+    GRAID_RETURN_IF_ERROR(step("launch", transient, [&] {
+      return kernels::launch_parity_batch(batch, max_blocks_, stream);
+    }));
+
+    // Outputs and flags out.
+    std::uint64_t from_device = n * sizeof(std::uint32_t);
+    GRAID_RETURN_IF_ERROR(step("d2h", transient, [&] {
+      return cudaMemcpyAsync(host + flags_off, dev + flags_off, n * sizeof(std::uint32_t),
+                             cudaMemcpyDeviceToHost, stream);
+    }));
+    if (!mapped) {
+      for (const ChunkMove& m : slot.moves) {
+        if (!m.written) continue;
+        const std::size_t len = jobs[m.job].len;
+        void* to = m.registered != nullptr ? static_cast<void*>(jobs[m.job].chunk[m.chunk].data())
+                                           : static_cast<void*>(host + m.offset);
+        from_device += len;
+        GRAID_RETURN_IF_ERROR(step("d2h", transient, [&] {
+          return cudaMemcpyAsync(to, dev + m.offset, len, cudaMemcpyDeviceToHost, stream);
+        }));
+      }
+    }
+    GRAID_RETURN_IF_ERROR(step("sync", transient, [&] { return cudaStreamSynchronize(stream); }));
+
+    // Staged outputs back to the caller; verify results.
+    for (const ChunkMove& m : slot.moves) {
+      if (!mapped && m.written && m.registered == nullptr) {
+        std::memcpy(jobs[m.job].chunk[m.chunk].data(), host + m.offset, jobs[m.job].len);
+        staged += jobs[m.job].len;
+      }
+    }
+    std::uint32_t flags_copy = 0;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      if (jobs[j].op != ParityOp::kVerify) continue;
+      std::memcpy(&flags_copy, host + flags_off + j * sizeof(std::uint32_t), sizeof flags_copy);
+      jobs[j].parity_ok = flags_copy == 0;
+    }
+    device_batches_.fetch_add(1, std::memory_order_relaxed);
+    device_jobs_.fetch_add(n, std::memory_order_relaxed);
+    bytes_to_device_.fetch_add(to_device, std::memory_order_relaxed);
+    bytes_from_device_.fetch_add(from_device, std::memory_order_relaxed);
+    staged_bytes_.fetch_add(staged, std::memory_order_relaxed);
+    return Status::ok();
+  }
+
+  void mark_dead(const Status& why) {
+    if (!dead_.exchange(true, std::memory_order_acq_rel)) {
+      spdlog::error(
+          "graid: cuda backend on {} ({}) failed: {}; parity continues on the cpu backend",
+          info_.name, info_.pci_bus_id, why.to_string());
+    }
+  }
+
+  Status run_on_cpu(std::span<StripeJob> jobs) {
+    cpu_batches_.fetch_add(1, std::memory_order_relaxed);
+    cpu_jobs_.fetch_add(jobs.size(), std::memory_order_relaxed);
+    return cpu_->execute(jobs);
+  }
+
+  const CudaBackendOptions options_;
+  const CudaDeviceInfo info_;
+  const unsigned max_blocks_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<ParityBackend> cpu_;
+  std::atomic<std::size_t> next_slot_{0};
+  std::atomic<bool> dead_{false};
+
+  mutable std::shared_mutex regions_mu_;  // shared by execute(), exclusive to register
+  std::vector<HostRegion> regions_;       // GUARDED_BY(regions_mu_), sorted by begin
+
+  std::atomic<std::uint64_t> device_batches_{0};
+  std::atomic<std::uint64_t> device_jobs_{0};
+  std::atomic<std::uint64_t> cpu_batches_{0};
+  std::atomic<std::uint64_t> cpu_jobs_{0};
+  std::atomic<std::uint64_t> bytes_to_device_{0};
+  std::atomic<std::uint64_t> bytes_from_device_{0};
+  std::atomic<std::uint64_t> staged_bytes_{0};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<CudaBackend>> make_cuda_backend(CudaBackendOptions options) {
+  if (options.fault_hook && options.fault_hook("init")) {
+    return Status(Errc::kIoError, "CUDA init failed: injected fault");
+  }
+  Result<int> count = kernels::cuda_device_count();
+  if (!count.is_ok()) return count.status();
+  if (options.device < 0 || options.device >= *count) {
+    return make_error(Errc::kNotFound, "no CUDA device {} ({} visible)", options.device, *count);
+  }
+  cudaError_t e = cudaSetDevice(options.device);
+  if (e != cudaSuccess) return kernels::cuda_status(e, "cudaSetDevice");
+  unsigned flags = cudaDeviceMapHost;
+  if (options.blocking_sync) flags |= cudaDeviceScheduleBlockingSync;
+  e = cudaSetDeviceFlags(flags);
+  if (e == cudaErrorSetOnActiveProcess) {
+    // Someone in this process created the context first; its flags stand. Not fatal: waits may
+    // spin instead of sleeping.
+    (void)cudaGetLastError();
+    spdlog::warn("graid: CUDA context already active; device flags (blocking sync) not applied");
+  } else if (e != cudaSuccess) {
+    return kernels::cuda_status(e, "cudaSetDeviceFlags");
+  }
+  e = cudaFree(nullptr);  // creates the context now, so start-up, not the first I/O, fails
+  if (e != cudaSuccess) return kernels::cuda_status(e, "context creation");
+  Result<CudaDeviceInfo> info = kernels::query_device_info(options.device);
+  if (!info.is_ok()) return info.status();
+  int per_sm = 0;
+  e = kernels::parity_kernel_blocks_per_sm(&per_sm);
+  if (e != cudaSuccess)
+    return kernels::cuda_status(e, "occupancy query (no kernel image for this GPU?)");
+  const unsigned max_blocks =
+      static_cast<unsigned>(std::max(1, per_sm) * std::max(1, info->sm_count));
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (unsigned i = 0; i < std::max(1u, options.streams); ++i) {
+    auto slot = std::make_unique<Slot>();
+    e = slot->stream.create();
+    if (e != cudaSuccess) return kernels::cuda_status(e, "cudaStreamCreate");
+    slots.push_back(std::move(slot));
+  }
+  return std::unique_ptr<CudaBackend>(std::make_unique<CudaBackendImpl>(
+      std::move(options), std::move(info).value(), max_blocks, std::move(slots)));
+}
+
+std::unique_ptr<ParityBackend> make_preferred_parity_backend(CudaBackendOptions options) {
+  static std::once_flag logged;
+  Result<std::unique_ptr<CudaBackend>> cuda = make_cuda_backend(std::move(options));
+  if (cuda.is_ok()) {
+    const CudaDeviceInfo& d = (*cuda)->device_info();
+    std::call_once(logged, [&] {
+      spdlog::info("graid: parity on the cuda backend: {} ({}, {} SMs, {} MiB, driver {})", d.name,
+                   d.pci_bus_id, d.sm_count, d.total_memory >> 20, d.driver_version);
+    });
+    return std::move(cuda).value();
+  }
+  std::call_once(logged, [&] {
+    spdlog::info("graid: parity on the cpu backend (cuda backend: {})", cuda.status().message());
+  });
+  return make_cpu_backend();
+}
+
+}  // namespace graid

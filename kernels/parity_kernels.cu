@@ -1,0 +1,50 @@
+// The parity kernel: the bodies of parity_kernels.h on the GPU.
+//
+// Grid-stride over tiles; a block takes a tile (kTileLanes lanes of 16 bytes of one stripe), each
+// thread one lane. The GF(2^8) log/exp tables (768 B) are copied from constant memory into shared
+// memory once per block: the only table lookups are the <= 2 arbitrary-constant multiplies per
+// output byte of reconstruct, and their indices diverge across a warp, which constant memory
+// serialises and shared memory does not. Encode and verify never touch the tables (the Q Horner
+// step is a SWAR multiply by g). Alternatives to measure on a GPU: a 64 KiB 256x256 product table
+// in global memory (one lookup instead of two, L1-cached), or a table-free bit-serial SWAR
+// multiply by the constant (8 doublings + masked XORs per word).
+#include <cuda_runtime.h>
+
+#include "cuda_launch.h"
+#include "parity_kernels.h"
+
+namespace graid::kernels {
+namespace {
+
+__constant__ GfTables c_gf_tables = make_gf_tables();
+
+__global__ void __launch_bounds__(kThreadsPerBlock) parity_batch_kernel(KernelBatch batch) {
+  __shared__ GfTables tables;
+  static_assert(sizeof(GfTables) % sizeof(std::uint32_t) == 0);
+  auto* dst = reinterpret_cast<std::uint32_t*>(&tables);
+  const auto* src = reinterpret_cast<const std::uint32_t*>(&c_gf_tables);
+  for (unsigned i = threadIdx.x; i < sizeof(GfTables) / sizeof(std::uint32_t); i += blockDim.x)
+    dst[i] = src[i];
+  __syncthreads();
+  for (std::uint64_t tile = blockIdx.x; tile < batch.tile_count; tile += gridDim.x)
+    run_tile_lane(batch, tables, tile, threadIdx.x);
+}
+
+}  // namespace
+
+cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned max_blocks,
+                                cudaStream_t stream) noexcept {
+  if (batch.tile_count == 0) return cudaSuccess;
+  const std::uint64_t want = batch.tile_count;
+  const unsigned blocks =
+      static_cast<unsigned>(want < max_blocks ? want : (max_blocks == 0 ? 1 : max_blocks));
+  parity_batch_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
+  return cudaGetLastError();
+}
+
+cudaError_t parity_kernel_blocks_per_sm(int* blocks) noexcept {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, parity_batch_kernel,
+                                                       kThreadsPerBlock, 0);
+}
+
+}  // namespace graid::kernels

@@ -1,0 +1,285 @@
+// The GPU parity kernels' batch descriptor and bodies, in plain C++.
+//
+// No CUDA header here: this file compiles with g++ (the host emulator and its CI tests) and with
+// nvcc (kernels/parity_kernels.cu), and both run the very same bodies. GRAID_HD marks a function
+// as __host__ __device__ under nvcc and is empty otherwise.
+//
+// One launch serves a whole batch of stripes of different shapes (like CUB's
+// DeviceMemcpy::Batched): the batch is an array of KernelStripe descriptors plus a prefix sum of
+// their tile counts. Work is cut into tiles of kTileBytes (one thread block's worth: kTileLanes
+// threads x kLaneBytes); a tile belongs to one stripe, a lane is 16 bytes of that stripe.
+//
+//   tile_begin:  0        3   4              9          (tile_begin[s] = first tile of stripe s)
+//   stripes:     [ s0: 3 tiles ][s1][ s2: 5 tiles     ] ...
+//   tile t -> stripe s with tile_begin[s] <= t < tile_begin[s+1]; offset = (t - tile_begin[s]) *
+//   kTileBytes + lane * kLaneBytes; width = min(kLaneBytes, len - offset).
+//
+// Every operation (encode, reconstruct any 1 or 2 chunks, verify) is the same computation over a
+// stripe, so one body serves all of them:
+//
+//   S_P = p_in ^ XOR of data[i]               (over the data chunks that are inputs)
+//   S_Q = q_in ^ sum of g^i * data[i]         (Horner: S_Q = (..(D(k-1)*g ^ D(k-2))*g ..) ^ D0)
+//   row r (r < rows):  value = coef[r][0] * S_P  ^  coef[r][1] * S_Q
+//                      written to out[r], or (kCompare) compared with out[r]
+//
+// A missing data chunk is a null data[i] (it still takes its *g step in Horner, contributing 0).
+// The host picks inputs and the two coefficients per row for each failure pattern, following
+// H. P. Anvin, "The mathematics of RAID-6" (see kernel_batch.cpp); the body does no
+// per-stripe algebra, only XORs, multiplies by g (bitwise, four bytes at a time, no table) and at
+// most two multiplies by an arbitrary constant per output byte (log/exp tables).
+//
+// Aliasing: outputs must not overlap any input or each other; inputs may alias each other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define GRAID_HD __host__ __device__
+#else
+#define GRAID_HD
+#endif
+
+namespace graid::kernels {
+
+inline constexpr std::uint32_t kMaxKernelData = 31;  // = graid::kMaxDataChunks
+inline constexpr std::uint32_t kLaneBytes = 16;      // one uint4 load per source per thread
+inline constexpr std::uint32_t kTileLanes = 256;     // threads per block
+inline constexpr std::uint32_t kTileBytes = kLaneBytes * kTileLanes;
+
+// ---- GF(2^8), poly 0x11d, g = 2 -----------------------------------------------------------
+
+// 768 bytes: copied into shared memory by each block, used by reference on the host.
+struct GfTables {
+  std::uint8_t exp[512];  // exp[i] = g^i for i in [0, 510]: log a + log b needs no modulo
+  std::uint8_t log[256];  // log[g^i] = i; log[0] unused
+};
+
+GRAID_HD constexpr GfTables make_gf_tables() {
+  GfTables t{};
+  unsigned x = 1;
+  for (unsigned i = 0; i < 255; ++i) {
+    t.exp[i] = static_cast<std::uint8_t>(x);
+    t.exp[i + 255] = static_cast<std::uint8_t>(x);
+    t.log[x] = static_cast<std::uint8_t>(i);
+    x <<= 1;
+    if (x & 0x100) x ^= 0x11d;
+  }
+  t.exp[510] = t.exp[0];
+  return t;
+}
+
+// The host's copy (the device has its own in constant memory, see parity_kernels.cu).
+inline constexpr GfTables kHostGfTables = make_gf_tables();
+
+GRAID_HD constexpr std::uint8_t gf_mul(const GfTables& t, std::uint8_t a, std::uint8_t b) {
+  return (a == 0 || b == 0) ? 0 : t.exp[t.log[a] + t.log[b]];
+}
+
+// Multiplies the four bytes of `v` by g: shift each byte left, reduce bytes whose top bit fell
+// out by 0x1d. The classic SWAR step of md's raid6 integer code; no table, no branch.
+GRAID_HD constexpr std::uint32_t gf_mul2_x4(std::uint32_t v) {
+  const std::uint32_t high = (v >> 7) & 0x01010101u;
+  return ((v & 0x7f7f7f7fu) << 1) ^ (high * 0x1du);
+}
+
+GRAID_HD constexpr std::uint8_t gf_mul2(std::uint8_t v) {
+  return static_cast<std::uint8_t>(gf_mul2_x4(v));
+}
+
+// Multiplies the four bytes of `v` by the constant c, whose log is log_c. c == 0 and c == 1 are
+// the common coefficients and skip the tables.
+GRAID_HD inline std::uint32_t gf_mul_x4(const GfTables& t, std::uint32_t v, std::uint8_t c,
+                                        unsigned log_c) {
+  if (c == 0) return 0;
+  if (c == 1) return v;
+  std::uint32_t r = 0;
+  for (unsigned s = 0; s < 32; s += 8) {
+    const unsigned b = (v >> s) & 0xffu;
+    if (b != 0) r |= static_cast<std::uint32_t>(t.exp[t.log[b] + log_c]) << s;
+  }
+  return r;
+}
+
+// ---- the batch descriptor ------------------------------------------------------------------
+
+enum KernelStripeFlags : std::uint8_t {
+  kNeedQ = 1,      // some row uses S_Q: run Horner over the data
+  kCompare = 2,    // verify: compare rows with out[r] instead of writing them
+  kAligned16 = 4,  // every pointer is 16-byte aligned, so full lanes may use wide loads
+};
+
+// One stripe of a batch. The host fills it (kernel_batch.cpp); trivially copyable, copied to the
+// device as is. Pointers are in the address space of whoever runs the body (device pointers for
+// the GPU, host pointers for the emulator).
+struct KernelStripe {
+  const std::uint8_t* data[kMaxKernelData];  // D0..D(k-1); null where D(i) is not an input
+  const std::uint8_t* p_in;                  // stored P folded into S_P, or null
+  const std::uint8_t* q_in;                  // stored Q folded into S_Q, or null
+  std::uint8_t* out[2];                      // rows' destinations (or comparands for kCompare)
+  std::uint64_t len;                         // bytes per chunk
+  std::uint8_t k;                            // data chunks, 2..31
+  std::uint8_t rows;                         // 1 or 2
+  std::uint8_t flags;                        // KernelStripeFlags
+  std::uint8_t coef[2][2];                   // row r = coef[r][0] * S_P ^ coef[r][1] * S_Q
+};
+
+// What one launch processes. `mismatch[s]` is set to 1 when a kCompare stripe s differs (the
+// host zeroes it first); never cleared by the body, so concurrent lanes may all set it.
+struct KernelBatch {
+  const KernelStripe* stripes = nullptr;
+  const std::uint64_t* tile_begin = nullptr;  // stripe_count + 1 entries, tile_begin[0] == 0
+  std::uint32_t* mismatch = nullptr;          // stripe_count entries
+  std::uint32_t stripe_count = 0;
+  std::uint64_t tile_count = 0;  // == tile_begin[stripe_count]
+};
+
+GRAID_HD constexpr std::uint64_t tiles_for(std::uint64_t len) {
+  return (len + kTileBytes - 1) / kTileBytes;
+}
+
+// ---- the bodies ----------------------------------------------------------------------------
+
+struct Lane16 {
+  std::uint32_t w[4];
+};
+
+GRAID_HD inline Lane16 load_lane16(const std::uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = *reinterpret_cast<const uint4*>(p);  // one 128-bit load; p is 16-aligned
+  return Lane16{{v.x, v.y, v.z, v.w}};
+#else
+  Lane16 r;
+  std::memcpy(r.w, p, sizeof r.w);
+  return r;
+#endif
+}
+
+GRAID_HD inline void store_lane16(std::uint8_t* p, const Lane16& v) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+#else
+  std::memcpy(p, v.w, sizeof v.w);
+#endif
+}
+
+// 16 bytes at `offset` of stripe `s`, every pointer 16-byte aligned (kAligned16) and the lane
+// wholly inside len.
+GRAID_HD inline void run_lane16(const KernelStripe& s, const GfTables& t, std::uint64_t offset,
+                                std::uint32_t* mismatch) {
+  const bool need_q = (s.flags & kNeedQ) != 0;
+  Lane16 sp{{0, 0, 0, 0}};
+  Lane16 sq{{0, 0, 0, 0}};
+  for (int i = static_cast<int>(s.k) - 1; i >= 0; --i) {
+    if (need_q) {
+      for (int w = 0; w < 4; ++w)
+        sq.w[w] = gf_mul2_x4(sq.w[w]);
+    }
+    if (s.data[i] == nullptr) continue;
+    const Lane16 d = load_lane16(s.data[i] + offset);
+    for (int w = 0; w < 4; ++w) {
+      sp.w[w] ^= d.w[w];
+      if (need_q) sq.w[w] ^= d.w[w];
+    }
+  }
+  if (s.p_in != nullptr) {
+    const Lane16 p = load_lane16(s.p_in + offset);
+    for (int w = 0; w < 4; ++w)
+      sp.w[w] ^= p.w[w];
+  }
+  if (s.q_in != nullptr) {
+    const Lane16 q = load_lane16(s.q_in + offset);
+    for (int w = 0; w < 4; ++w)
+      sq.w[w] ^= q.w[w];
+  }
+  for (unsigned r = 0; r < s.rows; ++r) {
+    const std::uint8_t cp = s.coef[r][0];
+    const std::uint8_t cq = s.coef[r][1];
+    const unsigned log_p = t.log[cp];
+    const unsigned log_q = t.log[cq];
+    Lane16 v;
+    for (int w = 0; w < 4; ++w)
+      v.w[w] = gf_mul_x4(t, sp.w[w], cp, log_p) ^ gf_mul_x4(t, sq.w[w], cq, log_q);
+    if (s.flags & kCompare) {
+      const Lane16 have = load_lane16(s.out[r] + offset);
+      for (int w = 0; w < 4; ++w) {
+        if (have.w[w] != v.w[w]) *mismatch = 1;
+      }
+    } else {
+      store_lane16(s.out[r] + offset, v);
+    }
+  }
+}
+
+// `width` (<= kLaneBytes) bytes at `offset`, one byte at a time: the tail of a length that is
+// not a multiple of 16, or pointers that are not 16-byte aligned.
+GRAID_HD inline void run_lane_bytes(const KernelStripe& s, const GfTables& t, std::uint64_t offset,
+                                    std::uint32_t width, std::uint32_t* mismatch) {
+  const bool need_q = (s.flags & kNeedQ) != 0;
+  for (std::uint64_t o = offset; o < offset + width; ++o) {
+    std::uint8_t sp = 0;
+    std::uint8_t sq = 0;
+    for (int i = static_cast<int>(s.k) - 1; i >= 0; --i) {
+      if (need_q) sq = gf_mul2(sq);
+      if (s.data[i] == nullptr) continue;
+      const std::uint8_t d = s.data[i][o];
+      sp ^= d;
+      if (need_q) sq ^= d;
+    }
+    if (s.p_in != nullptr) sp ^= s.p_in[o];
+    if (s.q_in != nullptr) sq ^= s.q_in[o];
+    for (unsigned r = 0; r < s.rows; ++r) {
+      const std::uint8_t v =
+          static_cast<std::uint8_t>(gf_mul(t, s.coef[r][0], sp) ^ gf_mul(t, s.coef[r][1], sq));
+      if (s.flags & kCompare) {
+        if (s.out[r][o] != v) *mismatch = 1;
+      } else {
+        s.out[r][o] = v;
+      }
+    }
+  }
+}
+
+// The body over (stripe, byte offset, width): wide loads where the lane is full and aligned,
+// bytes otherwise.
+GRAID_HD inline void run_lane(const KernelStripe& s, const GfTables& t, std::uint64_t offset,
+                              std::uint32_t width, std::uint32_t* mismatch) {
+  if (width == kLaneBytes && (s.flags & kAligned16)) {
+    run_lane16(s, t, offset, mismatch);
+  } else {
+    run_lane_bytes(s, t, offset, width, mismatch);
+  }
+}
+
+// The stripe that owns `tile`: the last s with tile_begin[s] <= tile (binary search; all lanes
+// of a tile take the same path).
+GRAID_HD inline std::uint32_t stripe_of_tile(const KernelBatch& b, std::uint64_t tile) {
+  std::uint32_t lo = 0;
+  std::uint32_t hi = b.stripe_count;  // invariant: tile_begin[lo] <= tile < tile_begin[hi]
+  while (hi - lo > 1) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    if (b.tile_begin[mid] <= tile) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// What thread `lane` (< kTileLanes) of the block working on `tile` does. REQUIRES: tile <
+// b.tile_count.
+GRAID_HD inline void run_tile_lane(const KernelBatch& b, const GfTables& t, std::uint64_t tile,
+                                   std::uint32_t lane) {
+  const std::uint32_t s = stripe_of_tile(b, tile);
+  const KernelStripe& stripe = b.stripes[s];
+  const std::uint64_t offset =
+      (tile - b.tile_begin[s]) * kTileBytes + static_cast<std::uint64_t>(lane) * kLaneBytes;
+  if (offset >= stripe.len) return;
+  const std::uint64_t left = stripe.len - offset;
+  const std::uint32_t width = left < kLaneBytes ? static_cast<std::uint32_t>(left) : kLaneBytes;
+  run_lane(stripe, t, offset, width, &b.mismatch[s]);
+}
+
+}  // namespace graid::kernels
