@@ -1,4 +1,5 @@
 #include "array_session.h"
+#include "backend.h"
 
 #include <utility>
 
@@ -26,7 +27,7 @@ ArraySession::~ArraySession() {
 
 Result<std::unique_ptr<ArraySession>> ArraySession::create(const ArraySpec& spec) {
   auto impl = std::make_unique<Impl>();
-  auto parity = make_parity_backend(spec.backend);
+  auto parity = open_backend(spec.backend);
   if (!parity.is_ok()) return parity.status();
   impl->parity = std::move(*parity);
 

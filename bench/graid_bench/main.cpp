@@ -18,6 +18,7 @@
 
 #include "array_run.h"
 #include "array_session.h"
+#include "backend.h"
 #include "cost_model.h"
 #include "graid/parity.h"
 #include "interrupt.h"
@@ -71,7 +72,7 @@ int run(const BenchOptions& o) {
   // Check the backend name before making gigabytes of member files.
   std::string backend_name = o.backend;
   {
-    auto backend = make_parity_backend(o.backend);
+    auto backend = open_backend(o.backend);
     if (!backend.is_ok()) {
       return fail(make_error(Errc::kInvalidArgument, "--backend {}: {}", o.backend,
                              backend.status().message()));

@@ -173,7 +173,8 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
   app.add_option("--member-size", raw.member_size,
                  "bytes per member, with K/M/G suffix (default 1G for --dir; whole device for "
                  "--member)");
-  app.add_option("--backend", o.backend, "parity backend: cpu or ref")->capture_default_str();
+  app.add_option("--backend", o.backend, "parity backend: cpu, ref or cuda (needs a GPU)")
+      ->capture_default_str();
   app.add_option("--profile", raw.profiles,
                  "workload profile(s): 4k-randread, 4k-randwrite, 64k-randwrite, 64k-seqread, "
                  "64k-seqwrite, 1m-seqread, 1m-seqwrite, 8k-randrw70/80/90, or all; repeat or "

@@ -14,6 +14,9 @@
 #include <thread>
 
 #include "array_harness.h"
+#ifdef GRAID_MODEL_TEST_CUDA
+#include "kernels/cuda_backend.h"
+#endif
 
 namespace graid::testing {
 namespace {
@@ -55,7 +58,14 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
     // GRAID_MODEL_SEED=<n> explores other seeds (stress runs); failures print the seed used.
     if (const char* extra = std::getenv("GRAID_MODEL_SEED"))
       seed_ ^= std::strtoull(extra, nullptr, 0) * 0x9E3779B97F4A7C15ull;
+#ifdef GRAID_MODEL_TEST_CUDA
+    // The same test through the cuda backend (label gpu): skipped loudly without a device.
+    auto cuda = make_cuda_backend();
+    if (!cuda.is_ok()) GTEST_SKIP() << "cuda backend unavailable: " << cuda.status().to_string();
+    parity_ = std::move(*cuda);
+#else
     parity_ = std::move(*make_parity_backend("cpu"));
+#endif
     // ~48 stripes per member, plus the 1 MiB metadata area.
     member_bytes_ = (1u << 20) + 48ull * s.strip;
     auto devs = files_.open(s.members, member_bytes_, /*create=*/true);

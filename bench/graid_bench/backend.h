@@ -1,0 +1,16 @@
+// The parity backend graid-bench runs with: a name from --backend, resolved across the engine's
+// backends (cpu, ref) and the cuda backend in kernels/.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "graid/parity.h"
+
+namespace graid::bench {
+
+// "cpu", "ref" or "cuda". For cuda without a usable GPU the error says why ("no CUDA device:
+// ...", "built without CUDA"); graid-bench does not silently measure the CPU instead.
+Result<std::unique_ptr<ParityBackend>> open_backend(std::string_view name);
+
+}  // namespace graid::bench
