@@ -262,7 +262,9 @@ bool demo(RaidLevel level, std::uint32_t n, const std::string& dir, ParityBacken
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Engine logs go to stderr so they interleave with, but do not garble, the report.
+  // Engine logs go to stderr so they interleave with, but do not garble, the report; line
+  // buffering keeps the two in order when both go to a file or pipe.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   spdlog::set_default_logger(spdlog::stderr_color_mt("graid"));
   std::string dir = argc > 1 ? argv[1] : "";
   if (dir.empty()) {
