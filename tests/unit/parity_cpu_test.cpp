@@ -16,6 +16,7 @@
 
 #include "graid/parity.h"
 #include "parity/stripe_buffers.h"
+#include "parity_test_util.h"
 
 namespace graid {
 namespace {
@@ -23,20 +24,10 @@ namespace {
 using parity_testing::fill_pseudo_random;
 using parity_testing::StripeBuffers;
 
-using Bytes = std::vector<std::byte>;
-
-std::uint32_t parity_count(ParityScheme scheme) {
-  return scheme == ParityScheme::kPQ ? 2 : 1;
-}
-const char* scheme_str(ParityScheme scheme) {
-  return scheme == ParityScheme::kPQ ? "PQ" : "P";
-}
-
-StripeBuffers make_stripe(std::uint32_t chunks, std::size_t size) {
-  Result<StripeBuffers> s = StripeBuffers::make(chunks, size);
-  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
-  return std::move(s).value();
-}
+using parity_testing::Bytes;
+using parity_testing::make_stripe;
+using parity_testing::parity_count;
+using parity_testing::scheme_str;
 
 StripeBuffers random_stripe(std::uint32_t chunks, std::size_t size, std::uint64_t seed) {
   StripeBuffers s = make_stripe(chunks, size);
