@@ -230,6 +230,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
 
   auto state = std::make_unique<State>(*geometry);
   state->parity = options.parity;
+  state->async_parity = options.async_parity;
   state->data_offset = data_offset;
   state->data_size = data_size;
   state->capacity = geometry->data_capacity(data_size);
@@ -330,6 +331,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
 
   auto state = std::make_unique<State>(*geometry);
   state->parity = options.parity;
+  state->async_parity = options.async_parity;
   if (geometry->parity_strips() > 0 && options.parity == nullptr) {
     return make_error(Errc::kInvalidArgument, "{} needs a parity backend",
                       raid_level_name(sb.level));

@@ -104,6 +104,7 @@ class FlushOp {
 ArrayQueue::Impl::Impl(Array::State& state, IoContext& context) : array(state), ctx(context) {
   kick_task.q = this;
   parity_task.q = this;
+  parity_done_cb.q = this;
 }
 
 void ArrayQueue::Impl::queue_parity(StripeOp& op) {
@@ -115,23 +116,43 @@ void ArrayQueue::Impl::queue_parity(StripeOp& op) {
 
 void ArrayQueue::Impl::run_parity_batch() {
   parity_scheduled = false;
-  std::vector<StripeOp*> waiting;
-  waiting.swap(parity_waiting);
+  if (parity_busy || parity_waiting.empty()) return;  // the batch in flight restarts us
+  parity_running.clear();
+  parity_running.swap(parity_waiting);
   parity_batch.clear();
-  for (StripeOp* op : waiting) {
+  for (StripeOp* op : parity_running) {
     parity_batch.insert(parity_batch.end(), op->parity_jobs().begin(), op->parity_jobs().end());
   }
   ++stats.parity_batches;
   stats.parity_jobs += parity_batch.size();
-  Status batch = array.parity->execute(parity_batch);
-  for (StripeOp* op : waiting) {
+  if (array.async_parity != nullptr) {
+    parity_busy = true;
+    array.async_parity->submit(ctx, parity_batch, parity_done_cb);
+    return;
+  }
+  finish_parity_batch(array.parity->execute(parity_batch));
+}
+
+void ArrayQueue::Impl::finish_parity_batch(Status batch) {
+  parity_busy = false;
+  std::vector<StripeOp*> done;
+  done.swap(parity_running);
+  if (!batch.is_ok()) ++stats.parity_batch_failures;
+  for (StripeOp* op : done) {
     if (batch.is_ok()) {
       op->parity_done(Status::ok());
     } else {
-      // A batch fails whole before writing anything: find out which operation's jobs are bad
-      // by running each on its own, so one bad job does not fail its neighbours.
+      // The batch failed (a bad job fails a batch before anything is written; a device fails
+      // whole batches): redo each operation on its own on the synchronous backend, so one bad
+      // job fails only its operation and a dead device costs no write.
       op->parity_done(array.parity->execute(op->parity_jobs()));
     }
+  }
+  parity_running.swap(done);  // keep the capacity
+  parity_running.clear();
+  if (!parity_waiting.empty() && !parity_scheduled) {
+    parity_scheduled = true;
+    ctx.defer(parity_task);
   }
 }
 

@@ -146,11 +146,20 @@ struct ArrayQueue::Impl {
 
   // Parity batching: stripe operations whose jobs are ready in one poll share one execute()
   // (one GPU launch, later). The batch runs as a deferred task on this thread.
+  // With an AsyncParity one batch per thread is in flight at a time; operations that get ready
+  // meanwhile form the next batch (under load, batches grow while the device works).
   void queue_parity(StripeOp& op);
   void run_parity_batch();
+  void finish_parity_batch(Status batch);
   std::vector<StripeOp*> parity_waiting;
+  std::vector<StripeOp*> parity_running;  // the operations of the batch in flight
   std::vector<StripeJob> parity_batch;
   bool parity_scheduled = false;
+  bool parity_busy = false;
+  struct ParityDone final : ParityCompletion {
+    Impl* q = nullptr;
+    void parity_done(Status status) override { q->finish_parity_batch(std::move(status)); }
+  } parity_done_cb;
   struct ParityTask final : Task {
     Impl* q = nullptr;
     void run() override { q->run_parity_batch(); }

@@ -77,6 +77,12 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
     create.bitmap_region_bytes = 1u << 20;
     ArrayOptions options;
     options.parity = parity_.get();
+#ifdef GRAID_MODEL_TEST_ASYNC
+    // Parity through an asynchronous engine on another thread (as the GPU batcher works), with
+    // every 5th batch failing so the queue's redo path is exercised too.
+    async_ = std::make_unique<ThreadedAsyncParity>(*parity_, 5);
+    options.async_parity = async_.get();
+#endif
     auto array = Array::create(std::move(*devs), create, options);
     ASSERT_TRUE(array.is_ok()) << array.status().to_string();
     array_ = std::move(*array);
@@ -197,6 +203,7 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
   std::uint64_t seed_ = 0;
   ArrayFiles files_;
   std::unique_ptr<ParityBackend> parity_;
+  std::unique_ptr<ThreadedAsyncParity> async_;  // destroyed after the array
   std::uint64_t member_bytes_ = 0;
   std::unique_ptr<Array> array_;
   std::vector<std::byte> model_;
@@ -228,6 +235,11 @@ TEST_P(ArrayModelTest, RandomConcurrentIoWithFailuresAndReassembly) {
   if (HasFatalFailure()) return;
 
   EXPECT_EQ(array_->health(), s.failures ? ArrayHealth::kDegraded : ArrayHealth::kOptimal);
+  if (async_ && s.level != RaidLevel::kRaid0 && s.level != RaidLevel::kRaid1 &&
+      s.level != RaidLevel::kRaid10) {
+    EXPECT_GT(async_->batches(), 0u) << "parity went through the asynchronous engine";
+    EXPECT_GT(async_->failed(), 0u) << "and some batches failed and were redone";
+  }
   verify_all("after the run");
   auto bad = array_->count_inconsistent_stripes();
   ASSERT_TRUE(bad.is_ok()) << bad.status().to_string();
@@ -239,6 +251,7 @@ TEST_P(ArrayModelTest, RandomConcurrentIoWithFailuresAndReassembly) {
   ASSERT_TRUE(devs.is_ok()) << devs.status().to_string();
   ArrayOptions options;
   options.parity = parity_.get();
+  options.async_parity = async_.get();
   AssembleReport report;
   auto array = Array::assemble(std::move(*devs), options, {}, &report);
   ASSERT_TRUE(array.is_ok()) << array.status().to_string();

@@ -110,12 +110,39 @@ struct QueueStats {
   std::uint64_t reconstruct_write = 0;
   std::uint64_t read_modify_write = 0;
   std::uint64_t degraded_write = 0;
-  std::uint64_t parity_batches = 0;  // ParityBackend::execute() calls
-  std::uint64_t parity_jobs = 0;     // stripe jobs in them
+  std::uint64_t parity_batches = 0;         // parity batches (execute() or AsyncParity::submit())
+  std::uint64_t parity_jobs = 0;            // stripe jobs in them
+  std::uint64_t parity_batch_failures = 0;  // batches redone per operation on the cpu path
+};
+
+// Completion of an asynchronous parity batch.
+class ParityCompletion {
+ public:
+  // Runs exactly once per submit(), on the submitting thread, inside its IoContext::poll().
+  virtual void parity_done(Status status) = 0;
+
+ protected:
+  virtual ~ParityCompletion() = default;
+};
+
+// An asynchronous parity engine (the GPU batcher): takes one thread's batch of stripe jobs and
+// completes it later on that thread, which goes on serving I/O meanwhile. Optional: without it a
+// queue runs its batches through ArrayOptions::parity, synchronously.
+class AsyncParity {
+ public:
+  virtual ~AsyncParity() = default;
+  virtual std::string_view name() const noexcept = 0;
+  // Starts `jobs`; the caller keeps them alive and unmodified until `done` runs, which happens
+  // exactly once on the thread that owns `ctx`, never inside submit(). A failing status means
+  // the outputs are unspecified; the queue then redoes the work on ArrayOptions::parity.
+  virtual void submit(IoContext& ctx, std::span<StripeJob> jobs, ParityCompletion& done) = 0;
 };
 
 struct ArrayOptions {
   ParityBackend* parity = nullptr;  // required for RAID5/6; not owned; must outlive the array
+  // Optional asynchronous parity (not owned; must outlive the array). `parity` stays required:
+  // it redoes batches the asynchronous engine fails.
+  AsyncParity* async_parity = nullptr;
 };
 
 class Array {
