@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -104,6 +105,11 @@ struct IoContext::Impl {
 
   explicit Impl(IoContext& owner_ctx) : owner(owner_ctx) {}
   ~Impl() {
+    // A poster on another thread may still be between publishing its task (which this thread
+    // may already have run, letting its owner finish and destroy us) and writing the eventfd.
+    // Wait for it, so its write never lands on a closed -- or reused -- descriptor.
+    while (posting.load(std::memory_order_acquire) != 0)
+      std::this_thread::yield();
     // Exiting the ring cancels the eventfd read before its buffer (a member) goes away, and drops
     // the registered files and buffers.
     if (ring_ready) io_uring_queue_exit(&ring);
@@ -136,6 +142,7 @@ struct IoContext::Impl {
 
   Fifo<Task, &Task::next_task_> deferred;
   std::atomic<Task*> inbox{nullptr};  // LIFO stack pushed by post(), reversed when drained
+  std::atomic<int> posting{0};        // post() calls in progress (see ~Impl)
   Fifo<MemberRequest, &MemberRequest::next_> completions;
   Fifo<MemberRequest, &MemberRequest::next_> backlog;  // requests waiting for an SQE
 
@@ -429,6 +436,9 @@ int IoContext::Impl::reap() {
 // ---- tasks -------------------------------------------------------------------------------------
 
 void IoContext::post(Task& task) {
+  // Counted before the task is published: the owner cannot run the task, finish, and destroy
+  // this context without seeing the count first.
+  impl_->posting.fetch_add(1, std::memory_order_acq_rel);
   Task* head = impl_->inbox.load(std::memory_order_relaxed);
   do {
     task.next_task_ = head;
@@ -441,6 +451,7 @@ void IoContext::post(Task& task) {
     while (::write(impl_->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
     }
   }
+  impl_->posting.fetch_sub(1, std::memory_order_release);
 }
 
 void IoContext::defer(Task& task) {

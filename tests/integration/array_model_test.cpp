@@ -17,6 +17,9 @@
 #ifdef GRAID_MODEL_TEST_CUDA
 #include "kernels/cuda_backend.h"
 #endif
+#ifdef GRAID_MODEL_TEST_BATCHER
+#include "kernels/batcher_parity.h"
+#endif
 
 namespace graid::testing {
 namespace {
@@ -82,6 +85,17 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
     // every 5th batch failing so the queue's redo path is exercised too.
     async_ = std::make_unique<ThreadedAsyncParity>(*parity_, 5);
     options.async_parity = async_.get();
+#endif
+#ifdef GRAID_MODEL_TEST_BATCHER
+    // Parity through the kernels/ Batcher (jobs of all threads batched together, completions
+    // posted back), over a device queue that is the ref backend on launcher threads; no job is
+    // small enough for the CPU shortcut, so every job crosses threads.
+    device_ = kernels::make_backend_device_queue(*ref_, 2);
+    kernels::BatcherOptions bopts;
+    bopts.cpu_below_bytes = 0;
+    batcher_ = std::make_unique<kernels::Batcher>(*device_, *parity_, bopts);
+    batcher_parity_ = std::make_unique<kernels::BatcherParity>(*batcher_);
+    options.async_parity = batcher_parity_.get();
 #endif
     auto array = Array::create(std::move(*devs), create, options);
     ASSERT_TRUE(array.is_ok()) << array.status().to_string();
@@ -204,6 +218,12 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
   ArrayFiles files_;
   std::unique_ptr<ParityBackend> parity_;
   std::unique_ptr<ThreadedAsyncParity> async_;  // destroyed after the array
+#ifdef GRAID_MODEL_TEST_BATCHER
+  std::unique_ptr<ParityBackend> ref_ = std::move(*make_parity_backend("ref"));
+  std::unique_ptr<kernels::DeviceQueue> device_;
+  std::unique_ptr<kernels::Batcher> batcher_;
+  std::unique_ptr<kernels::BatcherParity> batcher_parity_;
+#endif
   std::uint64_t member_bytes_ = 0;
   std::unique_ptr<Array> array_;
   std::vector<std::byte> model_;
@@ -240,6 +260,11 @@ TEST_P(ArrayModelTest, RandomConcurrentIoWithFailuresAndReassembly) {
     EXPECT_GT(async_->batches(), 0u) << "parity went through the asynchronous engine";
     EXPECT_GT(async_->failed(), 0u) << "and some batches failed and were redone";
   }
+#ifdef GRAID_MODEL_TEST_BATCHER
+  if (s.level == RaidLevel::kRaid5 || s.level == RaidLevel::kRaid6) {
+    EXPECT_GT(batcher_->stats().device_jobs, 0u) << "parity went through the batcher's device";
+  }
+#endif
   verify_all("after the run");
   auto bad = array_->count_inconsistent_stripes();
   ASSERT_TRUE(bad.is_ok()) << bad.status().to_string();
@@ -252,6 +277,9 @@ TEST_P(ArrayModelTest, RandomConcurrentIoWithFailuresAndReassembly) {
   ArrayOptions options;
   options.parity = parity_.get();
   options.async_parity = async_.get();
+#ifdef GRAID_MODEL_TEST_BATCHER
+  options.async_parity = batcher_parity_.get();
+#endif
   AssembleReport report;
   auto array = Array::assemble(std::move(*devs), options, {}, &report);
   ASSERT_TRUE(array.is_ok()) << array.status().to_string();
