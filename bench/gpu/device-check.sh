@@ -19,9 +19,9 @@
 #   2. The carried binaries load? (LD_LIBRARY_PATH=carry/lib; --gtest_list_tests)  ~1 s
 #   3. kernel_test (host-run bodies + batcher on this CPU)                          <= 45 s
 #   4. cuda_backend_test, gtest JSON; a skipped device test on a GPU machine is a failure <= 120 s
-#   5. cuda_bench, Google Benchmark JSON + its summary table                       <= 180 s
+#   5. cuda_bench, Google Benchmark JSON + its summary table                       <= 150 s
 #   5b. array_model_cuda_test (the engine model test on the cuda backend)            <= 45 s
-#       graid-bench RAID6 x6, --backend cpu then cuda, 2 profiles                 <= 2 x 60 s
+#       graid-bench RAID6 x6, --backend cpu, cuda, cuda --batcher, 2 profiles     <= 3 x 50 s
 #   6. Only if step 2 failed: build bench/gpu/fallback_check.cu with nvcc (the real kernel, no
 #      other dependency) and run it: correctness of encode/reconstruct/verify and
 #      kernel-vs-memcpy ratios as JSON lines                                        <= 90 s
@@ -134,7 +134,7 @@ if ((carried_ok)); then
   grep -h '^\[   INFO   \]\|^\[   NOTE   \]' "$OUTDIR/cuda_backend_test.log" | tee -a "$SUMMARY"
   # ---- 5. benchmarks -----------------------------------------------------------------------------
   if ((skipped_on_gpu == 0)); then
-    timeout 180 "$CARRY/bin/cuda_bench" --benchmark_out="$OUTDIR/cuda_bench.json" \
+    timeout 150 "$CARRY/bin/cuda_bench" --benchmark_out="$OUTDIR/cuda_bench.json" \
       --benchmark_out_format=json >"$OUTDIR/cuda_bench.log" 2>&1
     rc=$?
     record cuda_bench "{\"rc\": $rc}"
@@ -146,14 +146,16 @@ if ((carried_ok)); then
   if ((skipped_on_gpu == 0)) && [[ -x "$CARRY/bin/array_model_cuda_test" ]]; then
     run_gtest array_model_cuda_test 45
     benchdir=$(mktemp -d /dev/shm/graid-bench-XXXXXX 2>/dev/null || mktemp -d)
-    for backend in cpu cuda; do
-      timeout 60 "$CARRY/bin/graid-bench" --level 6 --members 6 --strip 64K --dir "$benchdir" \
+    for variant in cpu cuda cuda-batcher; do
+      args=(--backend "${variant%-batcher}")
+      [[ $variant == *-batcher ]] && args+=(--batcher)
+      timeout 50 "$CARRY/bin/graid-bench" --level 6 --members 6 --strip 64K --dir "$benchdir" \
         --member-size 512M --profile 4k-randwrite,1m-seqwrite --qd 32 --threads 4 --seconds 3 \
-        --backend "$backend" --format json >"$OUTDIR/graid-bench-$backend.json" \
-        2>"$OUTDIR/graid-bench-$backend.log"
+        "${args[@]}" --format json >"$OUTDIR/graid-bench-$variant.json" \
+        2>"$OUTDIR/graid-bench-$variant.log"
       rc=$?
-      record "graid_bench_$backend" "{\"rc\": $rc}"
-      say "graid-bench --backend $backend: rc $rc"
+      record "graid_bench_${variant//-/_}" "{\"rc\": $rc}"
+      say "graid-bench ${args[*]}: rc $rc"
       if ((rc != 0)); then failed=1; fi
     done
     rm -rf "$benchdir"

@@ -1,17 +1,25 @@
 #include "array_session.h"
-#include "backend.h"
+
+#include <fmt/format.h>
 
 #include <utility>
 
+#include "backend.h"
 #include "graid/array.h"
 #include "graid/member.h"
 #include "graid/parity.h"
+#include "kernels/batcher.h"
+#include "kernels/batcher_parity.h"
 
 namespace graid::bench {
 
 struct ArraySession::Impl {
-  // Declared before the array so it is destroyed after it: the array holds a raw pointer to it.
-  std::unique_ptr<ParityBackend> parity;
+  // Declared before the array so they are destroyed after it: the array holds raw pointers.
+  std::unique_ptr<ParityBackend> parity;  // the backend, or with the batcher its cpu fallback
+  std::unique_ptr<ParityBackend> device_backend;  // with the batcher: the backend it feeds
+  std::unique_ptr<kernels::DeviceQueue> device;
+  std::unique_ptr<kernels::Batcher> batcher;
+  std::unique_ptr<kernels::BatcherParity> batcher_parity;
   std::unique_ptr<Array> array;
   bool stopped = false;
 };
@@ -27,9 +35,21 @@ ArraySession::~ArraySession() {
 
 Result<std::unique_ptr<ArraySession>> ArraySession::create(const ArraySpec& spec) {
   auto impl = std::make_unique<Impl>();
-  auto parity = open_backend(spec.backend);
-  if (!parity.is_ok()) return parity.status();
-  impl->parity = std::move(*parity);
+  if (spec.batcher) {
+    auto device_backend = open_backend(spec.backend, /*for_batcher=*/true);
+    if (!device_backend.is_ok()) return device_backend.status();
+    impl->device_backend = std::move(*device_backend);
+    auto cpu = make_parity_backend("cpu");
+    if (!cpu.is_ok()) return cpu.status();
+    impl->parity = std::move(*cpu);
+    impl->device = kernels::make_backend_device_queue(*impl->device_backend, 2);
+    impl->batcher = std::make_unique<kernels::Batcher>(*impl->device, *impl->parity);
+    impl->batcher_parity = std::make_unique<kernels::BatcherParity>(*impl->batcher);
+  } else {
+    auto parity = open_backend(spec.backend);
+    if (!parity.is_ok()) return parity.status();
+    impl->parity = std::move(*parity);
+  }
 
   std::vector<std::unique_ptr<MemberDevice>> members;
   for (const std::string& path : spec.paths) {
@@ -49,6 +69,7 @@ Result<std::unique_ptr<ArraySession>> ArraySession::create(const ArraySpec& spec
   create.assume_clean = true;
   ArrayOptions options;
   options.parity = impl->parity.get();
+  options.async_parity = impl->batcher_parity.get();
   auto array = Array::create(std::move(members), create, options, spec.force);
   if (!array.is_ok()) return array.status();
   impl->array = std::move(*array);
@@ -67,8 +88,9 @@ std::uint64_t ArraySession::capacity() const noexcept {
   return impl_->array->capacity();
 }
 
-std::string_view ArraySession::backend_name() const noexcept {
-  return impl_->parity->name();
+std::string ArraySession::backend_name() const {
+  if (impl_->batcher) return fmt::format("{}+batcher", impl_->device_backend->name());
+  return std::string(impl_->parity->name());
 }
 
 Status ArraySession::stop() {

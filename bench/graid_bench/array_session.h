@@ -23,6 +23,9 @@ struct ArraySpec {
   std::uint32_t strip_bytes = 64 * 1024;
   std::string backend = "cpu";  // parity backend name (make_parity_backend)
   bool force = false;           // overwrite members that carry a live graid superblock
+  // Parity through the kernels/ Batcher (asynchronous, batched across threads; the backend is
+  // its device, the cpu backend its fallback) instead of each thread calling the backend.
+  bool batcher = false;
 };
 
 class ArraySession {
@@ -41,7 +44,7 @@ class ArraySession {
   // Member byte where the data area starts (the raw baseline stays behind it).
   std::uint64_t data_offset() const noexcept;
   // Name of the parity backend in use (as the backend reports it).
-  std::string_view backend_name() const noexcept;
+  std::string backend_name() const;
 
   // Stops the array cleanly. Call once no queue is attached.
   Status stop();

@@ -11,6 +11,9 @@ namespace graid::bench {
 
 // "cpu", "ref" or "cuda". For cuda without a usable GPU the error says why ("no CUDA device:
 // ...", "built without CUDA"); graid-bench does not silently measure the CPU instead.
-Result<std::unique_ptr<ParityBackend>> open_backend(std::string_view name);
+// `for_batcher`: the backend serves as the Batcher's device, so the cuda backend reports a device
+// failure instead of absorbing it (the Batcher does the failover).
+Result<std::unique_ptr<ParityBackend>> open_backend(std::string_view name,
+                                                    bool for_batcher = false);
 
 }  // namespace graid::bench

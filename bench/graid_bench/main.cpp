@@ -126,13 +126,13 @@ int run(const BenchOptions& o) {
   std::uint64_t raw_offset = 0;
   if (!o.raw_only) {
     auto created = ArraySession::create(
-        ArraySpec{members->paths(), o.level, o.strip_bytes, o.backend, o.force});
+        ArraySpec{members->paths(), o.level, o.strip_bytes, o.backend, o.force, o.batcher});
     if (!created.is_ok()) return fail(created.status());
     session = std::move(*created);
     auto span = choose_span(o, *geometry, session->capacity(), members->member_bytes());
     if (!span.is_ok()) return fail(span.status());
     setup.span = *span;
-    setup.backend = std::string(session->backend_name());
+    setup.backend = session->backend_name();
     raw_offset = session->data_offset();
   }
 

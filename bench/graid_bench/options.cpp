@@ -202,6 +202,10 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--keep", o.keep, "keep the member files created in --dir");
   app.add_flag("--raw-only", o.raw_only, "measure only the raw members, not the array");
+  app.add_flag("--batcher", o.batcher,
+               "send parity through the asynchronous batcher (jobs of all threads batched, the "
+               "backend as its device, cpu as fallback) instead of each thread calling the "
+               "backend");
   app.add_flag("--verify", o.verify,
                "after each profile, write a pattern through the array and read it back");
   app.add_option("--verify-bytes", raw.verify_bytes, "bytes --verify checks (default 64M)");

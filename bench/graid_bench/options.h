@@ -36,6 +36,7 @@ struct BenchOptions {
   OutputFormat format = OutputFormat::kTable;
   bool keep = false;
   bool raw_only = false;
+  bool batcher = false;  // parity through the kernels/ Batcher (async, batched across threads)
   bool verify = false;
   std::uint64_t verify_bytes = 64ull << 20;
   bool force = false;
