@@ -141,6 +141,43 @@ Status Array::State::bitmap_begin(std::uint64_t member_offset, std::uint64_t len
   return make_error(Errc::kIoError, "write-intent bitmap update did not settle");
 }
 
+bool Array::State::begin_bitmap_clear() {
+  if (!bitmap) return false;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  const std::int64_t interval =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(bitmap_clear_interval).count();
+  if (now - bitmap_cleared_at_ns.load(std::memory_order_relaxed) < interval) return false;
+  bool expected = false;
+  if (!bitmap_clearing.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+    return false;  // another flush runs a cycle
+  }
+  if (bitmap->mark_clear_candidates() == 0) {
+    bitmap_clearing.store(false, std::memory_order_release);
+    bitmap_cleared_at_ns.store(now, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+void Array::State::end_bitmap_clear(bool flushed) {
+  if (flushed && !array_failed()) {
+    std::vector<std::uint32_t> failed_members;
+    Status st = bitmap->clear_candidates(&failed_members);
+    for (std::uint32_t m : failed_members) {
+      Status fs =
+          fail_member(m, fmt::format("write-intent bitmap clear failed: {}", st.to_string()));
+      (void)fs;
+    }
+  }
+  bitmap_cleared_at_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count(),
+                             std::memory_order_relaxed);
+  bitmap_clearing.store(false, std::memory_order_release);
+}
+
 Array::Array(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Array::~Array() = default;
 
@@ -231,6 +268,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   auto state = std::make_unique<State>(*geometry);
   state->parity = options.parity;
   state->async_parity = options.async_parity;
+  state->bitmap_clear_interval = options.bitmap_clear_interval;
   state->data_offset = data_offset;
   state->data_size = data_size;
   state->capacity = geometry->data_capacity(data_size);
@@ -332,6 +370,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   auto state = std::make_unique<State>(*geometry);
   state->parity = options.parity;
   state->async_parity = options.async_parity;
+  state->bitmap_clear_interval = options.bitmap_clear_interval;
   if (geometry->parity_strips() > 0 && options.parity == nullptr) {
     return make_error(Errc::kInvalidArgument, "{} needs a parity backend",
                       raid_level_name(sb.level));

@@ -59,12 +59,18 @@ class FlushOp {
   std::vector<Slot> slots;
   std::uint32_t left = 0;
   Status error;
+  bool member_failed = false;
+  bool clears_bitmap = false;  // this flush completes a bitmap clearing cycle
 
   void start() {
     Array::State& a = q->array;
     slots.resize(a.geometry.members());
     left = 0;
     error = Status::ok();
+    member_failed = false;
+    // A flush is what makes idle regions' writes durable, so it is also when their bitmap bits
+    // can go: candidates are marked now, cleared once every live member has flushed.
+    clears_bitmap = a.begin_bitmap_clear();
     for (std::uint32_t m = 0; m < a.geometry.members(); ++m) {
       if (a.is_failed(m)) continue;
       Slot& s = slots[left++];
@@ -77,6 +83,7 @@ class FlushOp {
     }
     const std::uint32_t n = left;
     if (n == 0) {
+      if (clears_bitmap) a.end_bitmap_clear(/*flushed=*/false);
       q->part_done(*io, make_error(Errc::kIoError, "no live member to flush"));
       q->recycle(*this);
       return;
@@ -87,11 +94,13 @@ class FlushOp {
 
   void slot_done(Slot& s, std::int32_t res) {
     if (res < 0) {
+      member_failed = true;
       Status st =
           q->array.fail_member(s.member, fmt::format("flush failed: {}", std::strerror(-res)));
       (void)st;
     }
     if (--left != 0) return;
+    if (clears_bitmap) q->array.end_bitmap_clear(/*flushed=*/!member_failed);
     Status result = q->array.array_failed() ? make_error(Errc::kIoError, "flush: array has failed")
                                             : Status::ok();
     ArrayQueue::Impl& queue = *q;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,6 +62,16 @@ struct Array::State {
   // persisting its bit first if needed; a member that fails the bitmap update is failed and the
   // update retried on the rest. No-op without a bitmap. Pair with bitmap->end_write().
   Status bitmap_begin(std::uint64_t member_offset, std::uint64_t len);
+
+  // Clearing write-intent bits while running (md clears them the same way): a flush that may
+  // start a cycle calls begin_bitmap_clear(), which marks the regions with no write in flight
+  // (at most one cycle at a time, at most one per bitmap_clear_interval); once every live
+  // member has flushed, end_bitmap_clear(true) clears those not written since, on every member.
+  bool begin_bitmap_clear();
+  void end_bitmap_clear(bool flushed);
+  std::chrono::milliseconds bitmap_clear_interval{500};
+  std::atomic<bool> bitmap_clearing{false};
+  std::atomic<std::int64_t> bitmap_cleared_at_ns{0};  // steady clock
 
   // Writes the superblock (bumped events, per-member identity) to every live member and flushes.
   // REQUIRES: control_mutex held.

@@ -16,6 +16,7 @@
 // write acknowledged before it was issued is on stable storage on every live member.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -143,6 +144,9 @@ struct ArrayOptions {
   // Optional asynchronous parity (not owned; must outlive the array). `parity` stays required:
   // it redoes batches the asynchronous engine fails.
   AsyncParity* async_parity = nullptr;
+  // Flushes clear write-intent bits of idle regions at most this often (each clear writes and
+  // flushes bitmap pages); after a crash only regions written since their last clear re-sync.
+  std::chrono::milliseconds bitmap_clear_interval{500};
 };
 
 class Array {
