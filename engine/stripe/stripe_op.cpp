@@ -193,6 +193,10 @@ ChunkView chunk_view(std::byte* data, std::uint32_t len) {
   return *view;
 }
 
+ParityScheme scheme_of(const Geometry& g) {
+  return g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+}
+
 // Member holding chunk `c` (data index, then P, Q) of `stripe`.
 std::uint32_t chunk_member(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
   const std::uint32_t k = g.data_strips();
@@ -334,7 +338,7 @@ void StripeOp::start_compute() {
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
   const std::uint32_t npar = g.parity_strips();
-  const ParityScheme scheme = npar == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+  const ParityScheme scheme = scheme_of(g);
   std::vector<StripeJob>& jobs = jobs_;
   jobs.clear();
 
@@ -370,7 +374,7 @@ void StripeOp::after_reconstruct() {
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
   const std::uint32_t npar = g.parity_strips();
-  const ParityScheme scheme = npar == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+  const ParityScheme scheme = scheme_of(g);
   std::vector<StripeJob>& jobs = jobs_;
   jobs.clear();
 

@@ -18,6 +18,22 @@ class ArrayApiTest : public ::testing::Test {
     return o;
   }
 
+  // RAID5, 4 KiB strips, 1 MiB bitmap regions: the shape of the bitmap-clearing tests.
+  static CreateOptions bitmap_test_shape() {
+    CreateOptions c;
+    c.level = RaidLevel::kRaid5;
+    c.strip_bytes = 4096;
+    c.bitmap_region_bytes = 1u << 20;
+    return c;
+  }
+
+  // Every flush runs a bitmap clearing cycle.
+  ArrayOptions clearing_options() {
+    ArrayOptions o = options();
+    o.bitmap_clear_interval = std::chrono::milliseconds(0);
+    return o;
+  }
+
   Result<std::unique_ptr<Array>> make(RaidLevel level, std::uint32_t n, std::uint32_t strip,
                                       std::uint64_t member_bytes = 4u << 20) {
     member_bytes_ = member_bytes;
@@ -328,12 +344,8 @@ TEST_F(ArrayApiTest, AFlushLetsIdleRegionsSkipResyncAfterACrash) {
     ArrayFiles files;
     auto devs = files.open(4, 8u << 20, true);
     ASSERT_TRUE(devs.is_ok());
-    CreateOptions c;
-    c.level = RaidLevel::kRaid5;
-    c.strip_bytes = 4096;
-    c.bitmap_region_bytes = 1u << 20;
-    ArrayOptions o = options();
-    o.bitmap_clear_interval = std::chrono::milliseconds(0);
+    const CreateOptions c = bitmap_test_shape();
+    const ArrayOptions o = clearing_options();
     auto array = Array::create(std::move(*devs), c, o);
     ASSERT_TRUE(array.is_ok()) << array.status().to_string();
     {
@@ -413,12 +425,8 @@ TEST_F(ArrayApiTest, WritesThatCompleteDuringAFlushKeepTheirBitmapBits) {
     gates.push_back(g.get());
     d = std::move(g);
   }
-  CreateOptions c;
-  c.level = RaidLevel::kRaid5;
-  c.strip_bytes = 4096;
-  c.bitmap_region_bytes = 1u << 20;
-  ArrayOptions o = options();
-  o.bitmap_clear_interval = std::chrono::milliseconds(0);
+  const CreateOptions c = bitmap_test_shape();
+  const ArrayOptions o = clearing_options();
   auto array = Array::create(std::move(*devs), c, o);
   ASSERT_TRUE(array.is_ok()) << array.status().to_string();
   {
