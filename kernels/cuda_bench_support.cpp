@@ -130,10 +130,10 @@ class BenchDevice final : public CudaBenchDevice {
 
   std::uint64_t batch_bytes() const noexcept override { return bytes_; }
 
-  Result<double> time_kernel(int iters) override {
+  Result<double> time_kernel(int iters, GfMul gf) override {
     if (batch_.stripe_count == 0) return Status(Errc::kInvalidArgument, "no batch prepared");
     return time_loop(iters,
-                     [&] { return launch_parity_batch(batch_, max_blocks_, stream_.get()); });
+                     [&] { return launch_parity_batch(batch_, max_blocks_, stream_.get(), gf); });
   }
 
  private:

@@ -15,6 +15,7 @@
 #include "graid/parity.h"
 #include "graid/status.h"
 #include "kernels/cuda_backend.h"
+#include "kernels/parity_kernels.h"
 
 namespace graid::kernels {
 
@@ -39,8 +40,9 @@ class CudaBenchDevice {
                                std::uint8_t missing_count = 0) = 0;
   // Bytes one launch of the prepared batch reads plus writes.
   virtual std::uint64_t batch_bytes() const noexcept = 0;
-  // Seconds per launch of the prepared batch, kernel only (mean over `iters`, after a warm-up).
-  virtual Result<double> time_kernel(int iters) = 0;
+  // Seconds per launch of the prepared batch, kernel only (mean over `iters`, after a warm-up),
+  // multiplying by constants the `gf` way.
+  virtual Result<double> time_kernel(int iters, GfMul gf = GfMul::kLogExp) = 0;
 };
 
 }  // namespace graid::kernels

@@ -15,11 +15,12 @@ namespace graid::kernels {
 inline constexpr unsigned kThreadsPerBlock = kTileLanes;
 
 // Runs every tile of `batch` on `stream` with at most `max_blocks` blocks (grid-stride over tiles
-// beyond that). Returns the launch's error (cudaSuccess for an empty batch).
-cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned max_blocks,
-                                cudaStream_t stream) noexcept;
+// beyond that), multiplying by constants the `gf` way. Returns the launch's error (cudaSuccess for
+// an empty batch).
+cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned max_blocks, cudaStream_t stream,
+                                GfMul gf = GfMul::kLogExp) noexcept;
 
 // Resident blocks per SM for the kernel (for sizing max_blocks), or an error.
-cudaError_t parity_kernel_blocks_per_sm(int* blocks) noexcept;
+cudaError_t parity_kernel_blocks_per_sm(int* blocks, GfMul gf = GfMul::kLogExp) noexcept;
 
 }  // namespace graid::kernels

@@ -14,11 +14,11 @@
 namespace graid::kernels {
 
 // Runs every tile and lane of `batch` on this thread, with host GF tables.
-void emulate_batch(const KernelBatch& batch) noexcept;
+void emulate_batch(const KernelBatch& batch, GfMul gf = GfMul::kLogExp) noexcept;
 
 // A ParityBackend named "kernel-host": plans each job (plan_stripe), builds the descriptor over
 // the jobs' own memory and runs it through emulate_batch(). Slow (one lane at a time, no
 // threads); for tests and as a stand-in device in batcher tests. Thread-safe.
-std::unique_ptr<ParityBackend> make_kernel_host_backend();
+std::unique_ptr<ParityBackend> make_kernel_host_backend(GfMul gf = GfMul::kLogExp);
 
 }  // namespace graid::kernels

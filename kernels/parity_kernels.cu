@@ -5,9 +5,10 @@
 // memory once per block: the only table lookups are the <= 2 arbitrary-constant multiplies per
 // output byte of reconstruct, and their indices diverge across a warp, which constant memory
 // serialises and shared memory does not. Encode and verify never touch the tables (the Q Horner
-// step is a SWAR multiply by g). Alternatives to measure on a GPU: a 64 KiB 256x256 product table
-// in global memory (one lookup instead of two, L1-cached), or a table-free bit-serial SWAR
-// multiply by the constant (8 doublings + masked XORs per word).
+// step is a SWAR multiply by g). The GfMul::kBitSerial instance multiplies by the constant
+// without any table (8 SWAR doublings + masked XORs per word) and skips the shared-memory copy;
+// cuda_bench times both on reconstruct. (Not built: a 64 KiB 256x256 product table in global
+// memory, one L1-cached lookup instead of two.)
 #include <cuda_runtime.h>
 
 #include "cuda_launch.h"
@@ -27,22 +28,36 @@ __global__ void __launch_bounds__(kThreadsPerBlock) parity_batch_kernel(KernelBa
     dst[i] = src[i];
   __syncthreads();
   for (std::uint64_t tile = blockIdx.x; tile < batch.tile_count; tile += gridDim.x)
-    run_tile_lane(batch, tables, tile, threadIdx.x);
+    run_tile_lane<GfMul::kLogExp>(batch, tables, tile, threadIdx.x);
+}
+
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    parity_batch_kernel_bitserial(KernelBatch batch) {
+  for (std::uint64_t tile = blockIdx.x; tile < batch.tile_count; tile += gridDim.x)
+    run_tile_lane<GfMul::kBitSerial>(batch, c_gf_tables, tile, threadIdx.x);
 }
 
 }  // namespace
 
-cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned max_blocks,
-                                cudaStream_t stream) noexcept {
+cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned max_blocks, cudaStream_t stream,
+                                GfMul gf) noexcept {
   if (batch.tile_count == 0) return cudaSuccess;
   const std::uint64_t want = batch.tile_count;
   const unsigned blocks =
       static_cast<unsigned>(want < max_blocks ? want : (max_blocks == 0 ? 1 : max_blocks));
-  parity_batch_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
+  if (gf == GfMul::kBitSerial) {
+    parity_batch_kernel_bitserial<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
+  } else {
+    parity_batch_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
+  }
   return cudaGetLastError();
 }
 
-cudaError_t parity_kernel_blocks_per_sm(int* blocks) noexcept {
+cudaError_t parity_kernel_blocks_per_sm(int* blocks, GfMul gf) noexcept {
+  if (gf == GfMul::kBitSerial) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, parity_batch_kernel_bitserial,
+                                                         kThreadsPerBlock, 0);
+  }
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, parity_batch_kernel,
                                                        kThreadsPerBlock, 0);
 }

@@ -26,7 +26,8 @@
 // The host picks inputs and the two coefficients per row for each failure pattern, following
 // H. P. Anvin, "The mathematics of RAID-6" (see kernel_batch.cpp); the body does no
 // per-stripe algebra, only XORs, multiplies by g (bitwise, four bytes at a time, no table) and at
-// most two multiplies by an arbitrary constant per output byte (log/exp tables).
+// most two multiplies by an arbitrary constant per output byte (log/exp tables, or table-free
+// bit-serial: GfMul).
 //
 // Aliasing: outputs must not overlap any input or each other; inputs may alias each other.
 #pragma once
@@ -102,6 +103,47 @@ GRAID_HD inline std::uint32_t gf_mul_x4(const GfTables& t, std::uint32_t v, std:
   return r;
 }
 
+// Multiplies the four bytes of `v` by the constant c without a table: the bits of c select which
+// of v, v*g, v*g^2, .. v*g^7 to XOR in. c is the same for every lane of a stripe, so the branch
+// does not diverge on a GPU; the cost is 8 SWAR doublings instead of 8 table lookups.
+GRAID_HD constexpr std::uint32_t gf_mul_x4_bitserial(std::uint32_t v, std::uint8_t c) {
+  if (c == 0) return 0;
+  if (c == 1) return v;
+  std::uint32_t r = 0;
+  for (unsigned bit = 0; bit < 8; ++bit) {
+    if ((c >> bit) & 1u) r ^= v;
+    v = gf_mul2_x4(v);
+  }
+  return r;
+}
+
+// How the bodies multiply by reconstruct's arbitrary constants (encode and verify multiply only by
+// 0, 1 and g, which need neither). Both give identical bytes; which is faster on a GPU is for
+// cuda_bench to measure (kernel/rec2 vs kernel/rec2_bitserial).
+enum class GfMul : std::uint8_t {
+  kLogExp,     // log/exp tables (in shared memory on the GPU): two lookups per byte
+  kBitSerial,  // no table: gf_mul_x4_bitserial
+};
+
+template <GfMul M>
+GRAID_HD inline std::uint32_t gf_mul_word(const GfTables& t, std::uint32_t v, std::uint8_t c,
+                                          unsigned log_c) {
+  if constexpr (M == GfMul::kBitSerial) {
+    return gf_mul_x4_bitserial(v, c);
+  } else {
+    return gf_mul_x4(t, v, c, log_c);
+  }
+}
+
+template <GfMul M>
+GRAID_HD inline std::uint8_t gf_mul_byte(const GfTables& t, std::uint8_t c, std::uint8_t v) {
+  if constexpr (M == GfMul::kBitSerial) {
+    return static_cast<std::uint8_t>(gf_mul_x4_bitserial(v, c));
+  } else {
+    return gf_mul(t, c, v);
+  }
+}
+
 // ---- the batch descriptor ------------------------------------------------------------------
 
 enum KernelStripeFlags : std::uint8_t {
@@ -166,6 +208,7 @@ GRAID_HD inline void store_lane16(std::uint8_t* p, const Lane16& v) {
 
 // 16 bytes at `offset` of stripe `s`, every pointer 16-byte aligned (kAligned16) and the lane
 // wholly inside len.
+template <GfMul M>
 GRAID_HD inline void run_lane16(const KernelStripe& s, const GfTables& t, std::uint64_t offset,
                                 std::uint32_t* mismatch) {
   const bool need_q = (s.flags & kNeedQ) != 0;
@@ -200,7 +243,7 @@ GRAID_HD inline void run_lane16(const KernelStripe& s, const GfTables& t, std::u
     const unsigned log_q = t.log[cq];
     Lane16 v;
     for (int w = 0; w < 4; ++w)
-      v.w[w] = gf_mul_x4(t, sp.w[w], cp, log_p) ^ gf_mul_x4(t, sq.w[w], cq, log_q);
+      v.w[w] = gf_mul_word<M>(t, sp.w[w], cp, log_p) ^ gf_mul_word<M>(t, sq.w[w], cq, log_q);
     if (s.flags & kCompare) {
       const Lane16 have = load_lane16(s.out[r] + offset);
       for (int w = 0; w < 4; ++w) {
@@ -214,6 +257,7 @@ GRAID_HD inline void run_lane16(const KernelStripe& s, const GfTables& t, std::u
 
 // `width` (<= kLaneBytes) bytes at `offset`, one byte at a time: the tail of a length that is
 // not a multiple of 16, or pointers that are not 16-byte aligned.
+template <GfMul M>
 GRAID_HD inline void run_lane_bytes(const KernelStripe& s, const GfTables& t, std::uint64_t offset,
                                     std::uint32_t width, std::uint32_t* mismatch) {
   const bool need_q = (s.flags & kNeedQ) != 0;
@@ -230,8 +274,8 @@ GRAID_HD inline void run_lane_bytes(const KernelStripe& s, const GfTables& t, st
     if (s.p_in != nullptr) sp ^= s.p_in[o];
     if (s.q_in != nullptr) sq ^= s.q_in[o];
     for (unsigned r = 0; r < s.rows; ++r) {
-      const std::uint8_t v =
-          static_cast<std::uint8_t>(gf_mul(t, s.coef[r][0], sp) ^ gf_mul(t, s.coef[r][1], sq));
+      const std::uint8_t v = static_cast<std::uint8_t>(gf_mul_byte<M>(t, s.coef[r][0], sp) ^
+                                                       gf_mul_byte<M>(t, s.coef[r][1], sq));
       if (s.flags & kCompare) {
         if (s.out[r][o] != v) *mismatch = 1;
       } else {
@@ -243,12 +287,13 @@ GRAID_HD inline void run_lane_bytes(const KernelStripe& s, const GfTables& t, st
 
 // The body over (stripe, byte offset, width): wide loads where the lane is full and aligned,
 // bytes otherwise.
+template <GfMul M>
 GRAID_HD inline void run_lane(const KernelStripe& s, const GfTables& t, std::uint64_t offset,
                               std::uint32_t width, std::uint32_t* mismatch) {
   if (width == kLaneBytes && (s.flags & kAligned16)) {
-    run_lane16(s, t, offset, mismatch);
+    run_lane16<M>(s, t, offset, mismatch);
   } else {
-    run_lane_bytes(s, t, offset, width, mismatch);
+    run_lane_bytes<M>(s, t, offset, width, mismatch);
   }
 }
 
@@ -269,7 +314,8 @@ GRAID_HD inline std::uint32_t stripe_of_tile(const KernelBatch& b, std::uint64_t
 }
 
 // What thread `lane` (< kTileLanes) of the block working on `tile` does. REQUIRES: tile <
-// b.tile_count.
+// b.tile_count. `t` is only read with GfMul::kLogExp.
+template <GfMul M = GfMul::kLogExp>
 GRAID_HD inline void run_tile_lane(const KernelBatch& b, const GfTables& t, std::uint64_t tile,
                                    std::uint32_t lane) {
   const std::uint32_t s = stripe_of_tile(b, tile);
@@ -279,7 +325,7 @@ GRAID_HD inline void run_tile_lane(const KernelBatch& b, const GfTables& t, std:
   if (offset >= stripe.len) return;
   const std::uint64_t left = stripe.len - offset;
   const std::uint32_t width = left < kLaneBytes ? static_cast<std::uint32_t>(left) : kLaneBytes;
-  run_lane(stripe, t, offset, width, &b.mismatch[s]);
+  run_lane<M>(stripe, t, offset, width, &b.mismatch[s]);
 }
 
 }  // namespace graid::kernels

@@ -14,6 +14,8 @@
 //   kernel/...       the parity kernel alone on device-resident stripes (~256 MiB of chunks per
 //                    launch), CUDA-event timed. GBps = bytes the kernel reads + writes per second;
 //                    ratio_d2d = GBps / baseline d2d GB/s (target >= 0.8, DESIGN.md §4).
+//                    kernel/rec2_pq_bitserial/...: the same reconstruct with the table-free
+//                    constant multiply (GfMul::kBitSerial) instead of log/exp in shared memory.
 //   e2e/cuda/...     ParityBackend::execute() on stripes in registered (pinned) host memory:
 //                    copies in, kernel, copies out, wait. Wall time. in_GBps = input bytes moved
 //                    to the device per second; ratio_h2d = in_GBps / baseline h2d GB/s (target
@@ -32,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graid/buffer.h"
@@ -138,7 +141,15 @@ void baseline_h2d(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBaselineBytes));
 }
 
-void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t len) {
+// `gf`: how the kernel multiplies by reconstruct's constants (names end in _bitserial for
+// GfMul::kBitSerial; encode and verify do not multiply by constants, so only rec2 differs).
+std::string kernel_name(Op op, std::uint32_t k, std::size_t len, kernels::GfMul gf) {
+  return fmt::format("kernel/{}{}/k:{}/chunk:{}K", op_name(op),
+                     gf == kernels::GfMul::kBitSerial ? "_bitserial" : "", k, len / 1024);
+}
+
+void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t len,
+                 kernels::GfMul gf) {
   Shared& s = shared();
   const Shape sh = shape_of(op);
   const std::uint32_t chunks = k + (sh.scheme == ParityScheme::kPQ ? 2 : 1);
@@ -152,7 +163,7 @@ void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t le
   }
   double seconds = 0;
   for (auto _ : state) {
-    Result<double> t = s.device->time_kernel(5);
+    Result<double> t = s.device->time_kernel(5, gf);
     if (!t.is_ok()) {
       state.SkipWithError(t.status().to_string().c_str());
       return;
@@ -165,8 +176,7 @@ void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t le
   state.counters["GBps"] = gbps;
   state.counters["ratio_d2d"] = gbps / s.base.d2d_gbps;
   state.counters["stripes"] = stripes;
-  s.summary[fmt::format("kernel/{}/k:{}/chunk:{}K ratio_d2d", op_name(op), k, len / 1024)] =
-      gbps / s.base.d2d_gbps;
+  s.summary[kernel_name(op, k, len, gf) + " ratio_d2d"] = gbps / s.base.d2d_gbps;
 }
 
 // `batch` stripes of the op's shape, laid out in the registered pool (coloured like the engine's
@@ -248,12 +258,18 @@ void register_all() {
   Shared& s = shared();
   benchmark::RegisterBenchmark("baseline/d2d", baseline_d2d)->UseManualTime()->Iterations(3);
   benchmark::RegisterBenchmark("baseline/h2d", baseline_h2d)->UseManualTime()->Iterations(3);
-  for (Op op : {Op::kEncP, Op::kEncPQ, Op::kRec2, Op::kVerifyPQ}) {
+  using kernels::GfMul;
+  const std::pair<Op, GfMul> kernel_cases[] = {{Op::kEncP, GfMul::kLogExp},
+                                               {Op::kEncPQ, GfMul::kLogExp},
+                                               {Op::kRec2, GfMul::kLogExp},
+                                               {Op::kRec2, GfMul::kBitSerial},
+                                               {Op::kVerifyPQ, GfMul::kLogExp}};
+  for (const auto& [op, gf] : kernel_cases) {
     for (std::uint32_t k : {4u, 8u, 16u}) {
       for (std::size_t len : {std::size_t{4096}, std::size_t{65536}, std::size_t{1} << 20}) {
         benchmark::RegisterBenchmark(
-            fmt::format("kernel/{}/k:{}/chunk:{}K", op_name(op), k, len / 1024).c_str(),
-            [op, k, len](benchmark::State& st) { kernel_only(st, op, k, len); })
+            kernel_name(op, k, len, gf).c_str(),
+            [op = op, gf = gf, k, len](benchmark::State& st) { kernel_only(st, op, k, len, gf); })
             ->UseManualTime()
             ->Iterations(4)
             ->Unit(benchmark::kMicrosecond);
@@ -338,7 +354,7 @@ int main(int argc, char** argv) {
   s.pool = std::move(pool).value();
   for (std::size_t i = 0; i < s.pool.size(); i += 8)
     s.pool.data()[i] = static_cast<std::byte>(i * 2654435761u >> 13);
-  if (Status st = s.cuda->register_host_memory(s.pool.span()); !st.is_ok()) {
+  if (Status st = s.cuda->add_region(s.pool.span()); !st.is_ok()) {
     std::fprintf(stderr, "cuda_bench: %s\n", st.to_string().c_str());
     return 1;
   }

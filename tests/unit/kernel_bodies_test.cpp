@@ -92,9 +92,10 @@ void encode_with_ref(StripeBuffers& s, ParityScheme scheme, std::uint32_t k, std
   ASSERT_TRUE(make_ref_backend()->execute(std::span(&job, 1)).is_ok());
 }
 
-class KernelBodies : public ::testing::Test {
+// Every body test runs with both ways of multiplying by a constant (GfMul).
+class KernelBodies : public ::testing::TestWithParam<GfMul> {
  protected:
-  std::unique_ptr<ParityBackend> kern_ = make_kernel_host_backend();
+  std::unique_ptr<ParityBackend> kern_ = make_kernel_host_backend(GetParam());
   std::unique_ptr<ParityBackend> ref_ = make_ref_backend();
 
   // Runs the twin's job on both backends and compares every byte and parity_ok.
@@ -135,6 +136,16 @@ TEST(KernelGf, WordMultipliesMatchByteMultiplies) {
             << "c=" << c << " a=" << a << " lane " << b;
       }
     }
+    for (unsigned a = 0; a < 256; a += 1) {
+      const std::uint32_t v =
+          a | ((a ^ 0xa5u) << 8) | (((a * 13u) & 0xffu) << 16) | (((a + 77u) & 0xffu) << 24);
+      const std::uint32_t got = gf_mul_x4_bitserial(v, cc);
+      for (unsigned b = 0; b < 4; ++b) {
+        const auto byte = static_cast<std::uint8_t>(v >> (8 * b));
+        ASSERT_EQ(static_cast<std::uint8_t>(got >> (8 * b)), gf256::mul(cc, byte))
+            << "bit-serial c=" << c << " a=" << a << " lane " << b;
+      }
+    }
     const auto x = static_cast<std::uint8_t>(c);
     ASSERT_EQ(gf_mul2(x), gf256::mul(2, x)) << c;
     ASSERT_EQ(gf_mul(kHostGfTables, x, 0x8e), gf256::mul(x, 0x8e)) << c;
@@ -156,7 +167,7 @@ const std::vector<std::size_t>& lengths() {
   return l;
 }
 
-TEST_F(KernelBodies, EncodeEveryKAndLength) {
+TEST_P(KernelBodies, EncodeEveryKAndLength) {
   for (ParityScheme scheme : {ParityScheme::kP, ParityScheme::kPQ}) {
     for (std::uint32_t k = kMinDataChunks; k <= kMaxDataChunks; ++k) {
       for (std::size_t len : lengths()) {
@@ -193,7 +204,7 @@ void KernelBodies::reconstruct_case(ParityScheme scheme, std::uint32_t k, std::s
   EXPECT_TRUE(same_stripes(t.kern, original)) << what << " (against the original stripe)";
 }
 
-TEST_F(KernelBodies, Raid5EveryFailure) {
+TEST_P(KernelBodies, Raid5EveryFailure) {
   for (std::uint32_t k : {2u, 3u, 5u, 8u, 16u, 31u}) {
     for (std::size_t len : {std::size_t{1}, std::size_t{33}, std::size_t{4096 + 17}}) {
       for (std::uint32_t m = 0; m <= k; ++m) {
@@ -204,7 +215,7 @@ TEST_F(KernelBodies, Raid5EveryFailure) {
   }
 }
 
-TEST_F(KernelBodies, Raid6EverySingleFailure) {
+TEST_P(KernelBodies, Raid6EverySingleFailure) {
   for (std::uint32_t k : {2u, 4u, 9u, 31u}) {
     for (std::uint32_t m = 0; m < k + 2; ++m) {
       reconstruct_case(ParityScheme::kPQ, k, 4096 + 70, {static_cast<std::uint8_t>(m)}, k * 17 + m);
@@ -212,7 +223,7 @@ TEST_F(KernelBodies, Raid6EverySingleFailure) {
   }
 }
 
-TEST_F(KernelBodies, Raid6EveryFailurePair) {
+TEST_P(KernelBodies, Raid6EveryFailurePair) {
   // All four kinds of pair (data/data, data/P, data/Q, P/Q), both orders of `missing`.
   for (std::uint32_t k : {2u, 3u, 4u, 7u, 12u, 31u}) {
     const std::size_t len = k >= 12 ? 161 : 4096 + 33;  // k=31 has 528 pairs: keep them short
@@ -227,7 +238,7 @@ TEST_F(KernelBodies, Raid6EveryFailurePair) {
   }
 }
 
-TEST_F(KernelBodies, Raid6PairsAtLaneAndTileEdges) {
+TEST_P(KernelBodies, Raid6PairsAtLaneAndTileEdges) {
   for (std::size_t len : {std::size_t{16}, std::size_t{17}, std::size_t{4095}, std::size_t{8192},
                           std::size_t{8192 + 15}}) {
     reconstruct_case(ParityScheme::kPQ, 6, len, {1, 4}, len);
@@ -238,7 +249,7 @@ TEST_F(KernelBodies, Raid6PairsAtLaneAndTileEdges) {
 
 // ---- verify ----------------------------------------------------------------------------------
 
-TEST_F(KernelBodies, VerifyDetectsEveryCorruptionPlace) {
+TEST_P(KernelBodies, VerifyDetectsEveryCorruptionPlace) {
   for (ParityScheme scheme : {ParityScheme::kP, ParityScheme::kPQ}) {
     for (std::uint32_t k : {2u, 5u, 31u}) {
       const std::size_t len = 4096 + 37;  // wide lanes and a byte tail
@@ -314,7 +325,7 @@ RandomJob random_job(std::mt19937_64& rng) {
   return j;
 }
 
-TEST_F(KernelBodies, MixedShapeBatchesInOneLaunch) {
+TEST_P(KernelBodies, MixedShapeBatchesInOneLaunch) {
   std::mt19937_64 rng(4242);
   for (int round = 0; round < 6; ++round) {
     const int n = 1 + static_cast<int>(rng() % 40);
@@ -347,7 +358,7 @@ TEST_F(KernelBodies, MixedShapeBatchesInOneLaunch) {
   }
 }
 
-TEST_F(KernelBodies, BatchJobsMayShareSourceChunks) {
+TEST_P(KernelBodies, BatchJobsMayShareSourceChunks) {
   // Two encodes reading the same data chunks (e.g. one zero page), writing different parity.
   Result<StripeBuffers> made = StripeBuffers::make(8, 4096 + 16);
   ASSERT_TRUE(made.is_ok());
@@ -369,7 +380,7 @@ TEST_F(KernelBodies, BatchJobsMayShareSourceChunks) {
   EXPECT_TRUE(check.parity_ok);
 }
 
-TEST_F(KernelBodies, InvalidJobFailsTheBatchBeforeAnyWrite) {
+TEST_P(KernelBodies, InvalidJobFailsTheBatchBeforeAnyWrite) {
   Twin good(ParityOp::kEncode, ParityScheme::kP, 4, 256, 1);
   Twin bad(ParityOp::kEncode, ParityScheme::kP, 4, 256, 2);
   bad.kern_job.k = 1;
@@ -382,6 +393,12 @@ TEST_F(KernelBodies, InvalidJobFailsTheBatchBeforeAnyWrite) {
 }
 
 // ---- descriptor and indexing -----------------------------------------------------------------
+
+std::string gf_name(const ::testing::TestParamInfo<GfMul>& p) {
+  return p.param == GfMul::kLogExp ? "LogExp" : "BitSerial";
+}
+INSTANTIATE_TEST_SUITE_P(Gf, KernelBodies, ::testing::Values(GfMul::kLogExp, GfMul::kBitSerial),
+                         gf_name);
 
 TEST(KernelDescriptor, TilesMapToTheirStripes) {
   KernelBatchBuilder builder;
