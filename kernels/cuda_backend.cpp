@@ -179,7 +179,7 @@ class CudaBackendImpl final : public CudaBackend {
     return s;
   }
 
-  Status register_host_memory(std::span<std::byte> region) override {
+  Status add_region(std::span<std::byte> region) override {
     if (region.empty()) return Status(Errc::kInvalidArgument, "empty region");
     if (dead()) return Status(Errc::kUnsupported, "cuda backend is dead");
     std::unique_lock lock(regions_mu_);
@@ -211,6 +211,17 @@ class CudaBackendImpl final : public CudaBackend {
     std::sort(regions_.begin(), regions_.end(),
               [](const HostRegion& x, const HostRegion& y) { return x.begin < y.begin; });
     return Status::ok();
+  }
+
+  void remove_region(std::span<std::byte> region) noexcept override {
+    std::unique_lock lock(regions_mu_);  // no execute() is using it (they hold it shared)
+    const auto b = reinterpret_cast<std::uintptr_t>(region.data());
+    for (auto it = regions_.begin(); it != regions_.end(); ++it) {
+      if (it->begin == b) {
+        regions_.erase(it);  // ~HostRegion unregisters
+        return;
+      }
+    }
   }
 
   Status execute(std::span<StripeJob> jobs) override {
@@ -410,7 +421,7 @@ class CudaBackendImpl final : public CudaBackend {
     batch.stripe_count = static_cast<std::uint32_t>(n);
     batch.tile_count = slot.builder.tile_count();
     GRAID_RETURN_IF_ERROR(step("launch", transient, [&] {
-      return kernels::launch_parity_batch(batch, max_blocks_, stream);
+      return kernels::launch_parity_batch(batch, max_blocks_, stream, options_.gf_mul);
     }));
 
     // Outputs and flags out.

@@ -10,7 +10,7 @@
 //   2. lay the batch out in a device arena: descriptors, tile prefix, verify flags, one region
 //      per chunk read or written;
 //   3. host-to-device copies on one of a few streams: straight from the caller's memory when it
-//      was registered (register_host_memory: pinned once, DMA without a CPU copy), else through a
+//      was registered (add_region: pinned once, DMA without a CPU copy), else through a
 //      pinned staging buffer (one CPU memcpy per chunk);
 //   4. one kernel launch for the whole batch; device-to-host copies of the outputs and flags;
 //   5. wait on the stream (blocking sync, not spinning: host CPU per GB is a target).
@@ -35,8 +35,10 @@
 #include <string_view>
 #include <vector>
 
+#include "graid/host_memory.h"
 #include "graid/parity.h"
 #include "graid/status.h"
+#include "kernels/parity_kernels.h"
 
 namespace graid {
 
@@ -79,6 +81,9 @@ struct CudaBackendOptions {
   // a few microseconds of latency, saves a host core per waiting thread.
   bool blocking_sync = true;
   bool fallback_to_cpu = true;
+  // How the kernel multiplies by reconstruct's constants (see parity_kernels.h); identical bytes
+  // either way, speed measured by cuda_bench (kernel/rec2 vs kernel/rec2_bitserial).
+  kernels::GfMul gf_mul = kernels::GfMul::kLogExp;
   // Largest device arena one stream may hold; a bigger batch is run in pieces.
   std::size_t max_arena_bytes = std::size_t{512} << 20;
   // Test seam: called before each checked CUDA step with its name ("h2d", "launch", "d2h",
@@ -97,12 +102,13 @@ struct CudaBackendStats {
   std::uint64_t staged_bytes = 0;  // bytes the CPU copied through pinned staging
 };
 
-class CudaBackend : public ParityBackend {
+// As a HostMemoryRegistry (ArrayOptions::host_memory), add_region() pins caller memory once
+// (cudaHostRegister, mapped), e.g. a slab of the engine's staging buffers, so chunks inside it
+// move by DMA without a staging copy; remove_region() unpins it. Regions may not overlap. Memory
+// still registered when the backend is destroyed is unregistered then, so it must stay alive
+// until remove_region() or the backend's destruction.
+class CudaBackend : public ParityBackend, public HostMemoryRegistry {
  public:
-  // Pins (cudaHostRegister, mapped) caller memory once, e.g. the engine's I/O buffer pool, so
-  // chunks inside it move by DMA without a staging copy. The memory must stay alive until the
-  // backend is destroyed, which unregisters it.
-  virtual Status register_host_memory(std::span<std::byte> region) = 0;
   // True once a sticky CUDA error has sent the backend to the cpu for good.
   virtual bool dead() const noexcept = 0;
   virtual const CudaDeviceInfo& device_info() const noexcept = 0;

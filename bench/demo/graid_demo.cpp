@@ -176,6 +176,7 @@ bool demo(RaidLevel level, std::uint32_t n, const std::string& dir, ParityBacken
   create.name = "demo-" + name;
   ArrayOptions options;
   options.parity = &parity;
+  options.host_memory = dynamic_cast<HostMemoryRegistry*>(&parity);  // cuda pins staging slabs
   auto array = Array::create(std::move(*members), create, options);
   if (!array) {
     std::printf("   create failed: %s\n", array.status().to_string().c_str());

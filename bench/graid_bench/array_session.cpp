@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "graid/array.h"
+#include "graid/host_memory.h"
 #include "graid/member.h"
 #include "graid/parity.h"
 #include "kernels/batcher.h"
@@ -70,6 +71,9 @@ Result<std::unique_ptr<ArraySession>> ArraySession::create(const ArraySpec& spec
   ArrayOptions options;
   options.parity = impl->parity.get();
   options.async_parity = impl->batcher_parity.get();
+  // A backend that pins host memory (cuda) gets the engine's staging slabs, once each.
+  options.host_memory = dynamic_cast<HostMemoryRegistry*>(
+      impl->device_backend ? impl->device_backend.get() : impl->parity.get());
   auto array = Array::create(std::move(members), create, options, spec.force);
   if (!array.is_ok()) return array.status();
   impl->array = std::move(*array);

@@ -268,6 +268,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   auto state = std::make_unique<State>(*geometry);
   state->parity = options.parity;
   state->async_parity = options.async_parity;
+  state->host_memory = options.host_memory;
   state->bitmap_clear_interval = options.bitmap_clear_interval;
   state->data_offset = data_offset;
   state->data_size = data_size;
@@ -370,6 +371,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   auto state = std::make_unique<State>(*geometry);
   state->parity = options.parity;
   state->async_parity = options.async_parity;
+  state->host_memory = options.host_memory;
   state->bitmap_clear_interval = options.bitmap_clear_interval;
   if (geometry->parity_strips() > 0 && options.parity == nullptr) {
     return make_error(Errc::kInvalidArgument, "{} needs a parity backend",

@@ -110,7 +110,8 @@ class FlushOp {
   }
 };
 
-ArrayQueue::Impl::Impl(Array::State& state, IoContext& context) : array(state), ctx(context) {
+ArrayQueue::Impl::Impl(Array::State& state, IoContext& context)
+    : array(state), ctx(context), buffers(state.host_memory) {
   kick_task.q = this;
   parity_task.q = this;
   parity_done_cb.q = this;

@@ -66,8 +66,8 @@ class StripeOp final : public Task {
     std::uint32_t a = 0, b = 0;  // row range inside each strip
     WritePlan plan;
     std::uint64_t touched = 0, full = 0;
-    std::array<AlignedBuffer, kMaxStripeChunks> image;  // data images, then P/Q outputs
-    std::array<AlignedBuffer, kMaxStripeChunks> old;    // RMW: old data/parity
+    std::array<PoolBuffer, kMaxStripeChunks> image;  // data images, then P/Q outputs
+    std::array<PoolBuffer, kMaxStripeChunks> old;    // RMW: old data/parity
     // Where chunk c's new contents are: image[c], or for a strip that one write piece covers
     // alone over the whole extent, the caller's own buffer (no copy).
     std::array<std::byte*, kMaxStripeChunks> data{};
@@ -83,7 +83,7 @@ class StripeOp final : public Task {
   void start_compute();      // degraded plans: reconstruct the dead chunks
   void after_reconstruct();  // degraded reads: copy out; writes: images, then encode
   void after_encode();       // bitmap, then member writes
-  Status ensure(AlignedBuffer& b, std::uint32_t len);
+  Status ensure(PoolBuffer& b, std::uint32_t len);
   void issue_writes();
   void issue_mirror_writes();
   void issue_punches();

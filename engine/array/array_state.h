@@ -24,10 +24,11 @@ namespace graid {
 struct Array::State {
   Geometry geometry;
   ParityBackend* parity = nullptr;
-  AsyncParity* async_parity = nullptr;  // optional: batches complete later (GPU)
-  std::uint64_t data_offset = 0;        // member byte where the data area starts
-  std::uint64_t data_size = 0;          // member data bytes in use (whole stripes)
-  std::uint64_t capacity = 0;           // array data bytes
+  AsyncParity* async_parity = nullptr;        // optional: batches complete later (GPU)
+  HostMemoryRegistry* host_memory = nullptr;  // optional: told about staging slabs
+  std::uint64_t data_offset = 0;              // member byte where the data area starts
+  std::uint64_t data_size = 0;                // member data bytes in use (whole stripes)
+  std::uint64_t capacity = 0;                 // array data bytes
 
   // Indexed by member slot; null where assembly found no device for the slot.
   std::vector<std::unique_ptr<MemberDevice>> members;

@@ -219,7 +219,7 @@ void StripeOp::issue_reads() {
     for (std::uint64_t m = e.plan.reads; m != 0; m &= m - 1) {
       const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
       const bool into_old = e.plan.kind == WritePlanKind::kReadModifyWrite;
-      AlignedBuffer& dst = into_old ? e.old[c] : e.image[c];
+      PoolBuffer& dst = into_old ? e.old[c] : e.image[c];
       auto buf = q_.buffers.get(len);
       if (!buf) {
         finish(buf.status());
@@ -320,8 +320,9 @@ void StripeOp::overlay_new_data(Extent& e) {
   }
 }
 
-Status StripeOp::ensure(AlignedBuffer& b, std::uint32_t len) {
+Status StripeOp::ensure(PoolBuffer& b, std::uint32_t len) {
   if (b.size() >= len) return Status::ok();
+  q_.buffers.put(std::move(b));
   auto buf = q_.buffers.get(len);
   if (!buf) return buf.status();
   b = std::move(*buf);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "array_harness.h"
+#include "recording_registry.h"
 #ifdef GRAID_MODEL_TEST_CUDA
 #include "kernels/cuda_backend.h"
 #endif
@@ -65,6 +66,7 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
     // The same test through the cuda backend (label gpu): skipped loudly without a device.
     auto cuda = make_cuda_backend();
     if (!cuda.is_ok()) GTEST_SKIP() << "cuda backend unavailable: " << cuda.status().to_string();
+    host_memory_ = cuda->get();  // the engine's staging slabs are pinned for DMA
     parity_ = std::move(*cuda);
 #else
     parity_ = std::move(*make_parity_backend("cpu"));
@@ -80,6 +82,7 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
     create.bitmap_region_bytes = 1u << 20;
     ArrayOptions options;
     options.parity = parity_.get();
+    options.host_memory = host_memory_;
 #ifdef GRAID_MODEL_TEST_ASYNC
     // Parity through an asynchronous engine on another thread (as the GPU batcher works), with
     // every 5th batch failing so the queue's redo path is exercised too.
@@ -216,6 +219,8 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
 
   std::uint64_t seed_ = 0;
   ArrayFiles files_;
+  RecordingRegistry registry_;  // outlives the array and its queues
+  HostMemoryRegistry* host_memory_ = &registry_;
   std::unique_ptr<ParityBackend> parity_;
   std::unique_ptr<ThreadedAsyncParity> async_;  // destroyed after the array
 #ifdef GRAID_MODEL_TEST_BATCHER
@@ -272,10 +277,19 @@ TEST_P(ArrayModelTest, RandomConcurrentIoWithFailuresAndReassembly) {
 
   ASSERT_TRUE(array_->stop().is_ok());
   array_.reset();
+  // Every queue is gone: each staging slab it announced has been withdrawn, once.
+  EXPECT_EQ(registry_.errors(), "");
+  EXPECT_EQ(registry_.live(), 0u);
+  EXPECT_EQ(registry_.removed(), registry_.added());
+  if (host_memory_ == &registry_ &&
+      (s.level == RaidLevel::kRaid5 || s.level == RaidLevel::kRaid6)) {
+    EXPECT_GT(registry_.added(), 0u) << "parity levels stage through the pool's slabs";
+  }
   auto devs = files_.open(s.members, member_bytes_, /*create=*/false);
   ASSERT_TRUE(devs.is_ok()) << devs.status().to_string();
   ArrayOptions options;
   options.parity = parity_.get();
+  options.host_memory = host_memory_;
   options.async_parity = async_.get();
 #ifdef GRAID_MODEL_TEST_BATCHER
   options.async_parity = batcher_parity_.get();

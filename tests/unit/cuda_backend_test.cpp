@@ -124,7 +124,7 @@ std::unique_ptr<Pool> registered_pool(CudaBackend& backend) {
   EXPECT_TRUE(buf.is_ok());
   if (!buf.is_ok()) return nullptr;
   pool->buf = std::move(buf).value();
-  const Status st = backend.register_host_memory(pool->buf.span());
+  const Status st = backend.add_region(pool->buf.span());
   EXPECT_TRUE(st.is_ok()) << st.to_string();
   return st.is_ok() ? std::move(pool) : nullptr;
 }
@@ -249,6 +249,49 @@ TEST_F(CudaMapped, MappedMemoryBatchesMatchRef) {
     }
   }
   EXPECT_EQ(backend_->stats().cpu_batches, 0u);
+}
+
+class CudaBitSerial : public CudaDevice {
+  CudaBackendOptions options() override {
+    CudaBackendOptions o;
+    o.gf_mul = kernels::GfMul::kBitSerial;
+    return o;
+  }
+};
+
+TEST_F(CudaBitSerial, TableFreeMultiplyBatchesMatchRef) {
+  random_batches(*backend_, 12, 5);
+  EXPECT_EQ(backend_->stats().cpu_batches, 0u);
+}
+
+TEST_F(CudaDevice, RemovedRegionIsStagedAgain) {
+  pool_ = registered_pool(*backend_);
+  ASSERT_NE(pool_, nullptr);
+  Pool* pool = pool_.get();
+  std::mt19937_64 rng(44);
+  auto run_pooled = [&](std::uint64_t seed) -> std::uint64_t {
+    pool->used = 0;
+    std::vector<std::unique_ptr<Case>> cases;
+    std::vector<StripeJob> jobs;
+    for (int i = 0; i < 8; ++i) {
+      cases.push_back(random_case(rng, seed + i));
+      EXPECT_TRUE(pool->place(*cases.back()));
+      jobs.push_back(cases.back()->dev_job);
+    }
+    const std::uint64_t staged_before = backend_->stats().staged_bytes;
+    EXPECT_TRUE(backend_->execute(jobs).is_ok());
+    for (int i = 0; i < 8; ++i) {
+      Pool::copy_back(*cases[i]);
+      cases[i]->dev_job.parity_ok = jobs[i].parity_ok;
+      EXPECT_TRUE(matches_ref(*cases[i])) << "job " << i;
+    }
+    return backend_->stats().staged_bytes - staged_before;
+  };
+  EXPECT_EQ(run_pooled(5000), 0u) << "registered chunks move by DMA, not through staging";
+  backend_->remove_region(pool->buf.span());
+  EXPECT_GT(run_pooled(6000), 0u) << "after removal the same memory is staged";
+  // Registering it again is accepted (it was really unregistered).
+  EXPECT_TRUE(backend_->add_region(pool->buf.span()).is_ok());
 }
 
 class CudaSmallArena : public CudaDevice {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "graid/geometry.h"
+#include "graid/host_memory.h"
 #include "graid/member.h"
 #include "graid/parity.h"
 #include "graid/status.h"
@@ -144,6 +145,9 @@ struct ArrayOptions {
   // Optional asynchronous parity (not owned; must outlive the array). `parity` stays required:
   // it redoes batches the asynchronous engine fails.
   AsyncParity* async_parity = nullptr;
+  // Optional (not owned; must outlive the array): told about every slab of stripe staging memory
+  // the array's queues allocate, and when it is freed, so a GPU backend can pin it once.
+  HostMemoryRegistry* host_memory = nullptr;
   // Flushes clear write-intent bits of idle regions at most this often (each clear writes and
   // flushes bitmap pages); after a crash only regions written since their last clear re-sync.
   std::chrono::milliseconds bitmap_clear_interval{500};
