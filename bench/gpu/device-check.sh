@@ -17,11 +17,14 @@
 # Steps, each under its own timeout so the whole run stays under 8 minutes:
 #   1. GPU present? (nvidia-smi -L or /dev/nvidia0) else exit 77. nvidia-smi -q into the folder.
 #   2. The carried binaries load? (LD_LIBRARY_PATH=carry/lib; --gtest_list_tests)  ~1 s
+#      If not, again through the carried loader: carry/glibc/ld-linux-x86-64.so.2
+#      --library-path carry/lib:carry/glibc (a GPU machine whose glibc is older)
 #   3. kernel_test (host-run bodies + batcher on this CPU)                          <= 45 s
-#   4. cuda_backend_test, gtest JSON; a skipped device test on a GPU machine is a failure <= 120 s
-#   5. cuda_bench, Google Benchmark JSON + its summary table                       <= 150 s
+#   4. cuda_backend_test, gtest JSON; a skipped device test on a GPU machine is a failure <= 100 s
+#   5. cuda_bench, Google Benchmark JSON + its summary table                       <= 130 s
 #   5b. array_model_cuda_test (the engine model test on the cuda backend)            <= 45 s
-#       graid-bench RAID6 x6, --backend cpu, cuda, cuda --batcher, 2 profiles     <= 3 x 50 s
+#       graid-bench RAID6 x6, --backend cpu, cuda, cuda --batcher, 2 profiles     <= 3 x 30 s
+#       graid-bench --backend cuda, every profile, --verify after each            <= 60 s
 #   6. Only if step 2 failed: build bench/gpu/fallback_check.cu with nvcc (the real kernel, no
 #      other dependency) and run it: correctness of encode/reconstruct/verify and
 #      kernel-vs-memcpy ratios as JSON lines                                        <= 90 s
@@ -29,7 +32,8 @@
 # (*.log, *.json).
 #
 # Testing this script without a GPU: GRAID_DEVICE_CHECK_ASSUME_GPU=1 skips step 1's detection, so
-# the rest runs and must end with the binaries' own "no CUDA device" skips (exit 77).
+# the rest runs and must end with the binaries' own "no CUDA device" skips (exit 77);
+# GRAID_DEVICE_CHECK_FORCE_LOADER=1 also takes step 2's second way (the carried loader and glibc).
 set -u
 
 OUTDIR=${1:-${OUT:-}}
@@ -86,7 +90,11 @@ failed=0
 skipped_on_gpu=0
 
 # ---- 2. do the carried binaries load? ----------------------------------------------------------
-export LD_LIBRARY_PATH="$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# First with this machine's glibc; if they do not start (a glibc older than the build machine's),
+# through the carried loader and glibc. RUN is the prefix every carried binary is started with.
+HOST_LD_PATH=${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH="$CARRY/lib${HOST_LD_PATH:+:$HOST_LD_PATH}"
+RUN=()
 carried_ok=1
 for b in kernel_test cuda_backend_test cuda_bench; do
   if [[ ! -x "$CARRY/bin/$b" ]]; then
@@ -94,20 +102,37 @@ for b in kernel_test cuda_backend_test cuda_bench; do
     carried_ok=0
   fi
 done
+binaries_start() {
+  timeout 30 ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/kernel_test" --gtest_list_tests \
+    >>"$OUTDIR/loader.log" 2>&1 &&
+    timeout 30 ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/cuda_backend_test" --gtest_list_tests \
+      >>"$OUTDIR/loader.log" 2>&1
+}
 if ((carried_ok)); then
-  if ! timeout 30 "$CARRY/bin/kernel_test" --gtest_list_tests >"$OUTDIR/loader.log" 2>&1 ||
-     ! timeout 30 "$CARRY/bin/cuda_backend_test" --gtest_list_tests >>"$OUTDIR/loader.log" 2>&1; then
-    say "carry: binaries do not run here: $(tail -2 "$OUTDIR/loader.log" | tr '\n' ' ')"
-    carried_ok=0
+  : >"$OUTDIR/loader.log"
+  if [[ "${GRAID_DEVICE_CHECK_FORCE_LOADER:-0}" == 1 ]] || ! binaries_start; then
+    loader="$CARRY/glibc/ld-linux-x86-64.so.2"
+    if [[ -x "$loader" ]]; then
+      say "carry: binaries do not start with this machine's glibc; trying the carried loader"
+      RUN=("$loader" --library-path "$CARRY/lib:$CARRY/glibc${HOST_LD_PATH:+:$HOST_LD_PATH}")
+      binaries_start || carried_ok=0
+    else
+      carried_ok=0
+    fi
+    if ((carried_ok == 0)); then
+      say "carry: binaries do not run here: $(tail -2 "$OUTDIR/loader.log" | tr '\n' ' ')"
+    fi
   fi
 fi
+record carried_loader "$([[ ${#RUN[@]} -gt 0 ]] && echo '"carried glibc"' || echo '"host glibc"')"
 record carried_binaries_run "$([[ $carried_ok == 1 ]] && echo true || echo false)"
 
 # Runs a gtest binary; records passed/failed/skipped counts from its output.
 run_gtest() {
   local name=$1 limit=$2
   shift 2
-  timeout "$limit" "$CARRY/bin/$name" --gtest_output="json:$OUTDIR/$name.json" "$@" \
+  timeout "$limit" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/$name" \
+    --gtest_output="json:$OUTDIR/$name.json" "$@" \
     >"$OUTDIR/$name.log" 2>&1
   local rc=$?
   local passed skipped failed_n
@@ -125,7 +150,7 @@ if ((carried_ok)); then
   # ---- 3. host-run bodies and batcher on this machine's CPU ------------------------------------
   run_gtest kernel_test 45
   # ---- 4. the gpu tests --------------------------------------------------------------------------
-  run_gtest cuda_backend_test 120
+  run_gtest cuda_backend_test 100
   if ((LAST_SKIPPED > 0)); then
     reason=$(grep -m1 'GPU test skipped' "$OUTDIR/cuda_backend_test.log")
     say "cuda_backend_test: device tests skipped: ${reason:-see log}"
@@ -134,7 +159,8 @@ if ((carried_ok)); then
   grep -h '^\[   INFO   \]\|^\[   NOTE   \]' "$OUTDIR/cuda_backend_test.log" | tee -a "$SUMMARY"
   # ---- 5. benchmarks -----------------------------------------------------------------------------
   if ((skipped_on_gpu == 0)); then
-    timeout 150 "$CARRY/bin/cuda_bench" --benchmark_out="$OUTDIR/cuda_bench.json" \
+    timeout 130 ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/cuda_bench" \
+      --benchmark_out="$OUTDIR/cuda_bench.json" \
       --benchmark_out_format=json >"$OUTDIR/cuda_bench.log" 2>&1
     rc=$?
     record cuda_bench "{\"rc\": $rc}"
@@ -149,8 +175,9 @@ if ((carried_ok)); then
     for variant in cpu cuda cuda-batcher; do
       args=(--backend "${variant%-batcher}")
       [[ $variant == *-batcher ]] && args+=(--batcher)
-      timeout 50 "$CARRY/bin/graid-bench" --level 6 --members 6 --strip 64K --dir "$benchdir" \
-        --member-size 512M --profile 4k-randwrite,1m-seqwrite --qd 32 --threads 4 --seconds 3 \
+      timeout 30 ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-bench" --level 6 --members 6 \
+        --strip 64K --dir "$benchdir" \
+        --member-size 512M --profile 4k-randwrite,1m-seqwrite --qd 32 --threads 4 --seconds 2 \
         "${args[@]}" --format json >"$OUTDIR/graid-bench-$variant.json" \
         2>"$OUTDIR/graid-bench-$variant.log"
       rc=$?
@@ -158,6 +185,17 @@ if ((carried_ok)); then
       say "graid-bench ${args[*]}: rc $rc"
       if ((rc != 0)); then failed=1; fi
     done
+    # Every profile through the cuda backend, each followed by a write + read-back check.
+    timeout 60 ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-bench" --level 6 --members 6 \
+      --strip 64K --dir "$benchdir" \
+      --member-size 512M --profile all --qd 32 --threads 4 --seconds 1 --rounds 1 \
+      --backend cuda --verify --verify-bytes 32M >"$OUTDIR/graid-bench-cuda-all.txt" \
+      2>"$OUTDIR/graid-bench-cuda-all.log"
+    rc=$?
+    record graid_bench_cuda_all_profiles "{\"rc\": $rc}"
+    say "graid-bench --backend cuda --profile all --verify: rc $rc"
+    tee -a "$SUMMARY" <"$OUTDIR/graid-bench-cuda-all.txt"
+    if ((rc != 0)); then failed=1; fi
     rm -rf "$benchdir"
   fi
 else

@@ -7,9 +7,10 @@
 #   BUILD=/tmp/b CARRY=/tmp/c JOBS=2 bench/gpu/prepare-carry.sh
 #
 # Built for Hopper only (-DCMAKE_CUDA_ARCHITECTURES=90: the H200) in Release, to keep nvcc time
-# and the carry small. glibc (libc, libm, libpthread, libdl, librt, ld-linux) is never carried: it
-# must be the GPU machine's own. The CUDA runtime is linked statically, so no libcudart.so either;
-# the driver (libcuda.so) is the GPU machine's. The carry must stay under 64 MiB.
+# and the carry small. glibc (libc, libm, libpthread, libdl, librt, ld-linux) does not go into lib/:
+# the binaries first run on the GPU machine's own; a copy of this machine's sits apart in glibc/
+# as a second way to start them (below). The CUDA runtime is linked statically, so no
+# libcudart.so; the driver (libcuda.so) is the GPU machine's. The carry must stay under 64 MiB.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -39,6 +40,17 @@ for b in "${BINARIES[@]}"; do
     esac
   done
 done
+# This machine's glibc, kept apart in glibc/ (never on LD_LIBRARY_PATH: the GPU machine's own
+# loader must not meet a foreign libc). device-check.sh uses it only when the binaries do not
+# start with the GPU machine's glibc (older than the one they were linked against): it then runs
+# them through glibc/ld-linux-x86-64.so.2 --library-path lib:glibc.
+mkdir -p "$CARRY/glibc"
+libdir=$(dirname "$(ldd "$BUILD/tests/unit/kernel_test" | awk '$1 ~ /^libc\.so/ {print $3}')")
+for lib in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1; do
+  if [[ -e "$libdir/$lib" ]]; then cp -L "$libdir/$lib" "$CARRY/glibc/"; fi
+done
+cp -L "$(ldd "$BUILD/tests/unit/kernel_test" | awk '/ld-linux/ {print $1}')" "$CARRY/glibc/"
+
 if ldd "$BUILD/tests/unit/cuda_backend_test" | grep -q libcudart; then
   echo "prepare-carry: cuda_backend_test links libcudart.so dynamically; expected static" >&2
   exit 1
@@ -46,12 +58,12 @@ fi
 {
   echo "built $(date -u +%FT%TZ) on $(hostname) from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
   echo "cuda archs: 90; build type: Release"
-  ls -l "$CARRY/bin" "$CARRY/lib"
+  ls -l "$CARRY/bin" "$CARRY/lib" "$CARRY/glibc"
 } >"$CARRY/MANIFEST"
 
 size_kib=$(du -sk "$CARRY" | cut -f1)
 echo "prepare-carry: $CARRY holds $((size_kib / 1024)) MiB ($size_kib KiB):"
-ls -1 "$CARRY/bin" "$CARRY/lib" | sed 's/^/  /'
+ls -1 "$CARRY/bin" "$CARRY/lib" "$CARRY/glibc" | sed 's/^/  /'
 if ((size_kib > LIMIT_MIB * 1024)); then
   echo "prepare-carry: over ${LIMIT_MIB} MiB: too big to carry" >&2
   exit 1
