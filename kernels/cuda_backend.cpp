@@ -528,7 +528,7 @@ Result<std::unique_ptr<CudaBackend>> make_cuda_backend(CudaBackendOptions option
   Result<CudaDeviceInfo> info = kernels::query_device_info(options.device);
   if (!info.is_ok()) return info.status();
   int per_sm = 0;
-  e = kernels::parity_kernel_blocks_per_sm(&per_sm);
+  e = kernels::parity_kernel_blocks_per_sm(&per_sm, options.gf_mul);
   if (e != cudaSuccess)
     return kernels::cuda_status(e, "occupancy query (no kernel image for this GPU?)");
   const unsigned max_blocks =

@@ -31,9 +31,11 @@ class BenchDevice final : public CudaBenchDevice {
     GRAID_CUDA_TRY(stream_.create(), "cudaStreamCreate");
     GRAID_CUDA_TRY(start_.create(), "cudaEventCreate");
     GRAID_CUDA_TRY(stop_.create(), "cudaEventCreate");
-    int per_sm = 0;
-    GRAID_CUDA_TRY(parity_kernel_blocks_per_sm(&per_sm), "occupancy query");
-    max_blocks_ = static_cast<unsigned>(per_sm * info_.sm_count);
+    for (GfMul gf : {GfMul::kLogExp, GfMul::kBitSerial}) {
+      int per_sm = 0;
+      GRAID_CUDA_TRY(parity_kernel_blocks_per_sm(&per_sm, gf), "occupancy query");
+      max_blocks_[static_cast<int>(gf)] = static_cast<unsigned>(per_sm * info_.sm_count);
+    }
     return Status::ok();
   }
 
@@ -132,8 +134,8 @@ class BenchDevice final : public CudaBenchDevice {
 
   Result<double> time_kernel(int iters, GfMul gf) override {
     if (batch_.stripe_count == 0) return Status(Errc::kInvalidArgument, "no batch prepared");
-    return time_loop(iters,
-                     [&] { return launch_parity_batch(batch_, max_blocks_, stream_.get(), gf); });
+    const unsigned blocks = max_blocks_[static_cast<int>(gf)];
+    return time_loop(iters, [&] { return launch_parity_batch(batch_, blocks, stream_.get(), gf); });
   }
 
  private:
@@ -157,7 +159,7 @@ class BenchDevice final : public CudaBenchDevice {
   CudaDeviceMemory arena_;
   KernelBatch batch_{};
   std::uint64_t bytes_ = 0;
-  unsigned max_blocks_ = 1;
+  std::array<unsigned, 2> max_blocks_{1, 1};  // by GfMul: its resident blocks x SMs
 };
 
 }  // namespace
