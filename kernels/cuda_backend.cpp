@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "copy_runs.h"
 #include "cuda_launch.h"
 #include "cuda_util.h"
 #include "kernel_batch.h"
@@ -23,70 +24,10 @@ bool cuda_backend_compiled() noexcept {
   return true;
 }
 
-namespace kernels {
-
-Result<CudaDeviceInfo> query_device_info(int ordinal) {
-  cudaDeviceProp prop{};
-  cudaError_t e = cudaGetDeviceProperties(&prop, ordinal);
-  if (e != cudaSuccess) return cuda_status(e, "cudaGetDeviceProperties");
-  CudaDeviceInfo info;
-  info.ordinal = ordinal;
-  info.name = prop.name;
-  info.total_memory = prop.totalGlobalMem;
-  info.sm_count = prop.multiProcessorCount;
-  info.compute_major = prop.major;
-  info.compute_minor = prop.minor;
-  info.can_map_host_memory = prop.canMapHostMemory != 0;
-  int value = 0;
-  if (cudaDeviceGetAttribute(&value, cudaDevAttrMemoryClockRate, ordinal) == cudaSuccess)
-    info.memory_clock_khz = value;
-  if (cudaDeviceGetAttribute(&value, cudaDevAttrGlobalMemoryBusWidth, ordinal) == cudaSuccess)
-    info.memory_bus_bits = value;
-  if (cudaDeviceGetAttribute(&value, cudaDevAttrCanUseHostPointerForRegisteredMem, ordinal) ==
-      cudaSuccess)
-    info.host_pointer_for_registered_mem = value != 0;
-  char bus[32] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) == cudaSuccess) info.pci_bus_id = bus;
-  (void)cudaDriverGetVersion(&info.driver_version);
-  (void)cudaRuntimeGetVersion(&info.runtime_version);
-  return info;
-}
-
-Status cuda_status(cudaError_t e, std::string_view what) {
-  return make_error(Errc::kIoError, "CUDA {} failed: {} ({})", what, cudaGetErrorName(e),
-                    cudaGetErrorString(e));
-}
-
-Result<int> cuda_device_count() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    // No driver (libcuda.so absent), driver older than this runtime, no device node...: all
-    // mean "no GPU here", not a bug.
-    return make_error(Errc::kUnsupported, "no CUDA device: {} ({})", cudaGetErrorName(e),
-                      cudaGetErrorString(e));
-  }
-  if (count == 0) return Status(Errc::kUnsupported, "no CUDA device: none visible");
-  return count;
-}
-
-}  // namespace kernels
-
-Result<std::vector<CudaDeviceInfo>> cuda_devices() {
-  Result<int> count = kernels::cuda_device_count();
-  if (!count.is_ok()) return count.status();
-  std::vector<CudaDeviceInfo> out;
-  for (int d = 0; d < *count; ++d) {
-    Result<CudaDeviceInfo> info = kernels::query_device_info(d);
-    if (!info.is_ok()) return info.status();
-    out.push_back(std::move(info).value());
-  }
-  return out;
-}
-
 namespace {
 
 using kernels::ChunkAddrs;
+using kernels::CopyRun;
 using kernels::CudaDeviceMemory;
 using kernels::CudaPinnedMemory;
 using kernels::CudaStream;
@@ -142,6 +83,12 @@ struct Slot {
   KernelBatchBuilder builder;
   std::vector<StripePlan> plans;
   std::vector<ChunkMove> moves;
+  std::vector<ChunkAddrs> addrs;
+  std::vector<CopyRun> runs;  // the copies of one direction, then coalesced
+  // cudaMemcpyBatchAsync's arrays.
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<std::size_t> sizes;
 };
 
 class CudaBackendImpl final : public CudaBackend {
@@ -176,6 +123,7 @@ class CudaBackendImpl final : public CudaBackend {
     s.bytes_to_device = bytes_to_device_.load(std::memory_order_relaxed);
     s.bytes_from_device = bytes_from_device_.load(std::memory_order_relaxed);
     s.staged_bytes = staged_bytes_.load(std::memory_order_relaxed);
+    s.copy_calls = copy_calls_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -312,6 +260,64 @@ class CudaBackendImpl final : public CudaBackend {
     return step("alloc pinned", transient, [&] { return slot.staging.allocate(size); });
   }
 
+  // Issues slot.runs (host address, arena offset, len) in direction `kind` on the slot's stream,
+  // after merging runs contiguous on both sides: one cudaMemcpyBatchAsync for all of them, or one
+  // cudaMemcpyAsync each when batched copies are off or the driver refuses the batch call (then
+  // for good, said once in the log; a refusal is not a device failure).
+  Status issue_copies(Slot& slot, cudaMemcpyKind kind, std::byte* dev, bool& transient) {
+    const std::string_view what = kind == cudaMemcpyHostToDevice ? "h2d" : "d2h";
+    kernels::coalesce_runs(slot.runs);
+    cudaStream_t stream = slot.stream.get();
+    auto dst_of = [&](const CopyRun& r) -> void* {
+      return kind == cudaMemcpyHostToDevice ? static_cast<void*>(dev + r.device_offset)
+                                            : reinterpret_cast<void*>(r.host);
+    };
+    auto src_of = [&](const CopyRun& r) -> const void* {
+      return kind == cudaMemcpyHostToDevice ? reinterpret_cast<const void*>(r.host)
+                                            : static_cast<const void*>(dev + r.device_offset);
+    };
+    if (slot.runs.size() > 1 && batched_copies_.load(std::memory_order_relaxed)) {
+      slot.dsts.clear();
+      slot.srcs.clear();
+      slot.sizes.clear();
+      for (const CopyRun& r : slot.runs) {
+        slot.dsts.push_back(dst_of(r));
+        slot.srcs.push_back(src_of(r));
+        slot.sizes.push_back(r.len);
+      }
+      cudaMemcpyAttributes attr{};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      std::size_t attr_index = 0;
+      cudaError_t e = cudaSuccess;
+      if (options_.fault_hook && options_.fault_hook(what)) {
+        e = cudaErrorLaunchFailure;
+      } else {
+        e = cudaMemcpyBatchAsync(slot.dsts.data(), slot.srcs.data(), slot.sizes.data(),
+                                 slot.runs.size(), &attr, &attr_index, 1, stream);
+      }
+      if (e == cudaSuccess) {
+        copy_calls_.fetch_add(1, std::memory_order_relaxed);
+        return Status::ok();
+      }
+      if (e != cudaErrorInvalidValue && e != cudaErrorNotSupported) {
+        transient = e == cudaErrorMemoryAllocation;
+        return kernels::cuda_status(e, what);
+      }
+      (void)cudaGetLastError();
+      if (batched_copies_.exchange(false)) {
+        spdlog::warn("graid: cudaMemcpyBatchAsync refused ({}); copying chunk by chunk",
+                     cudaGetErrorName(e));
+      }
+    }
+    for (const CopyRun& r : slot.runs) {
+      GRAID_RETURN_IF_ERROR(step(what, transient, [&] {
+        return cudaMemcpyAsync(dst_of(r), src_of(r), r.len, kind, stream);
+      }));
+      copy_calls_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return Status::ok();
+  }
+
   Status run_on_device(Slot& slot, std::span<StripeJob> jobs, bool& transient) {
     GRAID_RETURN_IF_ERROR(
         step("set device", transient, [&] { return cudaSetDevice(info_.ordinal); }));
@@ -324,7 +330,8 @@ class CudaBackendImpl final : public CudaBackend {
     const std::size_t stripes_off = 0;
     const std::size_t tiles_off = align_up(stripes_off + n * sizeof(KernelStripe));
     const std::size_t flags_off = align_up(tiles_off + (n + 1) * sizeof(std::uint64_t));
-    std::size_t cursor = align_up(flags_off + n * sizeof(std::uint32_t));
+    const std::size_t header_end = flags_off + n * sizeof(std::uint32_t);
+    std::size_t cursor = align_up(header_end);
 
     // Mapped mode needs every chunk of the piece registered; otherwise copy.
     bool mapped = options_.transfer == CudaBackendOptions::Transfer::kMapped;
@@ -345,29 +352,39 @@ class CudaBackendImpl final : public CudaBackend {
         slot.moves.push_back(m);
       }
     }
-    // Staged inputs first, so one copy moves the header and all of them.
-    std::size_t staged_end = cursor;
+    // Copy mode: the arena holds, after the header, the staged inputs, the registered inputs,
+    // the staged outputs and the registered outputs, each group in host-address order so that
+    // chunks neighbouring in host memory are neighbours in the arena too and move as one copy.
+    // A staged chunk sits in the staging buffer at its arena offset, so the header and all
+    // staged inputs (and all staged outputs) are contiguous on both sides as well.
     if (!mapped) {
-      for (ChunkMove& m : slot.moves) {
-        if (m.read && m.registered == nullptr) {
-          m.offset = cursor;
-          cursor += align_up(jobs[m.job].len);
+      auto group = [&](auto&& in_group) {
+        slot.runs.clear();
+        for (std::uint32_t i = 0; i < slot.moves.size(); ++i) {
+          const ChunkMove& m = slot.moves[i];
+          if (!in_group(m)) continue;
+          slot.runs.push_back({reinterpret_cast<std::uintptr_t>(jobs[m.job].chunk[m.chunk].data()),
+                               0, jobs[m.job].len, i});
         }
-      }
-      staged_end = cursor;
-      for (ChunkMove& m : slot.moves) {
-        if (!(m.read && m.registered == nullptr)) {
-          m.offset = cursor;
-          cursor += align_up(jobs[m.job].len);
-        }
-      }
+        cursor = kernels::place_runs(slot.runs, cursor, kAlign);
+        for (const CopyRun& r : slot.runs)
+          slot.moves[r.tag].offset = r.device_offset;
+      };
+      group([](const ChunkMove& m) { return m.read && m.registered == nullptr; });
+      group([](const ChunkMove& m) { return m.read && m.registered != nullptr; });
+      group([](const ChunkMove& m) { return !m.read && m.registered == nullptr; });
+      group([](const ChunkMove& m) { return !m.read && m.registered != nullptr; });
     }
     GRAID_RETURN_IF_ERROR(ensure_capacity(slot, cursor, transient));
     std::byte* const dev = slot.arena.get();
     std::byte* const host = slot.staging.get();
+    // Where a move's bytes are on the host side of its copy.
+    auto host_side = [&](const ChunkMove& m) {
+      return m.registered != nullptr ? jobs[m.job].chunk[m.chunk].data() : host + m.offset;
+    };
 
     // Descriptors with device addresses.
-    std::vector<ChunkAddrs> addrs(n);
+    slot.addrs.assign(n, ChunkAddrs{});
     for (const ChunkMove& m : slot.moves) {
       std::uint8_t* a = nullptr;
       const StripeJob& job = jobs[m.job];
@@ -378,40 +395,33 @@ class CudaBackendImpl final : public CudaBackend {
       } else {
         a = reinterpret_cast<std::uint8_t*>(dev + m.offset);
       }
-      addrs[m.job][m.chunk] = a;
+      slot.addrs[m.job][m.chunk] = a;
     }
     slot.builder.clear();
     for (std::uint32_t j = 0; j < n; ++j)
-      slot.builder.add(kernels::materialize(slot.plans[j], addrs[j]));
+      slot.builder.add(kernels::materialize(slot.plans[j], slot.addrs[j]));
     std::memcpy(host + stripes_off, slot.builder.stripes().data(), n * sizeof(KernelStripe));
     std::memcpy(host + tiles_off, slot.builder.tile_begin().data(),
                 (n + 1) * sizeof(std::uint64_t));
     std::memset(host + flags_off, 0, n * sizeof(std::uint32_t));
 
-    // Inputs in.
+    // Inputs in: the header, then every chunk read (staged ones through the staging buffer).
     std::uint64_t staged = 0;
-    std::uint64_t to_device = staged_end;
+    std::uint64_t to_device = header_end;
+    slot.runs.clear();
+    slot.runs.push_back({reinterpret_cast<std::uintptr_t>(host), 0, header_end, 0});
     for (const ChunkMove& m : slot.moves) {
-      if (!mapped && m.read && m.registered == nullptr) {
-        std::memcpy(host + m.offset, jobs[m.job].chunk[m.chunk].data(), jobs[m.job].len);
-        staged += jobs[m.job].len;
+      if (mapped || !m.read) continue;
+      const std::size_t len = jobs[m.job].len;
+      if (m.registered == nullptr) {
+        std::memcpy(host + m.offset, jobs[m.job].chunk[m.chunk].data(), len);
+        staged += len;
       }
+      to_device += len;
+      slot.runs.push_back({reinterpret_cast<std::uintptr_t>(host_side(m)), m.offset, len, 0});
     }
     cudaStream_t stream = slot.stream.get();
-    GRAID_RETURN_IF_ERROR(step("h2d", transient, [&] {
-      return cudaMemcpyAsync(dev, host, staged_end, cudaMemcpyHostToDevice, stream);
-    }));
-    if (!mapped) {
-      for (const ChunkMove& m : slot.moves) {
-        if (!m.read || m.registered == nullptr) continue;
-        const std::size_t len = jobs[m.job].len;
-        to_device += len;
-        GRAID_RETURN_IF_ERROR(step("h2d", transient, [&] {
-          return cudaMemcpyAsync(dev + m.offset, jobs[m.job].chunk[m.chunk].data(), len,
-                                 cudaMemcpyHostToDevice, stream);
-        }));
-      }
-    }
+    GRAID_RETURN_IF_ERROR(issue_copies(slot, cudaMemcpyHostToDevice, dev, transient));
 
     // One launch for the piece.
     KernelBatch batch;
@@ -424,24 +434,18 @@ class CudaBackendImpl final : public CudaBackend {
       return kernels::launch_parity_batch(batch, max_blocks_, stream, options_.gf_mul);
     }));
 
-    // Outputs and flags out.
+    // Outputs and verify flags out.
     std::uint64_t from_device = n * sizeof(std::uint32_t);
-    GRAID_RETURN_IF_ERROR(step("d2h", transient, [&] {
-      return cudaMemcpyAsync(host + flags_off, dev + flags_off, n * sizeof(std::uint32_t),
-                             cudaMemcpyDeviceToHost, stream);
-    }));
-    if (!mapped) {
-      for (const ChunkMove& m : slot.moves) {
-        if (!m.written) continue;
-        const std::size_t len = jobs[m.job].len;
-        void* to = m.registered != nullptr ? static_cast<void*>(jobs[m.job].chunk[m.chunk].data())
-                                           : static_cast<void*>(host + m.offset);
-        from_device += len;
-        GRAID_RETURN_IF_ERROR(step("d2h", transient, [&] {
-          return cudaMemcpyAsync(to, dev + m.offset, len, cudaMemcpyDeviceToHost, stream);
-        }));
-      }
+    slot.runs.clear();
+    slot.runs.push_back({reinterpret_cast<std::uintptr_t>(host + flags_off), flags_off,
+                         n * sizeof(std::uint32_t), 0});
+    for (const ChunkMove& m : slot.moves) {
+      if (mapped || !m.written) continue;
+      const std::size_t len = jobs[m.job].len;
+      from_device += len;
+      slot.runs.push_back({reinterpret_cast<std::uintptr_t>(host_side(m)), m.offset, len, 0});
     }
+    GRAID_RETURN_IF_ERROR(issue_copies(slot, cudaMemcpyDeviceToHost, dev, transient));
     GRAID_RETURN_IF_ERROR(step("sync", transient, [&] { return cudaStreamSynchronize(stream); }));
 
     // Staged outputs back to the caller; verify results.
@@ -497,6 +501,8 @@ class CudaBackendImpl final : public CudaBackend {
   std::atomic<std::uint64_t> bytes_to_device_{0};
   std::atomic<std::uint64_t> bytes_from_device_{0};
   std::atomic<std::uint64_t> staged_bytes_{0};
+  std::atomic<std::uint64_t> copy_calls_{0};
+  std::atomic<bool> batched_copies_{options_.batched_copies};  // off for good if refused
 };
 
 }  // namespace

@@ -84,6 +84,10 @@ struct CudaBackendOptions {
   // How the kernel multiplies by reconstruct's constants (see parity_kernels.h); identical bytes
   // either way, speed measured by cuda_bench (kernel/rec2 vs kernel/rec2_bitserial).
   kernels::GfMul gf_mul = kernels::GfMul::kLogExp;
+  // Issue each direction's copies of a batch with one cudaMemcpyBatchAsync (after merging chunks
+  // that neighbour in host memory) rather than one cudaMemcpyAsync per chunk: a 64 KiB copy call
+  // costs the host about as long as the copy itself takes on the link.
+  bool batched_copies = true;
   // Largest device arena one stream may hold; a bigger batch is run in pieces.
   std::size_t max_arena_bytes = std::size_t{512} << 20;
   // Test seam: called before each checked CUDA step with its name ("h2d", "launch", "d2h",
@@ -100,6 +104,7 @@ struct CudaBackendStats {
   std::uint64_t bytes_to_device = 0;
   std::uint64_t bytes_from_device = 0;
   std::uint64_t staged_bytes = 0;  // bytes the CPU copied through pinned staging
+  std::uint64_t copy_calls = 0;    // host<->device copy API calls (a batched call counts once)
 };
 
 // As a HostMemoryRegistry (ArrayOptions::host_memory), add_region() pins caller memory once

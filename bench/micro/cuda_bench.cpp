@@ -21,6 +21,10 @@
 //                    to the device per second; ratio_h2d = in_GBps / baseline h2d GB/s (target
 //                    >= 0.8). cpu_s_per_GB = host CPU seconds (whole process) per GB of stripe
 //                    bytes (read + written), the figure to compare with the cpu backend's.
+//                    copy_calls_per_batch = copy API calls per execute().
+//   e2e/cuda_perchunk/...  the same with one cudaMemcpyAsync per chunk (batched_copies off)
+//   e2e/cuda_mapped/...    the same with Transfer::kMapped: no copies, the kernel reads and
+//                    writes the pinned host memory over the bus
 //   e2e/cpu/...      the same jobs on the cpu (ISA-L) backend, one thread.
 //   latency/...      one execute() of a batch of N 64 KiB k=8 RAID6 encodes, N = 1..256: the
 //                    time per iteration is the batch latency.
@@ -30,6 +34,8 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <array>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -54,11 +60,35 @@ struct Baselines {
   double h2d_gbps = 0;
 };
 
+// The end-to-end contenders: the cpu backend, and the cuda backend three ways.
+enum class E2e { kCpu, kCuda, kCudaPerChunk, kCudaMapped };
+constexpr E2e kCudaVariants[] = {E2e::kCuda, E2e::kCudaPerChunk, E2e::kCudaMapped};
+
+const char* e2e_name(E2e v) {
+  switch (v) {
+    case E2e::kCpu:
+      return "cpu";
+    case E2e::kCuda:
+      return "cuda";  // copies, one cudaMemcpyBatchAsync per direction
+    case E2e::kCudaPerChunk:
+      return "cuda_perchunk";  // copies, one cudaMemcpyAsync per chunk
+    case E2e::kCudaMapped:
+      return "cuda_mapped";  // no copies: the kernel reads and writes pinned host memory
+  }
+  return "?";
+}
+
+// A cuda backend and the host pool registered with it (a region can be registered only once,
+// so each backend has its own).
+struct CudaVariant {
+  AlignedBuffer pool;  // declared first: outlives the backend, which unregisters it
+  std::unique_ptr<CudaBackend> backend;
+};
+
 struct Shared {
   std::unique_ptr<kernels::CudaBenchDevice> device;
-  std::unique_ptr<CudaBackend> cuda;
+  std::array<CudaVariant, 3> cuda;  // by kCudaVariants order
   std::unique_ptr<ParityBackend> cpu;
-  AlignedBuffer pool;  // registered with the cuda backend
   Baselines base;
   std::map<std::string, double> summary;  // name -> value, printed at exit
 };
@@ -66,6 +96,10 @@ struct Shared {
 Shared& shared() {
   static Shared s;
   return s;
+}
+
+CudaVariant& variant(E2e v) {
+  return shared().cuda[v == E2e::kCudaMapped ? 2 : v == E2e::kCudaPerChunk ? 1 : 0];
 }
 
 double process_cpu_seconds() {
@@ -181,7 +215,8 @@ void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t le
 
 // `batch` stripes of the op's shape, laid out in the registered pool (coloured like the engine's
 // buffer pool will be). Contents: whatever the pool holds (encode first for verify/reconstruct).
-std::vector<StripeJob> host_jobs(Op op, std::uint32_t k, std::size_t len, std::uint32_t batch) {
+std::vector<StripeJob> host_jobs(AlignedBuffer& pool, Op op, std::uint32_t k, std::size_t len,
+                                 std::uint32_t batch) {
   Shared& s = shared();
   const Shape sh = shape_of(op);
   const std::uint32_t chunks = k + (sh.scheme == ParityScheme::kPQ ? 2 : 1);
@@ -195,8 +230,8 @@ std::vector<StripeJob> host_jobs(Op op, std::uint32_t k, std::size_t len, std::u
     job.k = k;
     job.len = len;
     for (std::uint32_t c = 0; c < chunks; ++c) {
-      if (offset + stride > s.pool.size()) return {};
-      job.chunk[c] = s.pool.view(offset, len);
+      if (offset + stride > pool.size()) return {};
+      job.chunk[c] = pool.view(offset, len);
       offset += stride;
     }
     jobs.push_back(job);
@@ -217,11 +252,13 @@ std::uint64_t stripe_bytes(const std::vector<StripeJob>& jobs) {
   return n;
 }
 
-void end_to_end(benchmark::State& state, bool on_cuda, Op op, std::uint32_t k, std::size_t len,
+void end_to_end(benchmark::State& state, E2e who, Op op, std::uint32_t k, std::size_t len,
                 std::uint32_t batch, const std::string& summary_key) {
   Shared& s = shared();
-  ParityBackend& backend = on_cuda ? static_cast<ParityBackend&>(*s.cuda) : *s.cpu;
-  std::vector<StripeJob> jobs = host_jobs(op, k, len, batch);
+  CudaVariant& cv = variant(who);
+  const bool on_cuda = who != E2e::kCpu;
+  ParityBackend& backend = on_cuda ? static_cast<ParityBackend&>(*cv.backend) : *s.cpu;
+  std::vector<StripeJob> jobs = host_jobs(cv.pool, op, k, len, batch);
   if (jobs.empty()) {
     state.SkipWithError("host pool too small or encode failed");
     return;
@@ -234,7 +271,9 @@ void end_to_end(benchmark::State& state, bool on_cuda, Op op, std::uint32_t k, s
       : shape_of(op).op == ParityOp::kVerify
           ? std::uint64_t{k + parity} * len * batch
           : std::uint64_t{k + parity - shape_of(op).missing_count} * len * batch;
+  const CudaBackendStats before = on_cuda ? cv.backend->stats() : CudaBackendStats{};
   const double cpu0 = process_cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     Status st = backend.execute(jobs);
     if (!st.is_ok()) {
@@ -242,14 +281,21 @@ void end_to_end(benchmark::State& state, bool on_cuda, Op op, std::uint32_t k, s
       return;
     }
   }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double cpu_s = process_cpu_seconds() - cpu0;
   const double gb = static_cast<double>(bytes) * state.iterations() / 1e9;
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes * state.iterations()));
   state.counters["cpu_s_per_GB"] = cpu_s / gb;
   if (on_cuda) {
-    state.counters["in_GBps"] = benchmark::Counter(
-        static_cast<double>(in_bytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-    if (s.cuda->dead()) state.SkipWithError("cuda backend died during the run");
+    const double in_gbps = static_cast<double>(in_bytes) * state.iterations() / wall / 1e9;
+    state.counters["in_GBps"] = in_gbps;
+    state.counters["ratio_h2d"] = in_gbps / s.base.h2d_gbps;
+    const CudaBackendStats after = cv.backend->stats();
+    state.counters["copy_calls_per_batch"] =
+        static_cast<double>(after.copy_calls - before.copy_calls) /
+        static_cast<double>(state.iterations());
+    if (!summary_key.empty()) s.summary[summary_key + " ratio_h2d"] = in_gbps / s.base.h2d_gbps;
+    if (cv.backend->dead()) state.SkipWithError("cuda backend died during the run");
   }
   if (!summary_key.empty()) s.summary[summary_key + " cpu_s_per_GB"] = cpu_s / gb;
 }
@@ -276,15 +322,13 @@ void register_all() {
       }
     }
   }
-  for (bool on_cuda : {true, false}) {
+  for (E2e who : {E2e::kCuda, E2e::kCudaPerChunk, E2e::kCudaMapped, E2e::kCpu}) {
     for (Op op : {Op::kEncP, Op::kEncPQ, Op::kRec2}) {
-      const char* backend = on_cuda ? "cuda" : "cpu";
       const std::string name =
-          fmt::format("e2e/{}/{}/k:8/chunk:64K/batch:256", backend, op_name(op));
-      benchmark::RegisterBenchmark(name.c_str(),
-                                   [on_cuda, op, name](benchmark::State& st) {
-                                     end_to_end(st, on_cuda, op, 8, 65536, 256, name);
-                                   })
+          fmt::format("e2e/{}/{}/k:8/chunk:64K/batch:256", e2e_name(who), op_name(op));
+      benchmark::RegisterBenchmark(
+          name.c_str(),
+          [who, op, name](benchmark::State& st) { end_to_end(st, who, op, 8, 65536, 256, name); })
           ->UseRealTime()
           ->MeasureProcessCPUTime()
           ->MinTime(0.5)
@@ -292,12 +336,11 @@ void register_all() {
     }
   }
   for (std::uint32_t batch : {1u, 4u, 16u, 64u, 256u}) {
-    for (bool on_cuda : {true, false}) {
+    for (E2e who : {E2e::kCuda, E2e::kCudaMapped, E2e::kCpu}) {
       benchmark::RegisterBenchmark(
-          fmt::format("latency/{}/enc_pq/k:8/chunk:64K/batch:{}", on_cuda ? "cuda" : "cpu", batch)
-              .c_str(),
-          [on_cuda, batch](benchmark::State& st) {
-            end_to_end(st, on_cuda, Op::kEncPQ, 8, 65536, batch, "");
+          fmt::format("latency/{}/enc_pq/k:8/chunk:64K/batch:{}", e2e_name(who), batch).c_str(),
+          [who, batch](benchmark::State& st) {
+            end_to_end(st, who, Op::kEncPQ, 8, 65536, batch, "");
           })
           ->UseRealTime()
           ->MinTime(0.2)
@@ -316,12 +359,15 @@ void print_summary() {
   for (const auto& [name, value] : s.summary)
     std::printf("%-60s %8.3f\n", name.c_str(), value);
   for (const char* op : {"enc_p", "enc_pq", "rec2_pq"}) {
-    const std::string cu = fmt::format("e2e/cuda/{}/k:8/chunk:64K/batch:256 cpu_s_per_GB", op);
     const std::string cp = fmt::format("e2e/cpu/{}/k:8/chunk:64K/batch:256 cpu_s_per_GB", op);
-    if (s.summary.count(cu) && s.summary.count(cp) && s.summary[cu] > 0) {
-      std::printf("%-60s %8.1f  (target >= 10)\n",
-                  fmt::format("host CPU per GB, cpu / cuda, {}", op).c_str(),
-                  s.summary[cp] / s.summary[cu]);
+    for (E2e who : kCudaVariants) {
+      const std::string cu =
+          fmt::format("e2e/{}/{}/k:8/chunk:64K/batch:256 cpu_s_per_GB", e2e_name(who), op);
+      if (s.summary.count(cu) && s.summary.count(cp) && s.summary[cu] > 0) {
+        std::printf("%-60s %8.1f  (target >= 10)\n",
+                    fmt::format("host CPU per GB, cpu / {}, {}", e2e_name(who), op).c_str(),
+                    s.summary[cp] / s.summary[cu]);
+      }
     }
   }
 }
@@ -338,26 +384,32 @@ int main(int argc, char** argv) {
     return 77;
   }
   s.device = std::move(dev).value();
-  Result<std::unique_ptr<CudaBackend>> cuda = make_cuda_backend();
-  if (!cuda.is_ok()) {
-    std::fprintf(stderr, "cuda_bench: cuda backend did not start: %s\n",
-                 cuda.status().to_string().c_str());
-    return 1;
+  for (E2e who : kCudaVariants) {
+    CudaBackendOptions options;
+    options.batched_copies = who != E2e::kCudaPerChunk;
+    if (who == E2e::kCudaMapped) options.transfer = CudaBackendOptions::Transfer::kMapped;
+    Result<std::unique_ptr<CudaBackend>> cuda = make_cuda_backend(options);
+    if (!cuda.is_ok()) {
+      std::fprintf(stderr, "cuda_bench: cuda backend (%s) did not start: %s\n", e2e_name(who),
+                   cuda.status().to_string().c_str());
+      return 1;
+    }
+    CudaVariant& cv = variant(who);
+    cv.backend = std::move(cuda).value();
+    Result<AlignedBuffer> pool = AlignedBuffer::allocate(kHostPoolBytes, 4096);
+    if (!pool.is_ok()) {
+      std::fprintf(stderr, "cuda_bench: %s\n", pool.status().to_string().c_str());
+      return 1;
+    }
+    cv.pool = std::move(pool).value();
+    for (std::size_t i = 0; i < cv.pool.size(); i += 8)
+      cv.pool.data()[i] = static_cast<std::byte>(i * 2654435761u >> 13);
+    if (Status st = cv.backend->add_region(cv.pool.span()); !st.is_ok()) {
+      std::fprintf(stderr, "cuda_bench: %s\n", st.to_string().c_str());
+      return 1;
+    }
   }
-  s.cuda = std::move(cuda).value();
   s.cpu = make_cpu_backend();
-  Result<AlignedBuffer> pool = AlignedBuffer::allocate(kHostPoolBytes, 4096);
-  if (!pool.is_ok()) {
-    std::fprintf(stderr, "cuda_bench: %s\n", pool.status().to_string().c_str());
-    return 1;
-  }
-  s.pool = std::move(pool).value();
-  for (std::size_t i = 0; i < s.pool.size(); i += 8)
-    s.pool.data()[i] = static_cast<std::byte>(i * 2654435761u >> 13);
-  if (Status st = s.cuda->add_region(s.pool.span()); !st.is_ok()) {
-    std::fprintf(stderr, "cuda_bench: %s\n", st.to_string().c_str());
-    return 1;
-  }
   // The baselines every ratio divides by, measured before the benchmarks in this same process
   // (and again as benchmarks, so they land in the JSON).
   Result<double> d2d = s.device->time_d2d_copy(kBaselineBytes, 20);
@@ -379,5 +431,8 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   print_summary();
-  return s.cuda->dead() ? 1 : 0;
+  bool dead = false;
+  for (const CudaVariant& cv : s.cuda)
+    dead = dead || cv.backend->dead();
+  return dead ? 1 : 0;
 }

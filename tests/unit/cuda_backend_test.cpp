@@ -101,9 +101,11 @@ struct Pool {
 
   static constexpr std::size_t kBytes = std::size_t{96} << 20;
   // Points `c`'s device job at a copy of its chunks in the pool; false when the pool is full.
-  bool place(Case& c) {
+  // `gap`: a cache line between chunks; without it chunks are packed back to back (as buffers
+  // of a staging slab are), so their copies can merge.
+  bool place(Case& c, bool gap = true) {
     const std::size_t stride =
-        (c.dev.chunk_size() + 2 * kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+        (c.dev.chunk_size() + (gap ? 2 : 1) * kChunkAlign - 1) / kChunkAlign * kChunkAlign;
     if (used + stride * c.dev.chunks() > buf.size()) return false;
     for (std::uint32_t i = 0; i < c.dev.chunks(); ++i) {
       std::memcpy(buf.data() + used, c.dev.bytes(i).data(), c.dev.chunk_size());
@@ -292,6 +294,52 @@ TEST_F(CudaDevice, RemovedRegionIsStagedAgain) {
   EXPECT_GT(run_pooled(6000), 0u) << "after removal the same memory is staged";
   // Registering it again is accepted (it was really unregistered).
   EXPECT_TRUE(backend_->add_region(pool->buf.span()).is_ok());
+}
+
+// All chunks registered: each direction's copies go out in one cudaMemcpyBatchAsync, whether the
+// chunks are spread out or packed (then merged first).
+TEST_F(CudaDevice, OneBatchedCopyCallPerDirection) {
+  pool_ = registered_pool(*backend_);
+  ASSERT_NE(pool_, nullptr);
+  Pool* pool = pool_.get();
+  std::mt19937_64 rng(77);
+  for (bool gap : {true, false}) {
+    pool->used = 0;
+    std::vector<std::unique_ptr<Case>> cases;
+    std::vector<StripeJob> jobs;
+    for (int i = 0; i < 16; ++i) {
+      cases.push_back(random_case(rng, 7000 + i + (gap ? 0 : 100)));
+      ASSERT_TRUE(pool->place(*cases.back(), gap));
+      jobs.push_back(cases.back()->dev_job);
+    }
+    const std::uint64_t calls_before = backend_->stats().copy_calls;
+    ASSERT_TRUE(backend_->execute(jobs).is_ok());
+    EXPECT_EQ(backend_->stats().copy_calls - calls_before, 2u)
+        << "one batched copy call each way (gap " << gap << "); more means the driver refused "
+        << "cudaMemcpyBatchAsync (see the log) and the backend copied chunk by chunk";
+    for (int i = 0; i < 16; ++i) {
+      Pool::copy_back(*cases[i]);
+      cases[i]->dev_job.parity_ok = jobs[i].parity_ok;
+      EXPECT_TRUE(matches_ref(*cases[i])) << "gap " << gap << " job " << i;
+    }
+  }
+  EXPECT_EQ(backend_->stats().cpu_batches, 0u);
+}
+
+class CudaPerChunkCopies : public CudaDevice {
+  CudaBackendOptions options() override {
+    CudaBackendOptions o;
+    o.batched_copies = false;
+    return o;
+  }
+};
+
+TEST_F(CudaPerChunkCopies, StagedAndRegisteredBatchesMatchRef) {
+  pool_ = registered_pool(*backend_);
+  ASSERT_NE(pool_, nullptr);
+  Pool* pool = pool_.get();
+  random_batches(*backend_, 6, 8, pool);
+  EXPECT_EQ(backend_->stats().cpu_batches, 0u);
 }
 
 class CudaSmallArena : public CudaDevice {
