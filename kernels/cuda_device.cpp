@@ -50,7 +50,15 @@ Result<int> cuda_device_count() {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     // No driver (libcuda.so absent), driver older than this runtime, no device node...: all
-    // mean "no GPU here", not a bug.
+    // mean "no GPU here", not a bug. The runtime reports a missing driver as an insufficient
+    // one; say both.
+    if (e == cudaErrorInsufficientDriver) {
+      int runtime = 0;
+      (void)cudaRuntimeGetVersion(&runtime);
+      return make_error(Errc::kUnsupported,
+                        "no CUDA device: no NVIDIA driver, or one older than CUDA {}.{} ({})",
+                        runtime / 1000, runtime % 1000 / 10, cudaGetErrorName(e));
+    }
     return make_error(Errc::kUnsupported, "no CUDA device: {} ({})", cudaGetErrorName(e),
                       cudaGetErrorString(e));
   }

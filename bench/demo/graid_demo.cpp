@@ -21,6 +21,7 @@
 #include "graid/array.h"
 #include "graid/member.h"
 #include "graid/parity.h"
+#include "kernels/cuda_backend.h"
 
 namespace {
 
@@ -278,12 +279,26 @@ int main(int argc, char** argv) {
     }
     dir = templ;
   }
-  auto parity = make_parity_backend("cpu");
-  if (!parity) return 1;
-  std::printf("graid demo: arrays on file-backed drives, parity on the CPU (ISA-L, '%s' backend)\n",
-              std::string((*parity)->name()).c_str());
-  bool ok = demo(RaidLevel::kRaid5, 5, dir, **parity);
-  ok = demo(RaidLevel::kRaid6, 6, dir, **parity) && ok;
+  // Parity on the GPU when one is usable, else on the CPU; say which and why.
+  std::unique_ptr<ParityBackend> parity;
+  if (auto cuda = make_cuda_backend(); cuda) {
+    const CudaDeviceInfo& d = (*cuda)->device_info();
+    std::printf(
+        "graid demo: arrays on file-backed drives, parity on the GPU ('cuda' backend: "
+        "%s, %d SMs, %zu MiB)\n",
+        d.name.c_str(), d.sm_count, d.total_memory >> 20);
+    parity = std::move(*cuda);
+  } else {
+    auto cpu = make_parity_backend("cpu");
+    if (!cpu) return 1;
+    parity = std::move(*cpu);
+    std::printf(
+        "graid demo: arrays on file-backed drives, parity on the CPU (ISA-L, 'cpu' "
+        "backend; no GPU: %s)\n",
+        cuda.status().message().c_str());
+  }
+  bool ok = demo(RaidLevel::kRaid5, 5, dir, *parity);
+  ok = demo(RaidLevel::kRaid6, 6, dir, *parity) && ok;
   if (argc <= 1) std::filesystem::remove_all(dir);
   std::printf("\n%s\n", ok ? "demo OK: every byte written was read back, optimal, degraded and "
                              "after reassembly"

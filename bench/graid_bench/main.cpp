@@ -69,12 +69,22 @@ Result<std::uint64_t> choose_span(const BenchOptions& o, const Geometry& g, std:
 int run(const BenchOptions& o) {
   auto geometry = Geometry::make(o.level, o.members, o.strip_bytes);
   if (!geometry.is_ok()) return fail(geometry.status());
-  // Check the backend name before making gigabytes of member files.
-  std::string backend_name = o.backend;
+  // Check the backend name before making gigabytes of member files. "auto": cuda when a GPU
+  // is usable, else cpu, and say why.
+  std::string backend_choice = o.backend;
+  if (backend_choice == "auto") {
+    auto cuda = open_backend("cuda");
+    backend_choice = cuda.is_ok() ? "cuda" : "cpu";
+    if (!cuda.is_ok()) {
+      std::fprintf(stderr, "graid-bench: --backend auto: parity on the cpu (%s)\n",
+                   cuda.status().message().c_str());
+    }
+  }
+  std::string backend_name = backend_choice;
   {
-    auto backend = open_backend(o.backend);
+    auto backend = open_backend(backend_choice);
     if (!backend.is_ok()) {
-      return fail(make_error(Errc::kInvalidArgument, "--backend {}: {}", o.backend,
+      return fail(make_error(Errc::kInvalidArgument, "--backend {}: {}", backend_choice,
                              backend.status().message()));
     }
     backend_name = std::string((*backend)->name());
@@ -126,7 +136,7 @@ int run(const BenchOptions& o) {
   std::uint64_t raw_offset = 0;
   if (!o.raw_only) {
     auto created = ArraySession::create(
-        ArraySpec{members->paths(), o.level, o.strip_bytes, o.backend, o.force, o.batcher});
+        ArraySpec{members->paths(), o.level, o.strip_bytes, backend_choice, o.force, o.batcher});
     if (!created.is_ok()) return fail(created.status());
     session = std::move(*created);
     auto span = choose_span(o, *geometry, session->capacity(), members->member_bytes());

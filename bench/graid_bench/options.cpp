@@ -173,7 +173,9 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
   app.add_option("--member-size", raw.member_size,
                  "bytes per member, with K/M/G suffix (default 1G for --dir; whole device for "
                  "--member)");
-  app.add_option("--backend", o.backend, "parity backend: cpu, ref or cuda (needs a GPU)")
+  app.add_option("--backend", o.backend,
+                 "parity backend: cpu, ref, cuda (needs a GPU) or auto (cuda when a GPU is "
+                 "usable, else cpu)")
       ->capture_default_str();
   app.add_option("--profile", raw.profiles,
                  "workload profile(s): 4k-randread, 4k-randwrite, 64k-randwrite, 64k-seqread, "
