@@ -14,7 +14,8 @@
 # then run this script on the GPU machine with build/gpu-carry carried along (GRAID_CARRY points
 # elsewhere). The GPU machine has CUDA 13, cmake and ninja but no Debian packages and no network.
 #
-# Steps, each under its own timeout so the whole run stays under 8 minutes:
+# Steps, each under its own timeout, capped so that the whole run ends within DEADLINE_S (450 s,
+# GRAID_DEVICE_CHECK_DEADLINE_S) whatever happens:
 #   1. GPU present? (nvidia-smi -L or /dev/nvidia0) else exit 77. nvidia-smi -q into the folder.
 #   2. The carried binaries load? (LD_LIBRARY_PATH=carry/lib; --gtest_list_tests)  ~1 s
 #      If not, again through the carried loader: carry/glibc/ld-linux-x86-64.so.2
@@ -23,6 +24,7 @@
 #   4. cuda_backend_test, gtest JSON; a skipped device test on a GPU machine is a failure <= 100 s
 #   5. cuda_bench, Google Benchmark JSON + its summary table                       <= 130 s
 #   5b. array_model_cuda_test (the engine model test on the cuda backend)            <= 45 s
+#       graid-demo (the README's main job; must say "parity on the GPU" and pass)    <= 60 s
 #       graid-bench RAID6 x6, --backend cpu, cuda, cuda --batcher, 2 profiles     <= 3 x 30 s
 #       graid-bench --backend cuda, every profile, --verify after each            <= 60 s
 #   6. Only if step 2 failed: build bench/gpu/fallback_check.cu with nvcc (the real kernel, no
@@ -64,6 +66,14 @@ finish() {
   exit "$rc"
 }
 quote() { printf '"%s"' "$(echo "$1" | tr -d '"\\' | tr '\n' ' ')"; }
+# The whole run must end within 8 minutes: every step's timeout is capped by what is left of
+# DEADLINE_S (a step with under 5 s left gets 1 s and fails, recorded as a timeout).
+DEADLINE_S=${GRAID_DEVICE_CHECK_DEADLINE_S:-450}
+cap() {
+  local want=$1 left=$((DEADLINE_S - ($(date +%s) - START)))
+  ((left < 5)) && left=1
+  echo $((want < left ? want : left))
+}
 
 # ---- 1. is there a GPU? ------------------------------------------------------------------------
 gpu_line=""
@@ -131,7 +141,7 @@ record carried_binaries_run "$([[ $carried_ok == 1 ]] && echo true || echo false
 run_gtest() {
   local name=$1 limit=$2
   shift 2
-  timeout "$limit" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/$name" \
+  timeout "$(cap "$limit")" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/$name" \
     --gtest_output="json:$OUTDIR/$name.json" "$@" \
     >"$OUTDIR/$name.log" 2>&1
   local rc=$?
@@ -159,7 +169,7 @@ if ((carried_ok)); then
   grep -h '^\[   INFO   \]\|^\[   NOTE   \]' "$OUTDIR/cuda_backend_test.log" | tee -a "$SUMMARY"
   # ---- 5. benchmarks -----------------------------------------------------------------------------
   if ((skipped_on_gpu == 0)); then
-    timeout 130 ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/cuda_bench" \
+    timeout "$(cap 130)" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/cuda_bench" \
       --benchmark_out="$OUTDIR/cuda_bench.json" \
       --benchmark_out_format=json >"$OUTDIR/cuda_bench.log" 2>&1
     rc=$?
@@ -171,11 +181,21 @@ if ((carried_ok)); then
   # ---- 5b. the engine on the gpu: model test and graid-bench with --backend cuda ---------------
   if ((skipped_on_gpu == 0)) && [[ -x "$CARRY/bin/array_model_cuda_test" ]]; then
     run_gtest array_model_cuda_test 45
+    # The README's main job on the GPU: the demo must pick the cuda backend and pass.
+    if [[ -x "$CARRY/bin/graid-demo" ]]; then
+      timeout "$(cap 60)" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-demo" >"$OUTDIR/graid-demo.log" 2>&1
+      rc=$?
+      head -1 "$OUTDIR/graid-demo.log" | tee -a "$SUMMARY"
+      tail -1 "$OUTDIR/graid-demo.log" | tee -a "$SUMMARY"
+      on_gpu=$(head -1 "$OUTDIR/graid-demo.log" | grep -c 'parity on the GPU')
+      record graid_demo "{\"rc\": $rc, \"on_gpu\": $on_gpu}"
+      if ((rc != 0 || on_gpu != 1)); then failed=1; fi
+    fi
     benchdir=$(mktemp -d /dev/shm/graid-bench-XXXXXX 2>/dev/null || mktemp -d)
     for variant in cpu cuda cuda-batcher; do
       args=(--backend "${variant%-batcher}")
       [[ $variant == *-batcher ]] && args+=(--batcher)
-      timeout 30 ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-bench" --level 6 --members 6 \
+      timeout "$(cap 30)" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-bench" --level 6 --members 6 \
         --strip 64K --dir "$benchdir" \
         --member-size 512M --profile 4k-randwrite,1m-seqwrite --qd 32 --threads 4 --seconds 2 \
         "${args[@]}" --format json >"$OUTDIR/graid-bench-$variant.json" \
@@ -186,7 +206,7 @@ if ((carried_ok)); then
       if ((rc != 0)); then failed=1; fi
     done
     # Every profile through the cuda backend, each followed by a write + read-back check.
-    timeout 60 ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-bench" --level 6 --members 6 \
+    timeout "$(cap 60)" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-bench" --level 6 --members 6 \
       --strip 64K --dir "$benchdir" \
       --member-size 512M --profile all --qd 32 --threads 4 --seconds 1 --rounds 1 \
       --backend cuda --verify --verify-bytes 32M >"$OUTDIR/graid-bench-cuda-all.txt" \
@@ -202,9 +222,9 @@ else
   # ---- 6. fallback: the kernel alone, built here -------------------------------------------------
   tmp=$(mktemp -d)
   say "fallback: building bench/gpu/fallback_check.cu with $(command -v nvcc || echo 'no nvcc')"
-  if timeout 60 nvcc -std=c++17 -O3 -arch=sm_90 -I"$ROOT" "$ROOT/bench/gpu/fallback_check.cu" \
+  if timeout "$(cap 60)" nvcc -std=c++17 -O3 -arch=sm_90 -I"$ROOT" "$ROOT/bench/gpu/fallback_check.cu" \
        -o "$tmp/fallback_check" >"$OUTDIR/fallback_build.log" 2>&1; then
-    timeout 30 "$tmp/fallback_check" >"$OUTDIR/fallback_check.jsonl" 2>&1
+    timeout "$(cap 30)" "$tmp/fallback_check" >"$OUTDIR/fallback_check.jsonl" 2>&1
     rc=$?
     record fallback_check "{\"rc\": $rc}"
     say "fallback_check: rc $rc"

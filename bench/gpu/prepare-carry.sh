@@ -18,14 +18,14 @@ BUILD=${BUILD:-/tmp/build-gpu-carry}
 CARRY=${CARRY:-$ROOT/build/gpu-carry}
 JOBS=${JOBS:-2}
 BINARIES=(tests/unit/cuda_backend_test tests/unit/kernel_test bench/micro/cuda_bench
-  tests/integration/array_model_cuda_test bench/graid_bench/graid-bench)
+  tests/integration/array_model_cuda_test bench/graid_bench/graid-bench bench/demo/graid-demo)
 LIMIT_MIB=60
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRAID_WERROR=ON \
   -DGRAID_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGRAID_BUILD_TESTS=ON \
   -DGRAID_BUILD_BENCH=ON >/dev/null
 cmake --build "$BUILD" -j"$JOBS" --target cuda_backend_test kernel_test cuda_bench \
-  array_model_cuda_test graid-bench
+  array_model_cuda_test graid-bench graid-demo
 
 rm -rf "$CARRY"
 mkdir -p "$CARRY/bin" "$CARRY/lib"
