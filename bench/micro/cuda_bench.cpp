@@ -26,6 +26,9 @@
 //   e2e/cuda_mapped/...    the same with Transfer::kMapped: no copies, the kernel reads and
 //                    writes the pinned host memory over the bus
 //   e2e/cpu/...      the same jobs on the cpu (ISA-L) backend, one thread.
+//   single/...       one execute() of one k=8 RAID6 encode of 4 KiB..1 MiB chunks, cuda,
+//                    cuda_mapped and cpu: the summary names the smallest job whose cuda latency
+//                    is no worse than the cpu's (the basis for the batcher's small-job cut-off).
 //   latency/...      one execute() of a batch of N 64 KiB k=8 RAID6 encodes, N = 1..256: the
 //                    time per iteration is the batch latency.
 // At exit a summary table prints the ratios and the cpu/cuda host-CPU ratio (target >= 10).
@@ -37,6 +40,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -297,8 +301,19 @@ void end_to_end(benchmark::State& state, E2e who, Op op, std::uint32_t k, std::s
     if (!summary_key.empty()) s.summary[summary_key + " ratio_h2d"] = in_gbps / s.base.h2d_gbps;
     if (cv.backend->dead()) state.SkipWithError("cuda backend died during the run");
   }
-  if (!summary_key.empty()) s.summary[summary_key + " cpu_s_per_GB"] = cpu_s / gb;
+  if (!summary_key.empty()) {
+    s.summary[summary_key + " cpu_s_per_GB"] = cpu_s / gb;
+    s.summary[summary_key + " us_per_batch"] = wall * 1e6 / static_cast<double>(state.iterations());
+  }
 }
+
+// One job of `chunk` bytes per chunk, alone: the latency a job sees when it does not wait for
+// company. Where the cuda round trip beats the cpu doing the job itself is the measured basis
+// for the batcher's small-job cut-off (BatcherOptions::cpu_below_bytes).
+std::string single_job_key(E2e who, std::size_t chunk) {
+  return fmt::format("single/{}/enc_pq/k:8/chunk:{}K/batch:1", e2e_name(who), chunk / 1024);
+}
+constexpr std::size_t kSingleJobChunks[] = {4096, 16384, 65536, 262144, 1048576};
 
 void register_all() {
   Shared& s = shared();
@@ -335,6 +350,18 @@ void register_all() {
           ->Unit(benchmark::kMillisecond);
     }
   }
+  for (std::size_t chunk : kSingleJobChunks) {
+    for (E2e who : {E2e::kCuda, E2e::kCudaMapped, E2e::kCpu}) {
+      const std::string name = single_job_key(who, chunk);
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [who, chunk, name](benchmark::State& st) {
+                                     end_to_end(st, who, Op::kEncPQ, 8, chunk, 1, name);
+                                   })
+          ->UseRealTime()
+          ->MinTime(0.2)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
   for (std::uint32_t batch : {1u, 4u, 16u, 64u, 256u}) {
     for (E2e who : {E2e::kCuda, E2e::kCudaMapped, E2e::kCpu}) {
       benchmark::RegisterBenchmark(
@@ -348,6 +375,32 @@ void register_all() {
     }
   }
   (void)s;
+}
+
+// The smallest single job (bytes it touches: 10 chunks of k=8 P+Q) whose cuda latency is no worse
+// than the cpu doing it, for each cuda variant.
+void print_cutoff(Shared& s) {
+  for (E2e who : {E2e::kCuda, E2e::kCudaMapped}) {
+    std::size_t cutoff = 0;
+    for (std::size_t chunk : kSingleJobChunks) {
+      const std::string cu = single_job_key(who, chunk) + " us_per_batch";
+      const std::string cp = single_job_key(E2e::kCpu, chunk) + " us_per_batch";
+      if (!s.summary.count(cu) || !s.summary.count(cp)) continue;
+      if (s.summary[cu] <= s.summary[cp]) {
+        cutoff = chunk;
+        break;
+      }
+    }
+    if (cutoff == 0) {
+      std::printf("%-60s  cpu faster up to %zu KiB chunks\n",
+                  fmt::format("single-job latency crossover, {}", e2e_name(who)).c_str(),
+                  kSingleJobChunks[std::size(kSingleJobChunks) - 1] / 1024);
+    } else {
+      std::printf("%-60s  %zu KiB chunks (%zu KiB per job)\n",
+                  fmt::format("single-job latency crossover, {}", e2e_name(who)).c_str(),
+                  cutoff / 1024, cutoff * 10 / 1024);
+    }
+  }
 }
 
 void print_summary() {
@@ -370,6 +423,7 @@ void print_summary() {
       }
     }
   }
+  print_cutoff(s);
 }
 
 }  // namespace
