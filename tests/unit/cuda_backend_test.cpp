@@ -3,6 +3,11 @@
 // threads; failover under injected CUDA faults, also through the batcher. Without a GPU every
 // device test skips loudly (GTEST_SKIP with the reason); the no-device test runs everywhere and
 // checks the error value a GPU-less machine must get.
+//
+// Built a second time as cuda_backend_fake_test (GRAID_FAKE_CUDA) against the fake CUDA runtime
+// in tests/fake_cuda: every test then runs in CI on the CPU, the fake checking each copy and each
+// pointer a launch dereferences; a few tests below exist only there (driver refusals, device
+// memory running out, no device at all).
 
 #include "kernels/cuda_backend.h"
 
@@ -20,6 +25,9 @@
 #include "graid/parity.h"
 #include "kernels/batcher.h"
 #include "parity/stripe_buffers.h"
+#ifdef GRAID_FAKE_CUDA
+#include "fake_cuda.h"
+#endif
 
 namespace graid {
 namespace {
@@ -156,7 +164,28 @@ void random_batches(ParityBackend& backend, int rounds, std::uint64_t seed, Pool
   }
 }
 
+#ifdef GRAID_FAKE_CUDA
+// After the whole run: nothing the fake caught, nothing left registered or allocated.
+class FakeCudaEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    EXPECT_EQ(fake_cuda::take_violations(), "");
+    const fake_cuda::Counters c = fake_cuda::counters();
+    EXPECT_EQ(c.registered, 0u) << "host regions left registered";
+    EXPECT_EQ(c.device_allocs, 0u) << "device memory not freed";
+    EXPECT_EQ(c.pinned_allocs, 0u) << "pinned memory not freed";
+  }
+};
+const auto* const kFakeEnvironment = ::testing::AddGlobalTestEnvironment(new FakeCudaEnvironment);
+#endif
+
 TEST(CudaNoDevice, AnswersWithAValueNotACrash) {
+#ifdef GRAID_FAKE_CUDA
+  fake_cuda::set_knobs({.devices = 0});
+  struct Restore {
+    ~Restore() { fake_cuda::set_knobs({}); }
+  } restore;
+#endif
   Result<std::unique_ptr<CudaBackend>> b = make_cuda_backend();
   if (b.is_ok()) {
     EXPECT_EQ((*b)->name(), "cuda");
@@ -473,6 +502,110 @@ TEST(CudaFailover, BatcherLosesNoJobWhenTheDeviceDies) {
   EXPECT_EQ(bad.load(), 0);
   EXPECT_TRUE((*b)->dead());
 }
+
+#ifdef GRAID_FAKE_CUDA
+// ---- only against the fake runtime: what a real device cannot be made to do on demand ---------
+
+// Restores the fake's default knobs at scope end.
+struct KnobsFor {
+  explicit KnobsFor(const fake_cuda::Knobs& k) { fake_cuda::set_knobs(k); }
+  ~KnobsFor() { fake_cuda::set_knobs({}); }
+  KnobsFor(const KnobsFor&) = delete;
+  KnobsFor& operator=(const KnobsFor&) = delete;
+};
+
+TEST(CudaFake, RefusedBatchCopyFallsBackToCopiesRunByRun) {
+  KnobsFor knobs({.batch_copy_supported = false});
+  auto b = make_cuda_backend();
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  std::unique_ptr<Pool> pool = registered_pool(**b);
+  ASSERT_NE(pool, nullptr);
+  const std::size_t batch_calls_before = fake_cuda::counters().batch_calls;
+  random_batches(**b, 6, 31, pool.get());
+  const CudaBackendStats st = (*b)->stats();
+  EXPECT_FALSE((*b)->dead()) << "a refused batch call is not a device failure";
+  EXPECT_EQ(st.cpu_batches, 0u);
+  EXPECT_GT(st.copy_calls, 2 * st.device_batches) << "copies went run by run";
+  EXPECT_EQ(fake_cuda::counters().batch_calls, batch_calls_before);
+  b->reset();  // before the pool it registered
+}
+
+TEST(CudaFake, BatchedCopiesAreOneCallPerDirection) {
+  auto b = make_cuda_backend();
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  const fake_cuda::Counters before = fake_cuda::counters();
+  random_batches(**b, 6, 32);  // staged chunks only: header + inputs, flags + outputs
+  const fake_cuda::Counters after = fake_cuda::counters();
+  const CudaBackendStats st = (*b)->stats();
+  EXPECT_EQ(after.copy_calls - before.copy_calls, st.copy_calls);
+  EXPECT_LE(st.copy_calls, 2 * st.device_batches);
+  EXPECT_GT(after.copies - before.copies, st.copy_calls) << "each call carried several copies";
+}
+
+TEST(CudaFake, PackedChunksMergeIntoOneCopy) {
+  auto b = make_cuda_backend();
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  std::unique_ptr<Pool> pool = registered_pool(**b);
+  ASSERT_NE(pool, nullptr);
+  // Encodes of 8 KiB chunks packed back to back: all inputs of all jobs are one host run.
+  std::vector<std::unique_ptr<Case>> cases;
+  std::vector<StripeJob> jobs;
+  for (int i = 0; i < 8; ++i) {
+    cases.push_back(
+        std::make_unique<Case>(Case{buffers(6, 8192, 900 + i), buffers(6, 8192, 900 + i), {}, {}}));
+    Case& c = *cases.back();
+    c.dev_job = c.dev.job(ParityOp::kEncode, ParityScheme::kPQ, 4, 8192);
+    c.ref_job = c.ref.job(ParityOp::kEncode, ParityScheme::kPQ, 4, 8192);
+    ASSERT_TRUE(pool->place(c, /*gap=*/false));
+    jobs.push_back(c.dev_job);
+  }
+  const fake_cuda::Counters before = fake_cuda::counters();
+  ASSERT_TRUE((*b)->execute(jobs).is_ok());
+  const fake_cuda::Counters after = fake_cuda::counters();
+  // H2D: header (staged) + one merged run of 48 packed chunks (inputs and the P/Q slots between
+  // them are all read or written, so the runs alternate: inputs merge per stripe). D2H: flags +
+  // outputs. Far fewer copies than the 8 x 6 chunks.
+  EXPECT_EQ(after.copy_calls - before.copy_calls, 2u);
+  EXPECT_LT(after.copies - before.copies, 8u * 6u / 2u);
+  for (auto& c : cases) {
+    Pool::copy_back(*c);
+    EXPECT_TRUE(matches_ref(*c));
+  }
+  b->reset();
+}
+
+TEST(CudaFake, OutOfDeviceMemoryRunsThatBatchOnTheCpuOnly) {
+  KnobsFor knobs({.device_memory = std::size_t{3} << 20});
+  auto b = make_cuda_backend();
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  // 32 stripes x 10 chunks x 64 KiB = 20 MiB: the arena cannot grow that far.
+  std::vector<std::unique_ptr<Case>> cases;
+  std::vector<StripeJob> jobs;
+  for (int i = 0; i < 32; ++i) {
+    cases.push_back(std::make_unique<Case>(
+        Case{buffers(10, 65536, 1000 + i), buffers(10, 65536, 1000 + i), {}, {}}));
+    Case& c = *cases.back();
+    c.dev_job = c.dev.job(ParityOp::kEncode, ParityScheme::kPQ, 8, 65536);
+    c.ref_job = c.ref.job(ParityOp::kEncode, ParityScheme::kPQ, 8, 65536);
+    jobs.push_back(c.dev_job);
+  }
+  ASSERT_TRUE((*b)->execute(jobs).is_ok());
+  for (auto& c : cases)
+    EXPECT_TRUE(matches_ref(*c));
+  EXPECT_FALSE((*b)->dead()) << "running out of device memory is not a device failure";
+  EXPECT_EQ((*b)->stats().cpu_batches, 1u);
+  // A batch that fits still runs on the device.
+  std::mt19937_64 rng(3);
+  auto small = random_case(rng, 77);
+  small->dev_job.len = std::min<std::size_t>(small->dev_job.len, 4096);
+  small->ref_job.len = small->dev_job.len;
+  std::vector<StripeJob> one{small->dev_job};
+  ASSERT_TRUE((*b)->execute(one).is_ok());
+  small->dev_job.parity_ok = one[0].parity_ok;
+  EXPECT_TRUE(matches_ref(*small));
+  EXPECT_EQ((*b)->stats().device_batches, 1u);
+}
+#endif
 
 }  // namespace
 }  // namespace graid
