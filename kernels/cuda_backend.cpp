@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "copy_runs.h"
+#include "cuda_host_regions.h"
 #include "cuda_launch.h"
 #include "cuda_util.h"
 #include "kernel_batch.h"
@@ -31,6 +33,7 @@ using kernels::CopyRun;
 using kernels::CudaDeviceMemory;
 using kernels::CudaPinnedMemory;
 using kernels::CudaStream;
+using kernels::HostRegion;
 using kernels::KernelBatch;
 using kernels::KernelBatchBuilder;
 using kernels::KernelStripe;
@@ -41,28 +44,6 @@ constexpr std::size_t kAlign = 256;  // device allocations' alignment; keeps reg
 constexpr std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
-
-// A registered (pinned, mapped) host region; unregistered on destruction.
-struct HostRegion {
-  std::uintptr_t begin = 0;
-  std::uintptr_t end = 0;
-  std::uint8_t* device_base = nullptr;  // the region's address on the device (mapped)
-
-  HostRegion() = default;
-  HostRegion(const HostRegion&) = delete;
-  HostRegion& operator=(const HostRegion&) = delete;
-  HostRegion(HostRegion&& o) noexcept
-      : begin(std::exchange(o.begin, 0)), end(o.end), device_base(o.device_base) {}
-  HostRegion& operator=(HostRegion&& o) noexcept {
-    std::swap(begin, o.begin);
-    std::swap(end, o.end);
-    std::swap(device_base, o.device_base);
-    return *this;
-  }
-  ~HostRegion() {
-    if (begin != 0) (void)cudaHostUnregister(reinterpret_cast<void*>(begin));
-  }
-};
 
 // Where one chunk of one job lives during a device batch.
 struct ChunkMove {
@@ -84,6 +65,12 @@ struct Slot {
   std::vector<StripePlan> plans;
   std::vector<ChunkMove> moves;
   std::vector<ChunkAddrs> addrs;
+  // The piece in flight on this slot (enqueue_piece -> complete_piece).
+  bool mapped = false;
+  std::size_t flags_off = 0;
+  std::uint64_t staged = 0;
+  std::uint64_t to_device = 0;
+  std::uint64_t from_device = 0;
   std::vector<CopyRun> runs;  // the copies of one direction, then coalesced
   // cudaMemcpyBatchAsync's arrays.
   std::vector<void*> dsts;
@@ -104,7 +91,7 @@ class CudaBackendImpl final : public CudaBackend {
   ~CudaBackendImpl() override {
     // Slots (streams, device and pinned memory) go before the registrations they may reference.
     slots_.clear();
-    regions_.clear();
+    regions_.clear();  // unregisters
   }
 
   std::string_view name() const noexcept override { return "cuda"; }
@@ -117,6 +104,7 @@ class CudaBackendImpl final : public CudaBackend {
   CudaBackendStats stats() const noexcept override {
     CudaBackendStats s;
     s.device_batches = device_batches_.load(std::memory_order_relaxed);
+    s.launches = launches_.load(std::memory_order_relaxed);
     s.device_jobs = device_jobs_.load(std::memory_order_relaxed);
     s.cpu_batches = cpu_batches_.load(std::memory_order_relaxed);
     s.cpu_jobs = cpu_jobs_.load(std::memory_order_relaxed);
@@ -130,81 +118,91 @@ class CudaBackendImpl final : public CudaBackend {
   Status add_region(std::span<std::byte> region) override {
     if (region.empty()) return Status(Errc::kInvalidArgument, "empty region");
     if (dead()) return Status(Errc::kUnsupported, "cuda backend is dead");
-    std::unique_lock lock(regions_mu_);
-    const auto b = reinterpret_cast<std::uintptr_t>(region.data());
-    const std::uintptr_t e = b + region.size();
-    for (const HostRegion& r : regions_) {
-      if (b < r.end && r.begin < e) {
-        return Status(Errc::kInvalidArgument, "region overlaps a registered region");
-      }
-    }
-    cudaError_t err = cudaSetDevice(info_.ordinal);
-    if (err == cudaSuccess) {
-      err = cudaHostRegister(region.data(), region.size(),
-                             cudaHostRegisterPortable | cudaHostRegisterMapped);
-    }
-    if (err != cudaSuccess) return kernels::cuda_status(err, "cudaHostRegister");
-    HostRegion r;
-    r.begin = b;
-    r.end = e;
-    void* dev = nullptr;
-    err = cudaHostGetDevicePointer(&dev, region.data(), 0);
-    if (err != cudaSuccess) {
-      (void)cudaHostUnregister(region.data());
-      r.begin = 0;
-      return kernels::cuda_status(err, "cudaHostGetDevicePointer");
-    }
-    r.device_base = static_cast<std::uint8_t*>(dev);
-    regions_.push_back(std::move(r));
-    std::sort(regions_.begin(), regions_.end(),
-              [](const HostRegion& x, const HostRegion& y) { return x.begin < y.begin; });
-    return Status::ok();
+    return regions_.add(region, info_.ordinal);
   }
 
   void remove_region(std::span<std::byte> region) noexcept override {
-    std::unique_lock lock(regions_mu_);  // no execute() is using it (they hold it shared)
-    const auto b = reinterpret_cast<std::uintptr_t>(region.data());
-    for (auto it = regions_.begin(); it != regions_.end(); ++it) {
-      if (it->begin == b) {
-        regions_.erase(it);  // ~HostRegion unregisters
-        return;
-      }
-    }
+    (void)regions_.remove(region);
   }
 
   Status execute(std::span<StripeJob> jobs) override {
     GRAID_RETURN_IF_ERROR(kernels::validate_jobs(jobs));
     if (jobs.empty()) return Status::ok();
     if (dead()) return run_on_cpu(jobs);
-    Slot& slot = acquire_slot();
-    std::unique_lock lock(slot.mu, std::adopt_lock);
-    std::shared_lock regions_lock(regions_mu_);
-    std::size_t begin = 0;
-    while (begin < jobs.size()) {
-      // A piece of the batch that fits the arena cap (a single bigger job goes alone).
+    // The batch goes in pieces of at most piece_bytes (a single bigger job alone). With more than
+    // one piece and a second slot free, pieces alternate between the two slots' streams, so one
+    // piece's results come back over the link while the next one's inputs go out (the link is
+    // full duplex) and a piece's kernel runs meanwhile.
+    const std::size_t piece_bytes =
+        std::max<std::size_t>(1, std::min(options_.max_arena_bytes, options_.pipeline_piece_bytes));
+    auto piece_end = [&](std::size_t begin) {
       std::size_t end = begin;
       std::size_t bytes = 0;
       while (end < jobs.size()) {
         const std::size_t b = footprint(jobs[end]);
-        if (end > begin && bytes + b > options_.max_arena_bytes) break;
+        if (end > begin && bytes + b > piece_bytes) break;
         bytes += b;
         ++end;
       }
-      const std::span<StripeJob> piece = jobs.subspan(begin, end - begin);
-      bool transient = false;
-      Status status = run_on_device(slot, piece, transient);
-      if (!status.is_ok()) {
-        // Drain the stream, ignoring its error: no copy may still be writing into the caller's
-        // memory while the cpu redoes the work.
-        (void)cudaStreamSynchronize(slot.stream.get());
-        if (!transient) mark_dead(status);
-        if (!options_.fallback_to_cpu) return status;
-        // Inputs were never written, so the cpu can redo the piece and everything after it.
-        return run_on_cpu(jobs.subspan(begin));
+      return end;
+    };
+    Slot& first = acquire_slot();
+    std::unique_lock lock_first(first.mu, std::adopt_lock);
+    Slot* second = piece_end(0) < jobs.size() ? try_acquire_other(first) : nullptr;
+    std::unique_lock<std::mutex> lock_second;
+    if (second != nullptr) lock_second = std::unique_lock(second->mu, std::adopt_lock);
+    std::shared_lock regions_lock(regions_.mutex());
+
+    struct InFlight {
+      Slot* slot;
+      std::size_t begin;
+      std::size_t end;
+    };
+    std::array<InFlight, 2> flight{};  // oldest first
+    std::size_t in_flight = 0;
+    const std::size_t depth = second != nullptr ? 2 : 1;
+    std::size_t next = 0;
+    Status status;
+    bool transient = false;
+    std::size_t redo_from = 0;
+    while (true) {
+      while (next < jobs.size() && in_flight < depth) {
+        Slot* slot = in_flight == 0 || flight[0].slot != &first ? &first : second;
+        const std::size_t end = piece_end(next);
+        status = enqueue_piece(*slot, jobs.subspan(next, end - next), transient);
+        if (!status.is_ok()) {
+          redo_from = in_flight > 0 ? flight[0].begin : next;
+          flight[in_flight++] = {slot, next, end};
+          break;
+        }
+        flight[in_flight++] = {slot, next, end};
+        next = end;
       }
-      begin = end;
+      if (!status.is_ok() || in_flight == 0) break;
+      const InFlight done = flight[0];
+      flight[0] = flight[1];
+      --in_flight;
+      status =
+          complete_piece(*done.slot, jobs.subspan(done.begin, done.end - done.begin), transient);
+      if (!status.is_ok()) {
+        redo_from = done.begin;
+        flight[in_flight++] = done;  // drained below with the rest
+        break;
+      }
     }
-    return Status::ok();
+    if (status.is_ok()) {
+      device_batches_.fetch_add(1, std::memory_order_relaxed);
+      device_jobs_.fetch_add(jobs.size(), std::memory_order_relaxed);
+      return Status::ok();
+    }
+    // Drain every stream in use, ignoring their errors: no copy may still be writing into the
+    // caller's memory while the cpu redoes the work.
+    for (std::size_t i = 0; i < in_flight; ++i)
+      (void)cudaStreamSynchronize(flight[i].slot->stream.get());
+    if (!transient) mark_dead(status);
+    if (!options_.fallback_to_cpu) return status;
+    // Inputs were never written, so the cpu can redo every piece not completed.
+    return run_on_cpu(jobs.subspan(redo_from));
   }
 
  private:
@@ -224,13 +222,13 @@ class CudaBackendImpl final : public CudaBackend {
     return s;
   }
 
-  const HostRegion* find_region(const void* p, std::size_t len) const {
-    const auto b = reinterpret_cast<std::uintptr_t>(p);
-    auto it = std::upper_bound(regions_.begin(), regions_.end(), b,
-                               [](std::uintptr_t v, const HostRegion& r) { return v < r.begin; });
-    if (it == regions_.begin()) return nullptr;
-    --it;
-    return (b >= it->begin && b + len <= it->end) ? &*it : nullptr;
+  // Another free slot, locked, or null when every other one is busy (never waits: two callers
+  // each holding one slot must not wait for each other's).
+  Slot* try_acquire_other(const Slot& taken) {
+    for (const auto& s : slots_) {
+      if (s.get() != &taken && s->mu.try_lock()) return s.get();
+    }
+    return nullptr;
   }
 
   // Runs one step of the device pipeline: the fault hook may fail it first (test seam).
@@ -318,7 +316,9 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::ok();
   }
 
-  Status run_on_device(Slot& slot, std::span<StripeJob> jobs, bool& transient) {
+  // Lays out one piece in the slot's arena and queues its copies in, its launch and its copies
+  // out on the slot's stream; complete_piece() waits for them and finishes on the host.
+  Status enqueue_piece(Slot& slot, std::span<StripeJob> jobs, bool& transient) {
     GRAID_RETURN_IF_ERROR(
         step("set device", transient, [&] { return cudaSetDevice(info_.ordinal); }));
     const std::size_t n = jobs.size();
@@ -347,7 +347,7 @@ class CudaBackendImpl final : public CudaBackend {
         m.chunk = c;
         m.read = read;
         m.written = written;
-        m.registered = find_region(jobs[j].chunk[c].data(), jobs[j].len);
+        m.registered = regions_.find(jobs[j].chunk[c].data(), jobs[j].len);
         if (m.registered == nullptr) mapped = false;
         slot.moves.push_back(m);
       }
@@ -446,25 +446,37 @@ class CudaBackendImpl final : public CudaBackend {
       slot.runs.push_back({reinterpret_cast<std::uintptr_t>(host_side(m)), m.offset, len, 0});
     }
     GRAID_RETURN_IF_ERROR(issue_copies(slot, cudaMemcpyDeviceToHost, dev, transient));
-    GRAID_RETURN_IF_ERROR(step("sync", transient, [&] { return cudaStreamSynchronize(stream); }));
+    slot.mapped = mapped;
+    slot.flags_off = flags_off;
+    slot.staged = staged;
+    slot.to_device = to_device;
+    slot.from_device = from_device;
+    return Status::ok();
+  }
 
-    // Staged outputs back to the caller; verify results.
+  // Waits for the piece enqueue_piece() queued on `slot`, then copies staged outputs to the
+  // callers and reads the verify flags.
+  Status complete_piece(Slot& slot, std::span<StripeJob> jobs, bool& transient) {
+    cudaStream_t stream = slot.stream.get();
+    GRAID_RETURN_IF_ERROR(step("sync", transient, [&] { return cudaStreamSynchronize(stream); }));
+    std::byte* const host = slot.staging.get();
+    std::uint64_t staged = slot.staged;
     for (const ChunkMove& m : slot.moves) {
-      if (!mapped && m.written && m.registered == nullptr) {
+      if (!slot.mapped && m.written && m.registered == nullptr) {
         std::memcpy(jobs[m.job].chunk[m.chunk].data(), host + m.offset, jobs[m.job].len);
         staged += jobs[m.job].len;
       }
     }
     std::uint32_t flags_copy = 0;
-    for (std::uint32_t j = 0; j < n; ++j) {
+    for (std::uint32_t j = 0; j < jobs.size(); ++j) {
       if (jobs[j].op != ParityOp::kVerify) continue;
-      std::memcpy(&flags_copy, host + flags_off + j * sizeof(std::uint32_t), sizeof flags_copy);
+      std::memcpy(&flags_copy, host + slot.flags_off + j * sizeof(std::uint32_t),
+                  sizeof flags_copy);
       jobs[j].parity_ok = flags_copy == 0;
     }
-    device_batches_.fetch_add(1, std::memory_order_relaxed);
-    device_jobs_.fetch_add(n, std::memory_order_relaxed);
-    bytes_to_device_.fetch_add(to_device, std::memory_order_relaxed);
-    bytes_from_device_.fetch_add(from_device, std::memory_order_relaxed);
+    launches_.fetch_add(1, std::memory_order_relaxed);
+    bytes_to_device_.fetch_add(slot.to_device, std::memory_order_relaxed);
+    bytes_from_device_.fetch_add(slot.from_device, std::memory_order_relaxed);
     staged_bytes_.fetch_add(staged, std::memory_order_relaxed);
     return Status::ok();
   }
@@ -491,10 +503,10 @@ class CudaBackendImpl final : public CudaBackend {
   std::atomic<std::size_t> next_slot_{0};
   std::atomic<bool> dead_{false};
 
-  mutable std::shared_mutex regions_mu_;  // shared by execute(), exclusive to register
-  std::vector<HostRegion> regions_;       // GUARDED_BY(regions_mu_), sorted by begin
+  kernels::HostRegions regions_;  // shared by execute(), exclusive to add/remove
 
   std::atomic<std::uint64_t> device_batches_{0};
+  std::atomic<std::uint64_t> launches_{0};
   std::atomic<std::uint64_t> device_jobs_{0};
   std::atomic<std::uint64_t> cpu_batches_{0};
   std::atomic<std::uint64_t> cpu_jobs_{0};

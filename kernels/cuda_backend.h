@@ -90,6 +90,10 @@ struct CudaBackendOptions {
   bool batched_copies = true;
   // Largest device arena one stream may hold; a bigger batch is run in pieces.
   std::size_t max_arena_bytes = std::size_t{512} << 20;
+  // Batches bigger than this go in pieces of about this size, alternating between two streams
+  // when a second one is free, so results of one piece travel back while the next one's inputs
+  // go out. Each piece costs a launch, two copy calls and a wait.
+  std::size_t pipeline_piece_bytes = std::size_t{16} << 20;
   // Test seam: called before each checked CUDA step with its name ("h2d", "launch", "d2h",
   // "sync", ...); returning true makes that step fail with a sticky error, as if the device had
   // died there.
@@ -97,7 +101,8 @@ struct CudaBackendOptions {
 };
 
 struct CudaBackendStats {
-  std::uint64_t device_batches = 0;
+  std::uint64_t device_batches = 0;  // execute() calls served by the device
+  std::uint64_t launches = 0;        // pieces run on the device (a batch may be several)
   std::uint64_t device_jobs = 0;
   std::uint64_t cpu_batches = 0;  // run on the cpu backend (dead device or failover)
   std::uint64_t cpu_jobs = 0;
