@@ -11,6 +11,7 @@
 #include "graid/parity.h"
 #include "kernels/batcher.h"
 #include "kernels/batcher_parity.h"
+#include "kernels/cuda_backend.h"
 
 namespace graid::bench {
 
@@ -95,6 +96,14 @@ std::uint64_t ArraySession::capacity() const noexcept {
 std::string ArraySession::backend_name() const {
   if (impl_->batcher) return fmt::format("{}+batcher", impl_->device_backend->name());
   return std::string(impl_->parity->name());
+}
+
+bool ArraySession::parity_device_failed() const {
+  if (impl_->batcher && impl_->batcher->device_dead()) return true;
+  const ParityBackend* backend =
+      impl_->device_backend ? impl_->device_backend.get() : impl_->parity.get();
+  const auto* cuda = dynamic_cast<const CudaBackend*>(backend);
+  return cuda != nullptr && cuda->dead();
 }
 
 Status ArraySession::stop() {

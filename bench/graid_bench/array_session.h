@@ -45,6 +45,9 @@ class ArraySession {
   std::uint64_t data_offset() const noexcept;
   // Name of the parity backend in use (as the backend reports it).
   std::string backend_name() const;
+  // True once the parity device (the cuda backend, or the batcher's device) has failed and parity
+  // went to the cpu: figures from then on are not the device's.
+  bool parity_device_failed() const;
 
   // Stops the array cleanly. Call once no queue is attached.
   Status stop();

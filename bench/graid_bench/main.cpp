@@ -196,6 +196,12 @@ int run(const BenchOptions& o) {
       return a.ratio() ? a.ratio().value_or(0) < b.ratio().value_or(0)
                        : a.raw.iops() < b.raw.iops();
     });
+    if (session && session->parity_device_failed()) {
+      return fail(make_error(Errc::kIoError,
+                             "{}: the parity device ({}) failed during the run and parity went "
+                             "to the cpu (see the log); no figure of this run is the device's",
+                             profile.name, session->backend_name()));
+    }
     ProfileReport r = rounds[rounds.size() / 2];
     for (const ProfileReport& each : rounds) {
       if (each.ratio()) r.round_ratios.push_back(*each.ratio());

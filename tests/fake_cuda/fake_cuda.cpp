@@ -32,9 +32,17 @@ struct Block {
   std::unique_ptr<std::byte[]> owned;  // device and pinned blocks; null for registrations
 };
 
+// GRAID_FAKE_CUDA_FAIL_LAUNCH=N in the environment: the Nth launch fails as a kernel fault
+// would (for whole programs, e.g. graid-bench-fakecuda, that tests cannot reach through knobs).
+std::size_t fail_launch_from_env() {
+  const char* v = std::getenv("GRAID_FAKE_CUDA_FAIL_LAUNCH");
+  return v == nullptr ? 0 : static_cast<std::size_t>(std::strtoull(v, nullptr, 10));
+}
+
 struct State {
   std::mutex mu;
   Knobs knobs;
+  std::size_t fail_launch = fail_launch_from_env();
   Counters counters;
   std::string violations;
   std::size_t device_bytes = 0;
@@ -414,6 +422,7 @@ cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned /*max_blocks*
   {
     std::lock_guard lock(s.mu);
     ++s.counters.launches;
+    if (s.fail_launch != 0 && s.counters.launches == s.fail_launch) return cudaErrorLaunchFailure;
     const std::size_t n = batch.stripe_count;
     // The descriptor arrays must be in device memory, then every pointer a lane dereferences.
     if (graid::fake_cuda::find(s.device, batch.stripes, n * sizeof(KernelStripe)) == nullptr ||
