@@ -106,6 +106,16 @@ bool ArraySession::parity_device_failed() const {
   return cuda != nullptr && cuda->dead();
 }
 
+std::string ArraySession::parity_device() const {
+  const ParityBackend* backend =
+      impl_->device_backend ? impl_->device_backend.get() : impl_->parity.get();
+  const auto* cuda = dynamic_cast<const CudaBackend*>(backend);
+  if (cuda == nullptr) return "";
+  const CudaDeviceInfo& d = cuda->device_info();
+  return fmt::format("{} ({}, {} SMs, {} MiB, driver {})", d.name, d.pci_bus_id, d.sm_count,
+                     d.total_memory >> 20, d.driver_version);
+}
+
 Status ArraySession::stop() {
   impl_->stopped = true;
   return impl_->array->stop();

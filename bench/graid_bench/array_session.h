@@ -48,6 +48,8 @@ class ArraySession {
   // True once the parity device (the cuda backend, or the batcher's device) has failed and parity
   // went to the cpu: figures from then on are not the device's.
   bool parity_device_failed() const;
+  // The GPU parity runs on (model, PCI address, SMs, memory, driver), or "" for the cpu.
+  std::string parity_device() const;
 
   // Stops the array cleanly. Call once no queue is attached.
   Status stop();

@@ -143,6 +143,7 @@ int run(const BenchOptions& o) {
     if (!span.is_ok()) return fail(span.status());
     setup.span = *span;
     setup.backend = session->backend_name();
+    setup.device = session->parity_device();
     raw_offset = session->data_offset();
   }
 

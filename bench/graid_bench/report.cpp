@@ -23,11 +23,12 @@ std::string mix_text(const MemberCost& cost) {
 
 void print_table(std::FILE* out, const RunSetup& setup, std::span<const ProfileReport> reports) {
   fmt::print(out,
-             "graid-bench: {} x{} strip {} member {} backend {} | {} thread(s) x QD {} | {} "
+             "graid-bench: {} x{} strip {} member {} backend {}{} | {} thread(s) x QD {} | {} "
              "round(s) of raw then array, {:g} s (+{:g} s warm-up) each; median round shown\n",
              setup.level, setup.members, format_size(setup.strip_bytes),
-             format_size(setup.member_bytes), setup.backend, setup.threads, setup.queue_depth,
-             setup.rounds, setup.seconds / setup.rounds, setup.warmup_seconds);
+             format_size(setup.member_bytes), setup.backend,
+             setup.device.empty() ? "" : fmt::format(" on {}", setup.device), setup.threads,
+             setup.queue_depth, setup.rounds, setup.seconds / setup.rounds, setup.warmup_seconds);
   fmt::print(out,
              "{:<14} {:>6} {:>3} {:>5} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} "
              "{:>20} {:>11} {:>10} {:>6}\n",
@@ -95,6 +96,7 @@ std::string to_json(const RunSetup& setup, std::span<const ProfileReport> report
     j["strip"] = setup.strip_bytes;
     j["member_bytes"] = setup.member_bytes;
     j["backend"] = setup.backend;
+    j["device"] = setup.device;
     j["threads"] = setup.threads;
     j["qd"] = setup.queue_depth;
     j["seconds"] = setup.seconds;

@@ -21,6 +21,7 @@ struct RunSetup {
   std::uint32_t strip_bytes = 0;
   std::uint64_t member_bytes = 0;
   std::string backend;
+  std::string device;  // the GPU parity ran on ("NVIDIA H200, 132 SMs, ..."), empty for the cpu
   std::uint32_t threads = 0;
   std::uint32_t queue_depth = 0;
   std::uint32_t raw_queue_depth = 0;
