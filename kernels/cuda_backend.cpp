@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <shared_mutex>
 #include <utility>
 #include <vector>
 
@@ -151,7 +150,8 @@ class CudaBackendImpl final : public CudaBackend {
     Slot* second = piece_end(0) < jobs.size() ? try_acquire_other(first) : nullptr;
     std::unique_lock<std::mutex> lock_second;
     if (second != nullptr) lock_second = std::unique_lock(second->mu, std::adopt_lock);
-    std::shared_lock regions_lock(regions_.mutex());
+    // The registered regions as of now, for the whole batch (lock-free; see cuda_host_regions.h).
+    const kernels::HostRegions::Snapshot regions = regions_.snapshot();
 
     struct InFlight {
       Slot* slot;
@@ -169,7 +169,7 @@ class CudaBackendImpl final : public CudaBackend {
       while (next < jobs.size() && in_flight < depth) {
         Slot* slot = in_flight == 0 || flight[0].slot != &first ? &first : second;
         const std::size_t end = piece_end(next);
-        status = enqueue_piece(*slot, jobs.subspan(next, end - next), transient);
+        status = enqueue_piece(*slot, jobs.subspan(next, end - next), *regions, transient);
         if (!status.is_ok()) {
           redo_from = in_flight > 0 ? flight[0].begin : next;
           flight[in_flight++] = {slot, next, end};
@@ -318,7 +318,8 @@ class CudaBackendImpl final : public CudaBackend {
 
   // Lays out one piece in the slot's arena and queues its copies in, its launch and its copies
   // out on the slot's stream; complete_piece() waits for them and finishes on the host.
-  Status enqueue_piece(Slot& slot, std::span<StripeJob> jobs, bool& transient) {
+  Status enqueue_piece(Slot& slot, std::span<StripeJob> jobs,
+                       const kernels::HostRegions::Table& regions, bool& transient) {
     GRAID_RETURN_IF_ERROR(
         step("set device", transient, [&] { return cudaSetDevice(info_.ordinal); }));
     const std::size_t n = jobs.size();
@@ -347,7 +348,7 @@ class CudaBackendImpl final : public CudaBackend {
         m.chunk = c;
         m.read = read;
         m.written = written;
-        m.registered = regions_.find(jobs[j].chunk[c].data(), jobs[j].len);
+        m.registered = kernels::HostRegions::find(regions, jobs[j].chunk[c].data(), jobs[j].len);
         if (m.registered == nullptr) mapped = false;
         slot.moves.push_back(m);
       }
@@ -503,7 +504,7 @@ class CudaBackendImpl final : public CudaBackend {
   std::atomic<std::size_t> next_slot_{0};
   std::atomic<bool> dead_{false};
 
-  kernels::HostRegions regions_;  // shared by execute(), exclusive to add/remove
+  kernels::HostRegions regions_;
 
   std::atomic<std::uint64_t> device_batches_{0};
   std::atomic<std::uint64_t> launches_{0};

@@ -1,32 +1,18 @@
 #include "cuda_host_regions.h"
 
 #include <algorithm>
-#include <mutex>
 #include <utility>
 
 #include "cuda_util.h"
 
 namespace graid::kernels {
 
-HostRegion::HostRegion(HostRegion&& o) noexcept
-    : begin(std::exchange(o.begin, 0)), end(o.end), device_base(o.device_base) {}
-
-HostRegion& HostRegion::operator=(HostRegion&& o) noexcept {
-  std::swap(begin, o.begin);
-  std::swap(end, o.end);
-  std::swap(device_base, o.device_base);
-  return *this;
-}
-
-HostRegion::~HostRegion() {
-  if (begin != 0) (void)cudaHostUnregister(reinterpret_cast<void*>(begin));
-}
-
 Status HostRegions::add(std::span<std::byte> region, int device) {
-  std::unique_lock lock(mu_);
+  std::lock_guard lock(mu_);
+  const Snapshot current = snapshot();
   const auto b = reinterpret_cast<std::uintptr_t>(region.data());
   const std::uintptr_t e = b + region.size();
-  for (const HostRegion& r : regions_) {
+  for (const HostRegion& r : *current) {
     if (b < r.end && r.begin < e) {
       return Status(Errc::kInvalidArgument, "region overlaps a registered region");
     }
@@ -43,38 +29,41 @@ Status HostRegions::add(std::span<std::byte> region, int device) {
     (void)cudaHostUnregister(region.data());
     return cuda_status(err, "cudaHostGetDevicePointer");
   }
-  HostRegion r;
-  r.begin = b;
-  r.end = e;
-  r.device_base = static_cast<std::uint8_t*>(dev);
-  regions_.push_back(std::move(r));
-  std::sort(regions_.begin(), regions_.end(),
+  auto next = std::make_shared<Table>(*current);
+  next->push_back(HostRegion{b, e, static_cast<std::uint8_t*>(dev)});
+  std::sort(next->begin(), next->end(),
             [](const HostRegion& x, const HostRegion& y) { return x.begin < y.begin; });
+  publish(std::move(next));
   return Status::ok();
 }
 
 bool HostRegions::remove(std::span<std::byte> region) {
-  std::unique_lock lock(mu_);
+  std::lock_guard lock(mu_);
+  const Snapshot current = snapshot();
   const auto b = reinterpret_cast<std::uintptr_t>(region.data());
-  for (auto it = regions_.begin(); it != regions_.end(); ++it) {
-    if (it->begin == b) {
-      regions_.erase(it);  // ~HostRegion unregisters
-      return true;
-    }
-  }
-  return false;
+  auto next = std::make_shared<Table>(*current);
+  auto it =
+      std::find_if(next->begin(), next->end(), [b](const HostRegion& r) { return r.begin == b; });
+  if (it == next->end()) return false;
+  next->erase(it);
+  publish(std::move(next));
+  (void)cudaHostUnregister(region.data());
+  return true;
 }
 
 void HostRegions::clear() {
-  std::unique_lock lock(mu_);
-  regions_.clear();
+  std::lock_guard lock(mu_);
+  const Snapshot current = snapshot();
+  publish(std::make_shared<const Table>());
+  for (const HostRegion& r : *current)
+    (void)cudaHostUnregister(reinterpret_cast<void*>(r.begin));
 }
 
-const HostRegion* HostRegions::find(const void* p, std::size_t len) const {
+const HostRegion* HostRegions::find(const Table& table, const void* p, std::size_t len) {
   const auto b = reinterpret_cast<std::uintptr_t>(p);
-  auto it = std::upper_bound(regions_.begin(), regions_.end(), b,
+  auto it = std::upper_bound(table.begin(), table.end(), b,
                              [](std::uintptr_t v, const HostRegion& r) { return v < r.begin; });
-  if (it == regions_.begin()) return nullptr;
+  if (it == table.begin()) return nullptr;
   --it;
   return (b >= it->begin && b + len <= it->end) ? &*it : nullptr;
 }
