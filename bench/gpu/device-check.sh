@@ -36,6 +36,10 @@
 # Testing this script without a GPU: GRAID_DEVICE_CHECK_ASSUME_GPU=1 skips step 1's detection, so
 # the rest runs and must end with the binaries' own "no CUDA device" skips (exit 77);
 # GRAID_DEVICE_CHECK_FORCE_LOADER=1 also takes step 2's second way (the carried loader and glibc).
+# The whole script runs on any machine against the fake CUDA runtime: CTest's
+# device_check_dry_run_on_fake_cuda (tests/integration/device_check_dry_run.sh) carries the
+# fake-runtime builds of the programs, with GRAID_DEVICE_CHECK_BENCH_ARGS (extra cuda_bench
+# arguments), GRAID_CUDA_BENCH_MIB and GRAID_DEVICE_CHECK_MEMBER_SIZE making it small.
 set -u
 
 OUTDIR=${1:-${OUT:-}}
@@ -69,6 +73,7 @@ quote() { printf '"%s"' "$(echo "$1" | tr -d '"\\' | tr '\n' ' ')"; }
 # The whole run must end within 8 minutes: every step's timeout is capped by what is left of
 # DEADLINE_S (a step with under 5 s left gets 1 s and fails, recorded as a timeout).
 DEADLINE_S=${GRAID_DEVICE_CHECK_DEADLINE_S:-450}
+MEMBER_SIZE=${GRAID_DEVICE_CHECK_MEMBER_SIZE:-512M}  # graid-bench member files (tmpfs)
 cap() {
   local want=$1 left=$((DEADLINE_S - ($(date +%s) - START)))
   ((left < 5)) && left=1
@@ -169,8 +174,9 @@ if ((carried_ok)); then
   grep -h '^\[   INFO   \]\|^\[   NOTE   \]' "$OUTDIR/cuda_backend_test.log" | tee -a "$SUMMARY"
   # ---- 5. benchmarks -----------------------------------------------------------------------------
   if ((skipped_on_gpu == 0)); then
+    # shellcheck disable=SC2086 # GRAID_DEVICE_CHECK_BENCH_ARGS is a list of words on purpose
     timeout "$(cap 130)" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/cuda_bench" \
-      --benchmark_out="$OUTDIR/cuda_bench.json" \
+      ${GRAID_DEVICE_CHECK_BENCH_ARGS:-} --benchmark_out="$OUTDIR/cuda_bench.json" \
       --benchmark_out_format=json >"$OUTDIR/cuda_bench.log" 2>&1
     rc=$?
     record cuda_bench "{\"rc\": $rc}"
@@ -197,7 +203,8 @@ if ((carried_ok)); then
       [[ $variant == *-batcher ]] && args+=(--batcher)
       timeout "$(cap 30)" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-bench" --level 6 --members 6 \
         --strip 64K --dir "$benchdir" \
-        --member-size 512M --profile 4k-randwrite,1m-seqwrite --qd 32 --threads 4 --seconds 2 \
+        --member-size "$MEMBER_SIZE" --profile 4k-randwrite,1m-seqwrite --qd 32 --threads 4 \
+        --seconds 2 \
         "${args[@]}" --format json >"$OUTDIR/graid-bench-$variant.json" \
         2>"$OUTDIR/graid-bench-$variant.log"
       rc=$?
@@ -208,7 +215,7 @@ if ((carried_ok)); then
     # Every profile through the cuda backend, each followed by a write + read-back check.
     timeout "$(cap 60)" ${RUN[@]+"${RUN[@]}"} "$CARRY/bin/graid-bench" --level 6 --members 6 \
       --strip 64K --dir "$benchdir" \
-      --member-size 512M --profile all --qd 32 --threads 4 --seconds 1 --rounds 1 \
+      --member-size "$MEMBER_SIZE" --profile all --qd 32 --threads 4 --seconds 1 --rounds 1 \
       --backend cuda --verify --verify-bytes 32M >"$OUTDIR/graid-bench-cuda-all.txt" \
       2>"$OUTDIR/graid-bench-cuda-all.log"
     rc=$?

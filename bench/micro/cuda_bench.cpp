@@ -40,6 +40,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -55,9 +56,20 @@
 namespace graid {
 namespace {
 
-constexpr std::size_t kBaselineBytes = std::size_t{256} << 20;
-constexpr std::size_t kKernelBatchBytes = std::size_t{256} << 20;
-constexpr std::size_t kHostPoolBytes = std::size_t{320} << 20;
+// Sizes: 256 MiB copies and kernel batches, 320 MiB host pools. GRAID_CUDA_BENCH_MIB=N scales
+// them (N MiB, pools 1.25 N), for dry runs of the device check on the fake CUDA runtime, where
+// the "device" is the host emulator.
+std::size_t bench_mib() {
+  static const std::size_t mib = [] {
+    const char* v = std::getenv("GRAID_CUDA_BENCH_MIB");
+    const unsigned long long n = v == nullptr ? 0 : std::strtoull(v, nullptr, 10);
+    return n == 0 ? std::size_t{256} : static_cast<std::size_t>(n);
+  }();
+  return mib;
+}
+const std::size_t kBaselineBytes = bench_mib() << 20;
+const std::size_t kKernelBatchBytes = bench_mib() << 20;
+const std::size_t kHostPoolBytes = (bench_mib() << 20) / 4 * 5;
 
 struct Baselines {
   double d2d_gbps = 0;
@@ -429,8 +441,10 @@ void print_summary() {
 }  // namespace
 }  // namespace graid
 
-int main(int argc, char** argv) {
-  using namespace graid;
+namespace graid {
+namespace {
+
+int run(int argc, char** argv) {
   Shared& s = shared();
   Result<std::unique_ptr<kernels::CudaBenchDevice>> dev = kernels::CudaBenchDevice::open(0);
   if (!dev.is_ok()) {
@@ -489,4 +503,18 @@ int main(int argc, char** argv) {
   for (const CudaVariant& cv : s.cuda)
     dead = dead || cv.backend->dead();
   return dead ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace graid
+
+int main(int argc, char** argv) {
+  const int rc = graid::run(argc, argv);
+  // Release every CUDA resource before static destruction: the CUDA runtime (or the fake one in
+  // tests) may already be torn down when `shared()` is destroyed.
+  graid::Shared& s = graid::shared();
+  for (graid::CudaVariant& cv : s.cuda)
+    cv.backend.reset();
+  s.device.reset();
+  return rc;
 }

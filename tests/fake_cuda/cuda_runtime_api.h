@@ -111,9 +111,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaEventCreate(cudaEvent_t* e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind,
                             cudaStream_t s);
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind);
+cudaError_t cudaMemset(void* p, int value, std::size_t n);
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t n, cudaStream_t s);
 cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
                                  const std::size_t* sizes, std::size_t count,
                                  cudaMemcpyAttributes* attrs, std::size_t* attrs_idxs,

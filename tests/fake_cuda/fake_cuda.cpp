@@ -6,6 +6,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +23,7 @@ struct FakeCudaStream {
   int id = 0;
 };
 struct FakeCudaEvent {
-  int id = 0;
+  std::chrono::steady_clock::time_point at{};  // when recorded (work runs at call time)
 };
 
 namespace graid::fake_cuda {
@@ -108,6 +110,10 @@ bool check_copy(State& s, void* dst, const void* src, std::size_t n, cudaMemcpyK
     if (!src_dev) violation(s, "D2H source not inside one device allocation");
     if (dst_touches_dev) violation(s, "D2H destination is device memory");
     return src_dev && !dst_touches_dev;
+  }
+  if (kind == cudaMemcpyDeviceToDevice) {
+    if (!src_dev || !dst_dev) violation(s, "D2D copy not inside device allocations");
+    return src_dev && dst_dev;
   }
   violation(s, "unexpected copy kind");
   return false;
@@ -375,6 +381,41 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcp
     ++s.counters.copies;
   }
   std::memcpy(dst, src, n);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, n, kind, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t n, cudaStream_t /*stream*/) {
+  State& s = state();
+  {
+    std::lock_guard lock(s.mu);
+    if (graid::fake_cuda::find(s.device, p, n) == nullptr) {
+      graid::fake_cuda::violation(s, "memset outside device memory");
+      return cudaErrorIllegalAddress;
+    }
+  }
+  std::memset(p, value, n);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* p, int value, std::size_t n) {
+  return cudaMemsetAsync(p, value, n, nullptr);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t /*stream*/) {
+  event->at = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t /*event*/) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
   return cudaSuccess;
 }
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench/gpu/device-check.sh end to end without a GPU: the programs it carries are their builds
+# against the fake CUDA runtime (tests/fake_cuda), sizes are small, and the script must end with
+# exit 0 and a summary holding every step. Run by CTest (device_check_dry_run_on_fake_cuda).
+#
+#   device_check_dry_run.sh DEVICE_CHECK KERNEL_TEST CUDA_BACKEND_TEST CUDA_BENCH \
+#                           ARRAY_MODEL_CUDA_TEST GRAID_BENCH GRAID_DEMO
+set -u
+script=$1
+shift
+carry=$(mktemp -d)
+out=$(mktemp -d)
+trap 'rm -rf "$carry" "$out"' EXIT
+mkdir -p "$carry/bin" "$carry/lib"
+for name in kernel_test cuda_backend_test cuda_bench array_model_cuda_test graid-bench graid-demo; do
+  ln -s "$1" "$carry/bin/$name"
+  shift
+done
+
+GRAID_CARRY=$carry GRAID_DEVICE_CHECK_ASSUME_GPU=1 GRAID_CUDA_BENCH_MIB=200 \
+  GRAID_DEVICE_CHECK_MEMBER_SIZE=64M \
+  GRAID_DEVICE_CHECK_BENCH_ARGS="--benchmark_min_time=0.01 --benchmark_filter=^(baseline/|kernel/enc_pq/k:4/chunk:64K|kernel/rec2_pq(_bitserial)?/k:4/chunk:64K|e2e/[a-z_]+/enc_pq/|single/[a-z_]+/enc_pq/k:8/chunk:(4|64)K|latency/[a-z_]+/enc_pq/k:8/chunk:64K/batch:1$)" \
+  bash "$script" "$out"
+rc=$?
+echo "---- summary.txt"
+cat "$out/summary.txt"
+echo "---- summary.json"
+cat "$out/summary.json"
+
+fail() {
+  echo "device-check dry run: $*" >&2
+  exit 1
+}
+((rc == 0)) || fail "device-check exited $rc"
+grep -q '"exit_code": 0' "$out/summary.json" || fail "summary.json does not record exit 0"
+grep -q '"carried_loader": "host glibc"' "$out/summary.json" || fail "loader not recorded"
+grep -q '== cuda_bench summary' "$out/summary.txt" || fail "no cuda_bench summary"
+grep -q 'ratio_d2d' "$out/summary.txt" || fail "no kernel ratio in the summary"
+grep -q 'host CPU per GB, cpu / cuda' "$out/summary.txt" || fail "no host CPU ratio"
+grep -q 'single-job latency crossover, cuda' "$out/summary.txt" || fail "no crossover line"
+grep -q 'parity on the GPU' "$out/summary.txt" || fail "the demo did not run on the device"
+grep -q 'demo OK' "$out/summary.txt" || fail "the demo did not pass"
+grep -q 'verify 8k-randrw90: .* 0 mismatched' "$out/summary.txt" || fail "all-profile run incomplete"
+for f in kernel_test.json cuda_backend_test.json cuda_bench.json array_model_cuda_test.json \
+  graid-bench-cpu.json graid-bench-cuda.json graid-bench-cuda-batcher.json; do
+  [[ -s "$out/$f" ]] || fail "$f missing or empty"
+done
+grep -q '"backend": "cuda+batcher"' "$out/graid-bench-cuda-batcher.json" ||
+  fail "graid-bench --batcher JSON lacks its backend"
+echo "device-check dry run: OK"
