@@ -22,28 +22,9 @@
 #include "graid/member.h"
 #include "graid/parity.h"
 #include "io/faulty_member.h"
+#include "temp_dir.h"
 
 namespace graid::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : "/tmp";
-    std::string templ = std::string(base) + "/graid-test-XXXXXX";
-    char* made = mkdtemp(templ.data());
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A request that records its outcome.
 struct TestIo final : ArrayIo {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graid/buffer.h"
+#include "temp_dir.h"
 
 namespace graid {
 namespace {
@@ -34,10 +35,8 @@ class Request final : public MemberRequest {
 class FaultyMemberTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char name[] = "/tmp/graid-faulty-XXXXXX";
-    ASSERT_NE(::mkdtemp(name), nullptr);
-    dir_ = name;
-    path_ = dir_ + "/m0";
+    ASSERT_FALSE(dir_.path().empty());
+    path_ = dir_.file("m0");
     auto ctx = IoContext::create(64);
     ASSERT_TRUE(ctx.is_ok()) << ctx.status().to_string();
     ctx_ = std::move(ctx).value();
@@ -46,11 +45,7 @@ class FaultyMemberTest : public ::testing::Test {
     scratch_ = std::move(buffer).value();
     reopen();
   }
-  void TearDown() override {
-    member_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  void TearDown() override { member_.reset(); }
 
   void reopen() {
     member_.reset();
@@ -99,7 +94,7 @@ class FaultyMemberTest : public ::testing::Test {
     return {buffer->data(), buffer->data() + kSize};
   }
 
-  std::string dir_;
+  graid::testing::TempDir dir_{"/tmp"};  // declared first: the member file goes last
   std::string path_;
   std::unique_ptr<IoContext> ctx_;
   std::unique_ptr<FaultyMember> member_;

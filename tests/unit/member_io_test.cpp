@@ -19,34 +19,18 @@
 
 #include "graid/buffer.h"
 #include "graid/member.h"
+#include "temp_dir.h"
 
 namespace graid {
 namespace {
 
+// Under /tmp rather than tmpfs: the O_DIRECT paths want a filesystem that supports O_DIRECT.
+using graid::testing::TempDir;
+constexpr const char* kIoTestBase = "/tmp";
+
 constexpr std::size_t kPage = 4096;
 
 // A directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/graid-io-XXXXXX";
-    const char* made = ::mkdtemp(name);
-    EXPECT_NE(made, nullptr) << std::strerror(errno);
-    path_ = made != nullptr ? made : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 // Counts its completions; remembers the last result.
 class CountingRequest final : public MemberRequest {
  public:
@@ -160,7 +144,7 @@ TEST(IoContext, CreateRejectsBadDepth) {
 }
 
 TEST(FileMember, RandomRoundTripsAtDepth64) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   constexpr std::uint64_t kSize = 8 << 20;
   auto ctx = make_context(64);
   auto member = make_member(dir.file("m0"), kSize);
@@ -179,7 +163,7 @@ TEST(FileMember, RandomRoundTripsAtDepth64) {
 }
 
 TEST(FileMember, ThreadsWithOwnContextsShareAMember) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   constexpr unsigned kThreads = 4;
   constexpr std::uint64_t kPerThread = 2 << 20;
   auto member = make_member(dir.file("m0"), kPerThread * kThreads);
@@ -208,7 +192,7 @@ TEST(FileMember, ThreadsWithOwnContextsShareAMember) {
 }
 
 TEST(FileMember, FlushAndDiscard) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   for (const bool direct : {true, false}) {
     auto ctx = make_context();
     auto member = make_member(dir.file(direct ? "direct" : "buffered"), 1 << 20, direct);
@@ -242,7 +226,7 @@ TEST(FileMember, FlushAndDiscard) {
 }
 
 TEST(FileMember, FixedBuffersUsedInsideRegisteredRegions) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   auto ctx = make_context();
   auto member = make_member(dir.file("m0"), 1 << 20);
   ASSERT_TRUE(ctx && member);
@@ -303,7 +287,7 @@ TEST(FileMember, FixedBuffersUsedInsideRegisteredRegions) {
 TEST(FileMember, RegisteredFileSlotsAreRecycledWhenMembersClose) {
   // More members than the 256-slot table, opened and closed one after another: each must get a
   // registered slot, which only works if closed members' slots come back.
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   AlignedBuffer buf = make_buffer(4096);
@@ -325,7 +309,7 @@ TEST(FileMember, RegisteredFileSlotsAreRecycledWhenMembersClose) {
 }
 
 TEST(FileMember, BadRequestsFailLaterNotInline) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   auto ctx = make_context();
   auto member = make_member(dir.file("m0"), 1 << 20);
   ASSERT_TRUE(ctx && member);
@@ -370,7 +354,7 @@ TEST(FileMember, BadRequestsFailLaterNotInline) {
 TEST(FileMember, ReadPastTheRealEndOfAShrunkFileIsAnError) {
   // The file shrinks under an open member (its size() is stale): the kernel returns a short
   // read, the layer asks for the rest, gets end-of-file, and reports -EIO, not zeros.
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   auto ctx = make_context();
   auto member = make_member(dir.file("m0"), 64 << 10);
   ASSERT_TRUE(ctx && member);
@@ -448,7 +432,7 @@ struct Mangler {
 };
 
 TEST(IoContext, EagainAndShortTransfersAreRetriedToTheFullLength) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   auto ctx = make_context(16);
   auto member = make_member(dir.file("m0"), 4 << 20);
   ASSERT_TRUE(ctx && member);
@@ -465,7 +449,7 @@ TEST(IoContext, EagainAndShortTransfersAreRetriedToTheFullLength) {
 }
 
 TEST(IoContext, EagainRetriesAreBounded) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   auto ctx = make_context();
   auto member = make_member(dir.file("m0"), 1 << 20);
   ASSERT_TRUE(ctx && member);
@@ -484,7 +468,7 @@ TEST(IoContext, EagainRetriesAreBounded) {
 }
 
 TEST(IoContext, FullSubmissionQueueNeverDropsARequest) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   auto ctx = make_context(4);
   auto member = make_member(dir.file("m0"), 1 << 20);
   ASSERT_TRUE(ctx && member);
@@ -570,7 +554,7 @@ TEST(IoContext, DeferRunsAtTheNextPoll) {
 }
 
 TEST(FileMember, SyncIoChecksAlignmentAndRange) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   auto member = make_member(dir.file("m0"), 1 << 20);
   ASSERT_TRUE(member);
   AlignedBuffer buf = make_buffer(3 * 4096);
@@ -590,7 +574,7 @@ TEST(FileMember, SyncIoChecksAlignmentAndRange) {
 }
 
 TEST(OpenMember, RefusesWhatIsNotADrive) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   const auto expect_error = [](const std::string& path, Errc code, const std::string& words,
                                const OpenOptions& options = {}) {
     auto member = open_member(path, options);
@@ -615,7 +599,7 @@ TEST(OpenMember, RefusesWhatIsNotADrive) {
 }
 
 TEST(OpenMember, CreateMakesGrowsButNeverShrinks) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   OpenOptions options;
   options.create = true;
   options.create_size = 1 << 20;
@@ -680,7 +664,7 @@ class LoopDevice {
 };
 
 TEST(OpenMember, BlockDeviceSizeExclusiveClaimAndIo) {
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   LoopDevice loop(dir, 4 << 20);
   if (loop.path().empty()) GTEST_SKIP() << "cannot set up a loop device: block path untested";
   auto member = open_member(loop.path());
@@ -721,7 +705,7 @@ TEST(OpenMember, BlockDeviceSizeExclusiveClaimAndIo) {
 
 TEST(OpenMember, FallsBackToBufferedWhereODirectIsRefused) {
   // ramfs has no direct I/O. Mounting needs CAP_SYS_ADMIN; without it the test cannot run.
-  TempDir dir;
+  TempDir dir(kIoTestBase);
   const std::string mnt = dir.file("ramfs");
   ASSERT_EQ(::mkdir(mnt.c_str(), 0700), 0);
   if (::mount("graid-test", mnt.c_str(), "ramfs", 0, nullptr) != 0) {
