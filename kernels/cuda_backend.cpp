@@ -150,7 +150,8 @@ class CudaBackendImpl final : public CudaBackend {
     Slot* second = piece_end(0) < jobs.size() ? try_acquire_other(first) : nullptr;
     std::unique_lock<std::mutex> lock_second;
     if (second != nullptr) lock_second = std::unique_lock(second->mu, std::adopt_lock);
-    // The registered regions as of now, for the whole batch (lock-free; see cuda_host_regions.h).
+    // The registered regions as of now, for the whole batch (a snapshot: registering a new
+    // region never waits for batches; see cuda_host_regions.h).
     const kernels::HostRegions::Snapshot regions = regions_.snapshot();
 
     struct InFlight {
@@ -231,18 +232,24 @@ class CudaBackendImpl final : public CudaBackend {
     return nullptr;
   }
 
-  // Runs one step of the device pipeline: the fault hook may fail it first (test seam).
+  // Makes one CUDA call of the device pipeline, unless the fault hook fails it first (test seam):
+  // then it reports what a kernel fault looks like, a sticky error.
   template <typename Call>
-  Status step(std::string_view what, bool& transient, Call&& call) {
-    cudaError_t e = cudaSuccess;
-    if (options_.fault_hook && options_.fault_hook(what)) {
-      e = cudaErrorLaunchFailure;  // what a kernel fault looks like: sticky
-    } else {
-      e = call();
-    }
+  cudaError_t hooked(std::string_view what, Call&& call) {
+    if (options_.fault_hook && options_.fault_hook(what)) return cudaErrorLaunchFailure;
+    return call();
+  }
+
+  // `e` as a Status; `transient` says whether the device may still be used (out of memory).
+  static Status checked(cudaError_t e, std::string_view what, bool& transient) {
     if (e == cudaSuccess) return Status::ok();
     transient = e == cudaErrorMemoryAllocation;
     return kernels::cuda_status(e, what);
+  }
+
+  template <typename Call>
+  Status step(std::string_view what, bool& transient, Call&& call) {
+    return checked(hooked(what, std::forward<Call>(call)), what, transient);
   }
 
   Status ensure_capacity(Slot& slot, std::size_t bytes, bool& transient) {
@@ -286,20 +293,16 @@ class CudaBackendImpl final : public CudaBackend {
       cudaMemcpyAttributes attr{};
       attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
       std::size_t attr_index = 0;
-      cudaError_t e = cudaSuccess;
-      if (options_.fault_hook && options_.fault_hook(what)) {
-        e = cudaErrorLaunchFailure;
-      } else {
-        e = cudaMemcpyBatchAsync(slot.dsts.data(), slot.srcs.data(), slot.sizes.data(),
-                                 slot.runs.size(), &attr, &attr_index, 1, stream);
-      }
+      const cudaError_t e = hooked(what, [&] {
+        return cudaMemcpyBatchAsync(slot.dsts.data(), slot.srcs.data(), slot.sizes.data(),
+                                    slot.runs.size(), &attr, &attr_index, 1, stream);
+      });
       if (e == cudaSuccess) {
         copy_calls_.fetch_add(1, std::memory_order_relaxed);
         return Status::ok();
       }
       if (e != cudaErrorInvalidValue && e != cudaErrorNotSupported) {
-        transient = e == cudaErrorMemoryAllocation;
-        return kernels::cuda_status(e, what);
+        return checked(e, what, transient);
       }
       (void)cudaGetLastError();
       if (batched_copies_.exchange(false)) {
