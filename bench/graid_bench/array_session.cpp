@@ -24,6 +24,10 @@ struct ArraySession::Impl {
   std::unique_ptr<kernels::BatcherParity> batcher_parity;
   std::unique_ptr<Array> array;
   bool stopped = false;
+
+  // The backend the parity work runs on: the batcher's device, or the backend called directly.
+  ParityBackend* worker() const { return device_backend ? device_backend.get() : parity.get(); }
+  const CudaBackend* cuda() const { return dynamic_cast<const CudaBackend*>(worker()); }
 };
 
 ArraySession::ArraySession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -73,8 +77,7 @@ Result<std::unique_ptr<ArraySession>> ArraySession::create(const ArraySpec& spec
   options.parity = impl->parity.get();
   options.async_parity = impl->batcher_parity.get();
   // A backend that pins host memory (cuda) gets the engine's staging slabs, once each.
-  options.host_memory = dynamic_cast<HostMemoryRegistry*>(
-      impl->device_backend ? impl->device_backend.get() : impl->parity.get());
+  options.host_memory = dynamic_cast<HostMemoryRegistry*>(impl->worker());
   auto array = Array::create(std::move(members), create, options, spec.force);
   if (!array.is_ok()) return array.status();
   impl->array = std::move(*array);
@@ -100,16 +103,12 @@ std::string ArraySession::backend_name() const {
 
 bool ArraySession::parity_device_failed() const {
   if (impl_->batcher && impl_->batcher->device_dead()) return true;
-  const ParityBackend* backend =
-      impl_->device_backend ? impl_->device_backend.get() : impl_->parity.get();
-  const auto* cuda = dynamic_cast<const CudaBackend*>(backend);
+  const CudaBackend* cuda = impl_->cuda();
   return cuda != nullptr && cuda->dead();
 }
 
 std::string ArraySession::parity_device() const {
-  const ParityBackend* backend =
-      impl_->device_backend ? impl_->device_backend.get() : impl_->parity.get();
-  const auto* cuda = dynamic_cast<const CudaBackend*>(backend);
+  const CudaBackend* cuda = impl_->cuda();
   if (cuda == nullptr) return "";
   const CudaDeviceInfo& d = cuda->device_info();
   return fmt::format("{} ({}, {} SMs, {} MiB, driver {})", d.name, d.pci_bus_id, d.sm_count,
