@@ -134,6 +134,9 @@ std::uint64_t FaultyMember::size() const noexcept {
 bool FaultyMember::direct_io() const noexcept {
   return inner_->direct_io();
 }
+DeviceIdentity FaultyMember::identity() const noexcept {
+  return inner_->identity();
+}
 
 void FaultyMember::submit(IoContext& ctx, MemberRequest& req) {
   State& st = *state_;
@@ -210,6 +213,28 @@ void FaultyMember::finish(Shim& shim, std::int32_t result) {
     st.shims.erase(shim.self);  // destroys shim: touch nothing of it below
   }
   user->on_done(result);
+}
+
+bool FaultyMember::reads_zeroes(std::uint64_t offset, std::uint64_t len) {
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->vanished) return false;
+  }
+  return inner_->reads_zeroes(offset, len);
+}
+
+// Not in the undo log: zeroing is for initialisation, before anything a power loss could
+// undo matters; it counts as a sync write.
+Status FaultyMember::zero_range(std::uint64_t offset, std::uint64_t len) {
+  State& st = *state_;
+  std::lock_guard lock(st.mu);
+  ++st.counts.sync_writes;
+  if (st.vanished || st.should_fail(MemberOp::kWrite, offset, len)) {
+    ++st.counts.failed;
+    return make_error(Errc::kIoError, "{}: zero {} bytes at offset {}: {} (injected)", path(), len,
+                      offset, st.vanished ? "device vanished" : "EIO");
+  }
+  return inner_->zero_range(offset, len);
 }
 
 Status FaultyMember::read_sync(std::uint64_t offset, std::span<std::byte> buf) {

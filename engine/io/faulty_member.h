@@ -74,6 +74,9 @@ class FaultyMember final : public MemberDevice {
   const std::string& path() const noexcept override;
   std::uint64_t size() const noexcept override;
   bool direct_io() const noexcept override;
+  DeviceIdentity identity() const noexcept override;
+  bool reads_zeroes(std::uint64_t offset, std::uint64_t len) override;
+  Status zero_range(std::uint64_t offset, std::uint64_t len) override;
   void submit(IoContext& ctx, MemberRequest& req) override;
   Status read_sync(std::uint64_t offset, std::span<std::byte> buf) override;
   Status write_sync(std::uint64_t offset, std::span<const std::byte> buf) override;

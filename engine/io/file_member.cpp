@@ -1,6 +1,7 @@
 // Members backed by a regular file or a block device, opened O_DIRECT: open_member() and the
 // MemberDevice that forwards asynchronous I/O to the thread's IoContext.
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -52,12 +53,48 @@ const char* file_kind(mode_t mode) {
 
 class FileMember final : public MemberDevice {
  public:
-  FileMember(std::string path, std::uint64_t size, std::shared_ptr<MemberFile> file)
-      : path_(std::move(path)), size_(size), file_(std::move(file)) {}
+  FileMember(std::string path, std::uint64_t size, std::shared_ptr<MemberFile> file,
+             DeviceIdentity identity)
+      : path_(std::move(path)), size_(size), file_(std::move(file)), identity_(identity) {}
 
   const std::string& path() const noexcept override { return path_; }
   std::uint64_t size() const noexcept override { return size_; }
   bool direct_io() const noexcept override { return !file_->buffered(); }
+  DeviceIdentity identity() const noexcept override { return identity_; }
+
+  bool reads_zeroes(std::uint64_t offset, std::uint64_t len) override {
+    if (identity_.block || len == 0 || offset > size_ || len > size_ - offset) return false;
+    // SEEK_DATA finds the first data at or after `offset`; ENXIO means there is none before the
+    // end of the file. Filesystems without hole support report all data, which is safe.
+    const off_t data = ::lseek(file_->fd(), static_cast<off_t>(offset), SEEK_DATA);
+    if (data < 0) return errno == ENXIO;
+    return static_cast<std::uint64_t>(data) >= offset + len;
+  }
+
+  Status zero_range(std::uint64_t offset, std::uint64_t len) override {
+    if (offset > size_ || len > size_ - offset) {
+      return make_error(Errc::kOutOfRange, "{}: zero [{}, +{}) beyond its {} bytes", path_, offset,
+                        len, size_);
+    }
+    if (len == 0) return Status::ok();
+    if (identity_.block) {
+      std::uint64_t range[2] = {offset, len};
+      if (::ioctl(file_->fd(), BLKZEROOUT, range) != 0) {
+        const int err = errno;
+        return make_error(
+            err == EOPNOTSUPP || err == ENOTTY ? Errc::kUnsupported : errc_for_errno(err),
+            "{}: BLKZEROOUT [{}, +{}): {}", path_, offset, len, std::strerror(err));
+      }
+      return Status::ok();
+    }
+    if (::fallocate(file_->fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(offset), static_cast<off_t>(len)) != 0) {
+      const int err = errno;
+      return make_error(err == EOPNOTSUPP ? Errc::kUnsupported : errc_for_errno(err),
+                        "{}: punch hole [{}, +{}): {}", path_, offset, len, std::strerror(err));
+    }
+    return Status::ok();
+  }
 
   void submit(IoContext& ctx, MemberRequest& req) override {
     if (const std::int32_t err = check(req); err != 0) {
@@ -148,6 +185,7 @@ class FileMember final : public MemberDevice {
   std::string path_;
   std::uint64_t size_;
   std::shared_ptr<MemberFile> file_;
+  DeviceIdentity identity_;
 };
 
 // Creates `path` with `size` bytes (sparse) unless it exists; losing a race to another creator
@@ -255,7 +293,13 @@ Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
                       path, size, kSector);
   }
   size -= size % kSector;
-  return std::unique_ptr<MemberDevice>(std::make_unique<FileMember>(path, size, std::move(file)));
+  DeviceIdentity identity;
+  identity.known = true;
+  identity.block = is_block;
+  identity.dev = is_block ? st.st_rdev : st.st_dev;
+  identity.ino = is_block ? 0 : st.st_ino;
+  return std::unique_ptr<MemberDevice>(
+      std::make_unique<FileMember>(path, size, std::move(file), identity));
 }
 
 }  // namespace graid

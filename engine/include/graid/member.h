@@ -181,6 +181,19 @@ class IoContext {
   std::uint32_t in_flight_ = 0;
 };
 
+// What storage a member really is, whatever path named it: a block device by its device number
+// (st_rdev), a regular file by its filesystem and inode (st_dev, st_ino). Two members with equal
+// identities are one drive under two names (a symlink, a hard link, "dir/./m0"); an array must
+// never take both. `known` is false for devices that cannot tell (test doubles).
+struct DeviceIdentity {
+  bool known = false;
+  bool block = false;
+  std::uint64_t dev = 0;  // st_rdev of a block device, st_dev of a file
+  std::uint64_t ino = 0;  // 0 for a block device
+
+  friend bool operator==(const DeviceIdentity&, const DeviceIdentity&) = default;
+};
+
 // A drive. Thread-safe: any thread may submit through its own IoContext.
 class MemberDevice {
  public:
@@ -192,6 +205,23 @@ class MemberDevice {
   // False when the member was opened buffered (the filesystem refused O_DIRECT, or asked for):
   // data then sits in the page cache until a flush, which is a full fsync.
   virtual bool direct_io() const noexcept { return true; }
+  // The storage behind this member (see DeviceIdentity).
+  virtual DeviceIdentity identity() const noexcept { return {}; }
+
+  // True when bytes [offset, +len) are known to read as zeroes without reading them: a regular
+  // file with no data there (a hole, as a freshly created or truncated file is). False when
+  // unknown, which is always safe. Block devices answer false: BLKDISCARDZEROES reports 0 on
+  // every kernel since 4.12, so only zeroing them (zero_range) proves anything.
+  virtual bool reads_zeroes(std::uint64_t /*offset*/, std::uint64_t /*len*/) { return false; }
+  // Makes bytes [offset, +len) read as zeroes: punches a hole in a regular file, BLKZEROOUT on a
+  // block device (the kernel uses the drive's write-zeroes or deallocate where it guarantees
+  // zeroes, and writes zeroes otherwise). Blocking; for initialisation, not the data path.
+  // kUnsupported where the device cannot, kOutOfRange beyond size().
+  virtual Status zero_range(std::uint64_t offset, std::uint64_t len) {
+    (void)offset;
+    (void)len;
+    return make_error(Errc::kUnsupported, "{}: cannot zero a range", path());
+  }
 
   // Starts one I/O on this thread's context; see the completion contract above.
   virtual void submit(IoContext& ctx, MemberRequest& req) = 0;
