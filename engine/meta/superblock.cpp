@@ -651,23 +651,50 @@ Result<NewestCopy> pick_newest(std::span<const Superblock> copies, const Uuid& a
     const Superblock& sb = copies[i];
     if (sb.array_uuid != array_uuid) continue;
     if (sb.events < out.events) {
-      out.stale.push_back(i);
-      continue;
-    }
-    if (!same_array_state(newest, sb)) {
+      const bool listed_active = sb.member_index < newest.members.size() &&
+                                 newest.members[sb.member_index].state == MemberState::kActive &&
+                                 newest.members[sb.member_index].uuid == sb.member_uuid;
+      if (sb.events + 1 == out.events && listed_active) {
+        out.behind.push_back(i);
+      } else {
+        out.stale.push_back(i);
+        continue;
+      }
+    } else if (!same_array_state(newest, sb)) {
       return make_error(Errc::kCorrupt,
                         "copies {} and {} of array {} are both at event {} but disagree on the "
-                        "array state",
+                        "array state (a split brain, or members of two different histories)",
                         out.newest, i, array_uuid.to_string(), out.events);
     }
     for (const std::size_t j : out.in_sync) {
       if (copies[j].member_uuid == sb.member_uuid) {
         return make_error(Errc::kCorrupt,
-                          "copies {} and {} both claim member {} of array {} at event {}", j, i,
-                          sb.member_uuid.to_string(), array_uuid.to_string(), out.events);
+                          "copies {} and {} both claim member {} of array {} (a cloned disk?)", j,
+                          i, sb.member_uuid.to_string(), array_uuid.to_string());
       }
     }
     out.in_sync.push_back(i);
+  }
+  return out;
+}
+
+std::vector<SplitBrainSign> find_split_brain(std::span<const Superblock> copies,
+                                             const NewestCopy& newest) {
+  std::vector<SplitBrainSign> out;
+  const Superblock& top = copies[newest.newest];
+  for (const std::size_t i : newest.stale) {
+    const Superblock& sb = copies[i];
+    for (std::uint32_t slot = 0; slot < sb.member_count && slot < sb.members.size(); ++slot) {
+      if (slot == sb.member_index) continue;
+      const MemberState there = sb.members[slot].state;
+      if (there != MemberState::kFailed && there != MemberState::kRemoved) continue;
+      if (slot >= top.members.size() || top.members[slot].state != MemberState::kActive) continue;
+      // The slot is active in the newest copy: did the member that ran on there hold it then?
+      const bool holder_in_sync =
+          std::any_of(newest.in_sync.begin(), newest.in_sync.end(),
+                      [&](std::size_t j) { return copies[j].member_index == slot; });
+      if (holder_in_sync) out.push_back(SplitBrainSign{i, slot});
+    }
   }
   return out;
 }

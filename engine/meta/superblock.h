@@ -214,16 +214,35 @@ bool same_array_state(const Superblock& a, const Superblock& b);
 struct NewestCopy {
   std::size_t newest = 0;            // index (into the input) of a copy holding the newest state
   std::uint64_t events = 0;          // its event count
-  std::vector<std::size_t> in_sync;  // copies at that event count, `newest` included, ascending
+  std::vector<std::size_t> in_sync;  // copies usable as they are, `newest` included, ascending
+  std::vector<std::size_t> behind;   // of those, copies one event behind (see pick_newest)
   std::vector<std::size_t> stale;    // copies of the array with fewer events, ascending
   std::vector<std::size_t> foreign;  // copies of other arrays, ascending
 };
 
 // Chooses the copy assembly trusts among the decoded superblocks read from several members:
-// among copies whose array_uuid is `array_uuid`, the ones with the highest event count. Fails
+// among copies whose array_uuid is `array_uuid`, the ones with the highest event count. A copy
+// exactly one event behind whose member the newest copy still lists as active, in that slot, is
+// in sync too (as md): an update writes every member at once, so a power cut in the middle of
+// one leaves some members one event behind, and nothing the update recorded concerns them. Fails
 // with kNotFound when no copy belongs to the array, kCorrupt when copies at the highest event
-// count disagree on the array state or two of them claim the same member (a split brain or a
-// cloned disk: refuse rather than guess).
+// count disagree on the array state or two in-sync copies claim the same member (a split brain or
+// a cloned disk: refuse rather than guess).
 Result<NewestCopy> pick_newest(std::span<const Superblock> copies, const Uuid& array_uuid);
+
+// One sign of a split brain: stale copy `copy` records slot `slot` as failed, while the newest
+// copy lists that slot active and has no record of `copy`'s member being in sync. The two halves
+// ran apart, each recording the other as failed; trusting the higher event count would silently
+// drop what the other half wrote.
+struct SplitBrainSign {
+  std::size_t copy = 0;    // the stale copy (index into the input)
+  std::uint32_t slot = 0;  // the slot it records as failed, active in the newest copy
+};
+
+// Every split-brain sign among the stale copies of `newest` (empty: none). A member that failed
+// and was later rebuilt would look the same to this check from a copy written before the
+// rebuild; rebuild must record the event at which a slot re-joined before it lands.
+std::vector<SplitBrainSign> find_split_brain(std::span<const Superblock> copies,
+                                             const NewestCopy& newest);
 
 }  // namespace graid::meta

@@ -696,7 +696,7 @@ TEST(PickNewest, ChoosesHighestEventsAndReportsStale) {
 
 TEST(PickNewest, NewestMayComeLate) {
   Superblock base = full_superblock();
-  base.events = 5;
+  base.events = 4;
   Superblock newer = base;
   newer.events = 6;
   newer.array_flags = 0;  // opened: dirty
@@ -707,6 +707,56 @@ TEST(PickNewest, NewestMayComeLate) {
   EXPECT_EQ(r->newest, 2u);
   EXPECT_EQ(r->in_sync, (std::vector<std::size_t>{2}));
   EXPECT_EQ(r->stale, (std::vector<std::size_t>{0, 1}));
+}
+
+// An update interrupted by a power cut leaves some members one event behind (issue 8 item 2;
+// before, those were stale and a RAID5 with two of them did not assemble).
+TEST(PickNewest, OneEventBehindAndListedActiveIsInSync) {
+  Superblock base = full_superblock();
+  base.events = 5;
+  base.members[2].state = MemberState::kActive;
+  Superblock newer = base;
+  newer.events = 6;
+  newer.members[2].state = MemberState::kFailed;  // the update recorded member 2's failure
+  std::vector<Superblock> copies = {copy_for_member(base, 0), copy_for_member(base, 1),
+                                    copy_for_member(newer, 3), copy_for_member(base, 2)};
+  Result<NewestCopy> r = pick_newest(copies, base.array_uuid);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->newest, 2u);
+  EXPECT_EQ(r->in_sync, (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(r->behind, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(r->stale, (std::vector<std::size_t>{3}));  // listed failed: stale even one behind
+  EXPECT_TRUE(find_split_brain(copies, *r).empty());
+}
+
+// Two halves that ran apart each record the other as failed (issue 8 item 7).
+TEST(PickNewest, FindsASplitBrain) {
+  Superblock base = full_superblock();
+  base.member_count = 2;
+  base.level = RaidLevel::kRaid1;
+  for (std::uint32_t m = 0; m < 2; ++m)
+    base.members[m].state = MemberState::kActive;
+  base.events = 5;
+  Superblock left = base;  // member 0 ran on alone for a while
+  left.events = 9;
+  left.members[1].state = MemberState::kFailed;
+  Superblock right = base;  // member 1 ran on alone, elsewhere
+  right.events = 7;
+  right.members[0].state = MemberState::kFailed;
+  std::vector<Superblock> copies = {copy_for_member(left, 0), copy_for_member(right, 1)};
+  Result<NewestCopy> r = pick_newest(copies, base.array_uuid);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->stale, (std::vector<std::size_t>{1}));
+  const auto signs = find_split_brain(copies, *r);
+  ASSERT_EQ(signs.size(), 1u);
+  EXPECT_EQ(signs[0].copy, 1u);
+  EXPECT_EQ(signs[0].slot, 0u);
+
+  // A member that merely missed updates (it records nobody as failed) is no split brain.
+  copies[1] = copy_for_member(base, 1);
+  r = pick_newest(copies, base.array_uuid);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_TRUE(find_split_brain(copies, *r).empty());
 }
 
 TEST(PickNewest, RefusesSplitBrainAndDuplicates) {
