@@ -217,9 +217,15 @@ void ArrayQueue::Impl::recycle(StripeOp& op) {
   ops.put(op);
 }
 
-StripeOp& ArrayQueue::Impl::pending_write_op(std::uint64_t stripe, StripeOp::Mode mode) {
+StripeOp& ArrayQueue::Impl::pending_write_op(std::uint64_t stripe, StripeOp::Mode mode,
+                                             std::uint32_t stripe_offset, std::uint32_t len) {
   auto it = pending.find(stripe);
-  if (it != pending.end() && it->second->mode() == mode && mode != StripeOp::Mode::kPunch) {
+  // A mirror operation sends every piece to every copy at once, and each copy may apply
+  // overlapping pieces in a different order: an overlapping piece starts a new operation, which
+  // the stripe lock (FIFO) runs after this one on every copy. Parity operations apply their
+  // pieces in order into one image, so they may overlap.
+  if (it != pending.end() && it->second->mode() == mode && mode != StripeOp::Mode::kPunch &&
+      !(mode == StripeOp::Mode::kMirrorWrite && it->second->overlaps(stripe_offset, len))) {
     ++stats.coalesced;
     return *it->second;
   }
@@ -333,10 +339,11 @@ void ArrayQueue::Impl::submit_write(ArrayIo& io, std::uint64_t offset) {
   const std::uint64_t stripe_bytes = g.stripe_data_bytes();
   split_by(offset, io.len, stripe_bytes,
            [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
-             StripeOp& op = pending_write_op(at / stripe_bytes, mode);
+             const auto stripe_offset = static_cast<std::uint32_t>(at % stripe_bytes);
+             StripeOp& op = pending_write_op(at / stripe_bytes, mode, stripe_offset, n);
              Piece piece;
              piece.io = &io;
-             piece.stripe_offset = static_cast<std::uint32_t>(at % stripe_bytes);
+             piece.stripe_offset = stripe_offset;
              piece.len = n;
              piece.buf = io.buf + boff;
              op.add_piece(piece);
@@ -364,10 +371,11 @@ void ArrayQueue::Impl::submit_discard(ArrayIo& io, std::uint64_t offset) {
     const auto mode = whole    ? StripeOp::Mode::kPunch
                       : parity ? StripeOp::Mode::kWrite
                                : StripeOp::Mode::kMirrorWrite;
-    StripeOp& op = pending_write_op(stripe, mode);
+    const auto stripe_offset = static_cast<std::uint32_t>(at % stripe_bytes);
+    StripeOp& op = pending_write_op(stripe, mode, stripe_offset, n);
     Piece piece;
     piece.io = &io;
-    piece.stripe_offset = static_cast<std::uint32_t>(at % stripe_bytes);
+    piece.stripe_offset = stripe_offset;
     piece.len = n;
     piece.zero = true;
     op.add_piece(piece);
@@ -387,7 +395,12 @@ void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t lim
   begin_io(io);
   Status invalid;
   const bool data = io.kind == IoKind::kRead || io.kind == IoKind::kWrite;
-  if (io.kind != IoKind::kFlush) {
+  if (base > array.capacity || limit > array.capacity - base) {
+    // A VdInfo the caller built (or kept after the VD changed) that reaches past the array:
+    // member I/O past the data area would fail every member it touched.
+    invalid = make_error(Errc::kOutOfRange, "VD [{}, +{}) reaches beyond the array's {} bytes",
+                         base, limit, array.capacity);
+  } else if (io.kind != IoKind::kFlush) {
     if (io.len == 0 || io.offset % 512 != 0 || io.len % 512 != 0) {
       invalid = make_error(Errc::kInvalidArgument,
                            "request [{}, +{}) is empty or not a multiple of 512 bytes", io.offset,

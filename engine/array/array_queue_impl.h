@@ -46,11 +46,20 @@ class StripeOp final : public Task {
   enum class Mode : std::uint8_t { kWrite, kDegradedRead, kMirrorWrite, kPunch };
   enum class Phase : std::uint8_t { kIdle, kLocking, kReading, kWriting };
 
-  explicit StripeOp(ArrayQueue::Impl& queue) : q_(queue) {}
+  explicit StripeOp(ArrayQueue::Impl& queue) : q_(queue) { resume_.op = this; }
 
   void reset(Mode mode, std::uint64_t stripe);
   void add_piece(const Piece& piece) { pieces_.push_back(piece); }
   Mode mode() const noexcept { return mode_; }
+  // True when a piece already added overlaps stripe bytes [stripe_offset, +len).
+  bool overlaps(std::uint32_t stripe_offset, std::uint32_t len) const noexcept {
+    for (const Piece& p : pieces_) {
+      if (p.stripe_offset < stripe_offset + len && stripe_offset < p.stripe_offset + p.len) {
+        return true;
+      }
+    }
+    return false;
+  }
   void start();
 
   // Task: runs when the stripe lock is granted after waiting.
@@ -87,6 +96,8 @@ class StripeOp final : public Task {
   void issue_writes();
   void issue_mirror_writes();
   void issue_punches();
+  // Completes the operation. A successful write first waits until every member failure marked so
+  // far is recorded in the superblocks (see Array::State::failures_marked).
   void finish(Status status);
   void release_buffers();
   StripeMemberIo& new_io(std::uint32_t member);
@@ -114,6 +125,11 @@ class StripeOp final : public Task {
   ComputeStage compute_stage_ = ComputeStage::kReconstruct;
   std::vector<StripeJob> jobs_;
   StripeLockTable::Waiter lock_;
+  // Posted back once a member failure this write may have planned around is on disk.
+  struct ResumeAfterRecord final : Task {
+    StripeOp* op = nullptr;
+    void run() override;
+  } resume_;
 };
 
 struct ArrayQueue::Impl {
@@ -140,7 +156,8 @@ struct ArrayQueue::Impl {
   ObjectPool<DirectIo> directs;
   ObjectPool<FlushOp> flushes;
 
-  // Starts `io` on array bytes [base + io.offset, +io.len), which must end by `limit`.
+  // Starts `io` on array bytes [base + io.offset, +io.len), which must end by `limit` bytes past
+  // `base`; [base, base + limit) must lie inside the array.
   void submit(ArrayIo& io, std::uint64_t base, std::uint64_t limit);
   void kick();
 
@@ -168,7 +185,10 @@ struct ArrayQueue::Impl {
 
   StripeOp& new_op(StripeOp::Mode mode, std::uint64_t stripe);
   void recycle(StripeOp& op);
-  StripeOp& pending_write_op(std::uint64_t stripe, StripeOp::Mode mode);
+  // The batch's not yet started operation on `stripe` that a piece at [stripe_offset, +len)
+  // joins, or a new one.
+  StripeOp& pending_write_op(std::uint64_t stripe, StripeOp::Mode mode, std::uint32_t stripe_offset,
+                             std::uint32_t len);
 
   // Request accounting: every piece of a request completes through part_done exactly once.
   void begin_io(ArrayIo& io);

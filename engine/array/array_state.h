@@ -24,11 +24,12 @@ namespace graid {
 struct Array::State {
   Geometry geometry;
   ParityBackend* parity = nullptr;
-  AsyncParity* async_parity = nullptr;        // optional: batches complete later (GPU)
-  HostMemoryRegistry* host_memory = nullptr;  // optional: told about staging slabs
-  std::uint64_t data_offset = 0;              // member byte where the data area starts
-  std::uint64_t data_size = 0;                // member data bytes in use (whole stripes)
-  std::uint64_t capacity = 0;                 // array data bytes
+  AsyncParity* async_parity = nullptr;         // optional: batches complete later (GPU)
+  HostMemoryRegistry* host_memory = nullptr;   // optional: told about staging slabs
+  std::uint64_t data_offset = 0;               // member byte where the data area starts
+  std::uint64_t data_size = 0;                 // member data bytes in use (whole stripes)
+  std::uint64_t capacity = 0;                  // array data bytes
+  InitMethod init_method = InitMethod::kNone;  // what create() did to initialise
 
   // Indexed by member slot; null where assembly found no device for the slot.
   std::vector<std::unique_ptr<MemberDevice>> members;
@@ -41,6 +42,25 @@ struct Array::State {
 
   std::mutex control_mutex;
   meta::Superblock sb;  // GUARDED_BY(control_mutex): the array-wide state last written
+
+  // Failure ordering (md's MD_SB_CHANGE_PENDING): a write planned around a failed member may be
+  // acknowledged only once the superblocks recording that failure are durable, or a member that
+  // was only briefly gone comes back after a power cut at the same event count, with stale
+  // strips that nothing marks as stale. `failures_marked` counts failures marked in memory (it
+  // moves before the member's failed flag is set), `failures_recorded` those whose superblock
+  // update has finished. Writes that finish in between park here until it has.
+  std::atomic<std::uint64_t> failures_marked{0};
+  std::atomic<std::uint64_t> failures_recorded{0};
+  std::mutex parked_mutex;
+  std::vector<std::pair<IoContext*, Task*>> parked;  // GUARDED_BY(parked_mutex)
+
+  // True when the caller may acknowledge its write now. False when every failure marked so far
+  // is not yet recorded: `resume` is then posted to `ctx` once it is.
+  bool failures_durable_or_park(IoContext& ctx, Task& resume);
+  // Publishes that failures up to `marked` are recorded and releases the writes that waited.
+  void publish_failures_recorded(std::uint64_t marked);
+  // Marks `member` failed in memory. REQUIRES: control_mutex held. Returns false if it already was.
+  bool mark_failed_locked(std::uint32_t member);
 
   explicit State(Geometry g) : geometry(g) {}
 

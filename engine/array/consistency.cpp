@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -43,56 +44,127 @@ StripeJob parity_job(const Geometry& g, StripeBuffers& b, ParityOp op) {
 
 }  // namespace
 
-Result<std::uint64_t> resync_range(Array::State& s, std::uint64_t member_offset,
-                                   std::uint64_t len) {
+namespace {
+
+// Outcome of re-syncing one stripe.
+struct StripeResync {
+  Status status;                      // first error; ok otherwise
+  std::uint32_t failed_member = ~0u;  // member whose read or write failed, if any
+  bool skipped = false;               // could not be re-synced (data member dead)
+};
+
+StripeResync resync_stripe(Array::State& s, std::uint64_t stripe, StripeBuffers& bufs) {
+  const Geometry& g = s.geometry;
+  const std::uint32_t k = g.data_strips();
+  const std::uint64_t at = s.device_offset(stripe * g.strip_bytes());
+  StripeResync out;
+  auto io = [&](std::uint32_t m, Status st) {
+    if (!st && out.status.is_ok()) {
+      out.status = std::move(st);
+      out.failed_member = m;
+    }
+    return out.status.is_ok();
+  };
+  if (g.parity_strips() > 0) {
+    for (std::uint32_t d = 0; d < k; ++d) {
+      if (s.is_failed(g.data_member(stripe, d))) {
+        out.skipped = true;
+        return out;
+      }
+    }
+    for (std::uint32_t d = 0; d < k; ++d) {
+      const std::uint32_t m = g.data_member(stripe, d);
+      if (!io(m, s.members[m]->read_sync(at, bufs.chunk[d].span()))) return out;
+    }
+    StripeJob job = parity_job(g, bufs, ParityOp::kEncode);
+    if (Status st = s.parity->execute(std::span(&job, 1)); !st) {
+      out.status = std::move(st);
+      return out;
+    }
+    for (std::uint32_t c = k; c < k + g.parity_strips(); ++c) {
+      const std::uint32_t m = chunk_member(g, stripe, c);
+      if (s.is_failed(m)) continue;
+      if (!io(m, s.members[m]->write_sync(at, bufs.chunk[c].span()))) return out;
+    }
+    return out;
+  }
+  for (std::uint32_t d = 0; d < k; ++d) {
+    std::uint32_t source = g.members();
+    for (std::uint32_t c = 0; c < g.copies() && source == g.members(); ++c) {
+      if (!s.is_failed(g.data_member(stripe, d, c))) source = g.data_member(stripe, d, c);
+    }
+    if (source == g.members()) {
+      out.skipped = true;
+      continue;
+    }
+    if (!io(source, s.members[source]->read_sync(at, bufs.chunk[0].span()))) return out;
+    for (std::uint32_t c = 0; c < g.copies(); ++c) {
+      const std::uint32_t m = g.data_member(stripe, d, c);
+      if (m == source || s.is_failed(m)) continue;
+      if (!io(m, s.members[m]->write_sync(at, bufs.chunk[0].span()))) return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::uint64_t count_unsyncable_stripes(const Array::State& s, std::uint64_t member_offset,
+                                       std::uint64_t len) {
+  const Geometry& g = s.geometry;
+  const std::uint32_t strip = g.strip_bytes();
+  if (g.level() == RaidLevel::kRaid0 || len == 0) return 0;
+  const std::uint64_t first = member_offset / strip;
+  const std::uint64_t last =
+      std::min(g.stripes(s.data_size), (member_offset + len + strip - 1) / strip);
+  std::uint64_t count = 0;
+  for (std::uint64_t stripe = first; stripe < last; ++stripe) {
+    bool dead = false;
+    for (std::uint32_t d = 0; d < g.data_strips() && !dead; ++d) {
+      if (g.parity_strips() > 0) {
+        dead = s.is_failed(g.data_member(stripe, d));
+        continue;
+      }
+      bool any_copy = false;
+      for (std::uint32_t c = 0; c < g.copies(); ++c)
+        any_copy |= !s.is_failed(g.data_member(stripe, d, c));
+      dead = !any_copy;
+    }
+    count += dead ? 1 : 0;
+  }
+  return count;
+}
+
+Result<std::uint64_t> resync_range(Array::State& s, std::uint64_t member_offset, std::uint64_t len,
+                                   std::uint64_t* unsynced) {
   const Geometry& g = s.geometry;
   const std::uint32_t strip = g.strip_bytes();
   if (g.level() == RaidLevel::kRaid0 || len == 0) return std::uint64_t{0};
   const std::uint64_t first = member_offset / strip;
   const std::uint64_t last =
       std::min(g.stripes(s.data_size), (member_offset + len + strip - 1) / strip);
-  const std::uint32_t k = g.data_strips();
   auto bufs = StripeBuffers::make(g.members(), strip);
   if (!bufs) return bufs.status();
   std::uint64_t synced = 0, skipped = 0;
   for (std::uint64_t stripe = first; stripe < last; ++stripe) {
-    const std::uint64_t at = s.device_offset(stripe * strip);
-    if (g.parity_strips() > 0) {
-      bool data_alive = true;
-      for (std::uint32_t d = 0; d < k; ++d)
-        data_alive &= !s.is_failed(g.data_member(stripe, d));
-      if (!data_alive) {
-        ++skipped;
-        continue;
+    StripeResync r = resync_stripe(s, stripe, *bufs);
+    // A member that fails a read or write here fails as it would under I/O, and the stripe is
+    // done again without it (bounded: each round fails one more member).
+    for (std::uint32_t round = 0; !r.status && r.failed_member < g.members(); ++round) {
+      if (r.status.code() != Errc::kIoError || round >= g.members()) return r.status;
+      Status fs = s.fail_member(
+          r.failed_member, fmt::format("re-sync of stripe {}: {}", stripe, r.status.message()));
+      (void)fs;  // logged by fail_member
+      if (s.array_failed()) {
+        return make_error(Errc::kIoError, "array failed while re-syncing stripe {}: {}", stripe,
+                          r.status.message());
       }
-      for (std::uint32_t d = 0; d < k; ++d) {
-        GRAID_RETURN_IF_ERROR(
-            s.members[g.data_member(stripe, d)]->read_sync(at, bufs->chunk[d].span()));
-      }
-      StripeJob job = parity_job(g, *bufs, ParityOp::kEncode);
-      GRAID_RETURN_IF_ERROR(s.parity->execute(std::span(&job, 1)));
-      for (std::uint32_t c = k; c < k + g.parity_strips(); ++c) {
-        const std::uint32_t m = chunk_member(g, stripe, c);
-        if (s.is_failed(m)) continue;
-        GRAID_RETURN_IF_ERROR(s.members[m]->write_sync(at, bufs->chunk[c].span()));
-      }
-    } else {
-      for (std::uint32_t d = 0; d < k; ++d) {
-        std::uint32_t source = g.members();
-        for (std::uint32_t c = 0; c < g.copies() && source == g.members(); ++c) {
-          if (!s.is_failed(g.data_member(stripe, d, c))) source = g.data_member(stripe, d, c);
-        }
-        if (source == g.members()) {
-          ++skipped;
-          continue;
-        }
-        GRAID_RETURN_IF_ERROR(s.members[source]->read_sync(at, bufs->chunk[0].span()));
-        for (std::uint32_t c = 0; c < g.copies(); ++c) {
-          const std::uint32_t m = g.data_member(stripe, d, c);
-          if (m == source || s.is_failed(m)) continue;
-          GRAID_RETURN_IF_ERROR(s.members[m]->write_sync(at, bufs->chunk[0].span()));
-        }
-      }
+      r = resync_stripe(s, stripe, *bufs);
+    }
+    if (!r.status) return r.status;
+    if (r.skipped) {
+      ++skipped;
+      continue;
     }
     synced += strip;
   }
@@ -102,7 +174,28 @@ Result<std::uint64_t> resync_range(Array::State& s, std::uint64_t member_offset,
         "failed); their parity is trusted as written",
         s.sb.name, skipped);
   }
+  if (unsynced != nullptr) *unsynced += skipped;
   return synced;
+}
+
+Status initialise(Array::State& s, std::uint64_t from) {
+  // Checkpoints every 1/64 of the data area (at least 64 MiB apart): a crash costs at most that
+  // much redone work, and the superblocks are not rewritten for every stripe.
+  const std::uint64_t strip = s.geometry.strip_bytes();
+  const std::uint64_t step =
+      std::max<std::uint64_t>((s.data_size / 64 + strip - 1) / strip * strip, 64u << 20);
+  for (std::uint64_t at = from / strip * strip; at < s.data_size;) {
+    const std::uint64_t len = std::min(step, s.data_size - at);
+    auto synced = resync_range(s, at, len);
+    if (!synced) return synced.status();
+    at += len;
+    if (at < s.data_size) {
+      std::lock_guard guard(s.control_mutex);
+      s.sb.init_checkpoint = at;
+      GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
+    }
+  }
+  return Status::ok();
 }
 
 Result<std::uint64_t> count_inconsistent_stripes(Array::State& s) {

@@ -12,9 +12,22 @@ namespace graid {
 
 // Makes parity (or mirror copies) agree with the data for the stripes covering member data
 // bytes [member_offset, +len). Stripes whose data cannot all be read (a data member failed) are
-// left as they are and logged. Returns the member bytes re-synced per member.
+// left as they are, logged and added to `*unsynced` (optional). A member whose read or write
+// fails is failed (recorded in the superblocks) and the stripe done again without it, as long
+// as the array survives. Returns the member bytes re-synced per member.
 Result<std::uint64_t> resync_range(Array::State& state, std::uint64_t member_offset,
-                                   std::uint64_t len);
+                                   std::uint64_t len, std::uint64_t* unsynced = nullptr);
+
+// Stripes covering member data bytes [member_offset, +len) that resync_range() could not re-sync
+// with the members failed now (a data strip, or every copy of one, lost). Reads nothing.
+std::uint64_t count_unsyncable_stripes(const Array::State& state, std::uint64_t member_offset,
+                                       std::uint64_t len);
+
+// Initialises a new array's redundancy from member data byte `from` to the end (resync of every
+// stripe), recording progress in sb.init_checkpoint every so often; clears nothing (the caller
+// clears the checkpoint once it is done). For create() and for assembly of an array whose
+// initialisation was cut short.
+Status initialise(Array::State& state, std::uint64_t from);
 
 // Stripes whose parity (or mirror copies) do not match their data, over the whole array.
 // Stripes with a failed member are not checkable and are skipped.

@@ -552,8 +552,19 @@ void StripeOp::release_buffers() {
   extents_used_ = 0;
 }
 
+void StripeOp::ResumeAfterRecord::run() {
+  Array::State& a = op->q_.array;
+  op->finish(a.array_failed()
+                 ? make_error(Errc::kIoError, "array failed before the write could be acknowledged")
+                 : Status::ok());
+}
+
 void StripeOp::finish(Status status) {
   Array::State& a = q_.array;
+  if (status.is_ok() && mode_ != Mode::kDegradedRead &&
+      !a.failures_durable_or_park(q_.ctx, resume_)) {
+    return;  // resume_ finishes it once the failure is recorded
+  }
   if (bitmap_held_) {
     a.bitmap->end_write(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
     bitmap_held_ = false;

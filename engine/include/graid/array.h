@@ -75,23 +75,55 @@ struct CreateOptions {
   std::uint64_t member_data_bytes = 0;
   // Bytes of member space per write-intent bitmap bit; 0 = chosen from the member size.
   std::uint64_t bitmap_region_bytes = 0;
-  // Trust the members' current contents as consistent (e.g. all zero) instead of initialising
-  // parity. Files created by graid are all zero, and zeros are consistent for every level.
-  bool assume_clean = true;
+  // Initialisation. By default a new array makes its parity (or mirror copies) agree with what
+  // the members hold, blocking create() until done, unless every member is known to read zeroes
+  // over the data area (regular files that are holes there, as freshly created or truncated
+  // files are), which is consistent already. `zero_members` zeroes the members instead of
+  // computing parity (BLKZEROOUT, which drives with write-zeroes or deallocate do without writing
+  // every byte; punched holes for files), destroying what they held. `assume_clean` skips
+  // initialisation: only right when the members are known to be consistent (all zero, or an
+  // image of a consistent array); otherwise the first reconstruction returns wrong data.
+  bool assume_clean = false;
+  bool zero_members = false;
 };
+
+// How create() made a new array's redundancy consistent.
+enum class InitMethod : std::uint8_t {
+  kNone,       // RAID0, or assume_clean
+  kKnownZero,  // every member read zeroes over the data area: nothing to do
+  kZeroed,     // members zeroed (zero_members)
+  kResync,     // parity computed from the data (mirrors copied), stripe by stripe
+};
+std::string_view init_method_name(InitMethod method) noexcept;
 
 struct AssembleOptions {
   // Start even if members are missing or stale, as long as the level's redundancy covers them.
   bool allow_degraded = true;
+  // Start a RAID5/6 that was not stopped cleanly although a member is missing (md's
+  // start_dirty_degraded). Stripes written around the crash may have parity that does not match
+  // their data; with a data strip missing they cannot be re-synced, and reading that strip later
+  // reconstructs it from the wrong parity (the write hole). Refused by default, naming the
+  // members and the number of such stripes; AssembleReport::unsynced_stripes counts them.
+  bool start_dirty_degraded = false;
+  // The administrator's override, for when assembly refuses and the data matters more than the
+  // refusal: a split brain is resolved by trusting the half with the most events (the other
+  // half's writes since the split are dropped), stale members are taken back (highest events
+  // first, only as many as the array needs to start; their data may be out of date), and a
+  // dirty degraded array starts. Every override is named in AssembleReport::overrides and the
+  // log.
+  bool force = false;
 };
 
 // What assemble() found and did, for logs and the CLI.
 struct AssembleReport {
   std::uint64_t events = 0;
   std::vector<std::string> stale_members;   // members with an older superblock, not used
-  std::vector<std::string> failed_members;  // members recorded as failed
+  std::vector<std::string> behind_members;  // one event behind (an interrupted update), used
+  std::vector<std::string> failed_members;  // members recorded as failed, missing or too small
   bool was_clean = true;                    // false: the array was not stopped cleanly
   std::uint64_t resynced_bytes = 0;         // member bytes per member re-synced after unclean stop
+  std::uint64_t unsynced_stripes = 0;       // dirty stripes that could not be re-synced
+  std::vector<std::string> overrides;       // what `force` (or start_dirty_degraded) overrode
 };
 
 // A virtual drive: an extent of the array's data space, exported to applications (ublk later).
@@ -162,9 +194,15 @@ class Array {
                                                const CreateOptions& create,
                                                const ArrayOptions& options, bool force = false);
 
-  // Reads the members' superblocks, picks the newest consistent copy, orders members by their
+  // Reads the members' superblocks, picks the newest consistent copy (members one event behind
+  // it, as an interrupted update leaves them, count as in sync), orders members by their
   // recorded slot, and after an unclean stop re-syncs the regions the write-intent bitmap marks.
-  // Members not supplied or stale count as failed.
+  // Members not supplied, stale, or smaller than the data area count as failed. Refuses, naming
+  // the members and the way out: the same storage under two names, copies of several arrays, a
+  // split brain, more members lost than the level tolerates, and a dirty degraded RAID5/6 (see
+  // AssembleOptions). Takes ownership of `members`: the devices it does not use (stale, foreign
+  // to the array, without a superblock) are closed when it returns, as are all of them when it
+  // fails.
   static Result<std::unique_ptr<Array>> assemble(std::vector<std::unique_ptr<MemberDevice>> members,
                                                  const ArrayOptions& options,
                                                  const AssembleOptions& assemble = {},
@@ -182,6 +220,8 @@ class Array {
   ArrayHealth health() const noexcept;
   MemberHealth member_health(std::uint32_t member) const noexcept;
   std::uint32_t member_count() const noexcept;
+  // How create() initialised the array (kNone for an assembled one).
+  InitMethod init_method() const noexcept;
 
   // Carves a VD of `size` bytes (rounded up to 4 KiB) from the first free extent (VDs start on
   // 1 MiB boundaries) and records it in the superblocks. kNoSpace when no extent fits,

@@ -1,0 +1,276 @@
+// Array::assemble: choosing the superblock copy to trust, mapping devices to member slots,
+// refusing what cannot be assembled safely, and re-syncing after an unclean stop.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "array/array_state.h"
+#include "array/consistency.h"
+#include "array/device_checks.h"
+#include "array/superblock_io.h"
+
+namespace graid {
+
+namespace {
+
+struct Copies {
+  std::vector<meta::Superblock> sb;
+  std::vector<std::size_t> device_of;  // index into the devices
+};
+
+// Decodes every device's superblock; devices without a readable one are not members.
+Result<Copies> read_copies(const std::vector<std::unique_ptr<MemberDevice>>& devices) {
+  Copies out;
+  std::string unreadable;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    auto sb = read_superblock(*devices[i]);
+    if (!sb) {
+      unreadable += fmt::format("\n  {}: {}", devices[i]->path(), sb.status().to_string());
+      continue;
+    }
+    out.sb.push_back(std::move(*sb));
+    out.device_of.push_back(i);
+  }
+  if (out.sb.empty()) {
+    return make_error(Errc::kNotFound, "no graid superblock on any of the {} devices:{}",
+                      devices.size(), unreadable);
+  }
+  return out;
+}
+
+std::string member_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<MemberDevice>> devices,
+                                               const ArrayOptions& options,
+                                               const AssembleOptions& assemble,
+                                               AssembleReport* report) {
+  AssembleReport local;
+  AssembleReport& rep = report ? *report : local;
+  rep = AssembleReport{};
+  GRAID_RETURN_IF_ERROR(refuse_same_storage(devices));
+  auto read = read_copies(devices);
+  if (!read) return read.status();
+  const std::vector<meta::Superblock>& copies = read->sb;
+  const std::vector<std::size_t>& device_of = read->device_of;
+  auto path_of = [&](std::size_t copy) -> const std::string& {
+    return devices[device_of[copy]]->path();
+  };
+
+  // The array: the one the newest copy belongs to; refuse a mix.
+  const meta::Superblock* newest_any = &copies[0];
+  for (const auto& c : copies) {
+    if (c.events > newest_any->events) newest_any = &c;
+  }
+  const meta::Uuid array_uuid = newest_any->array_uuid;
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    if (copies[i].array_uuid != array_uuid) {
+      return make_error(Errc::kInvalidArgument,
+                        "{} belongs to array {}, the others to {}; assemble one array at a time",
+                        path_of(i), copies[i].array_uuid.to_string(), array_uuid.to_string());
+    }
+  }
+  auto newest = meta::pick_newest(copies, array_uuid);
+  if (!newest) return newest.status();
+  meta::Superblock sb = copies[newest->newest];
+  auto geometry = sb.geometry();
+  if (!geometry) return geometry.status();
+  const std::uint32_t n = sb.member_count;
+  if (geometry->parity_strips() > 0 && options.parity == nullptr) {
+    return make_error(Errc::kInvalidArgument, "{} needs a parity backend",
+                      raid_level_name(sb.level));
+  }
+
+  // Split brain: refuse unless forced, then trust the half with the most events.
+  const auto signs = meta::find_split_brain(copies, *newest);
+  for (const auto& sign : signs) {
+    const std::size_t holder =
+        *std::find_if(newest->in_sync.begin(), newest->in_sync.end(),
+                      [&](std::size_t j) { return copies[j].member_index == sign.slot; });
+    const std::string what = fmt::format(
+        "split brain in array '{}': {} (member {}, events {}) records member {} as failed, while "
+        "{} (member {}, events {}) ran on and records member {} as failed: the two ran apart",
+        sb.name, path_of(sign.copy), copies[sign.copy].member_index, copies[sign.copy].events,
+        sign.slot, path_of(holder), sign.slot, copies[holder].events,
+        copies[sign.copy].member_index);
+    if (!assemble.force) {
+      return make_error(Errc::kCorrupt,
+                        "{}. Nothing was changed. Assemble only the members of the half to keep, "
+                        "or force to keep the half with the most events ({} events) and drop "
+                        "what the other wrote since the split",
+                        what, newest->events);
+    }
+    rep.overrides.push_back(what + "; kept the half with the most events");
+  }
+
+  auto state = std::make_unique<State>(*geometry);
+  state->parity = options.parity;
+  state->async_parity = options.async_parity;
+  state->host_memory = options.host_memory;
+  state->bitmap_clear_interval = options.bitmap_clear_interval;
+  state->data_offset = sb.data_offset;
+  state->data_size = sb.data_size;
+  state->capacity = geometry->data_capacity(sb.data_size);
+  state->failed = std::make_unique<std::atomic<std::uint8_t>[]>(n);
+  state->members.resize(n);
+  const std::uint64_t needed = sb.data_offset + sb.data_size;
+  std::vector<std::string> too_small(n);
+  auto take = [&](std::size_t copy) {
+    const std::uint32_t slot = copies[copy].member_index;
+    if (slot >= n || state->members[slot]) return false;
+    std::unique_ptr<MemberDevice>& dev = devices[device_of[copy]];
+    if (dev->size() < needed) {
+      too_small[slot] = fmt::format("{} (too small: {} bytes, the array needs {})", dev->path(),
+                                    dev->size(), needed);
+      return false;
+    }
+    state->members[slot] = std::move(dev);
+    return true;
+  };
+  for (std::size_t i : newest->in_sync)
+    take(i);
+  for (std::size_t i : newest->behind)
+    rep.behind_members.push_back(state->members[copies[i].member_index]
+                                     ? state->members[copies[i].member_index]->path()
+                                     : path_of(i));
+  auto mark_unusable = [&] {
+    state->failed_count.store(0);
+    for (std::uint32_t m = 0; m < n; ++m) {
+      const bool usable =
+          state->members[m] != nullptr && sb.members[m].state == meta::MemberState::kActive;
+      state->failed[m].store(usable ? 0 : 1);
+      if (!usable) state->failed_count.fetch_add(1);
+    }
+  };
+  mark_unusable();
+
+  // Forced: take stale members back, newest first, until the array can start.
+  std::vector<std::size_t> stale = newest->stale;
+  std::sort(stale.begin(), stale.end(),
+            [&](std::size_t a, std::size_t b) { return copies[a].events > copies[b].events; });
+  const bool split = !signs.empty();
+  for (std::size_t i : stale) {
+    if (!assemble.force || !state->array_failed() || split) break;
+    const std::uint32_t slot = copies[i].member_index;
+    if (slot >= n || sb.members[slot].uuid != copies[i].member_uuid) continue;
+    if (!take(i)) continue;
+    sb.members[slot].state = meta::MemberState::kActive;
+    rep.overrides.push_back(fmt::format(
+        "took back {} (member {}) although its superblock is {} events behind: its data may be "
+        "out of date",
+        state->members[slot]->path(), slot, newest->events - copies[i].events));
+    mark_unusable();
+  }
+  for (std::size_t i : newest->stale) {
+    if (devices[device_of[i]]) rep.stale_members.push_back(path_of(i));
+  }
+  for (std::uint32_t m = 0; m < n; ++m) {
+    if (!state->is_failed(m)) continue;
+    rep.failed_members.push_back(!too_small[m].empty() ? too_small[m]
+                                 : state->members[m]   ? state->members[m]->path()
+                                                       : fmt::format("slot {} (missing)", m));
+    sb.members[m].state = meta::MemberState::kFailed;
+  }
+  if (state->array_failed()) {
+    return make_error(Errc::kIoError,
+                      "cannot assemble {} array '{}': {} of {} members missing, stale or failed "
+                      "(failed or missing: {}; stale: {}). Nothing was changed{}",
+                      raid_level_name(sb.level), sb.name, state->failed_count.load(), n,
+                      member_list(rep.failed_members), member_list(rep.stale_members),
+                      rep.stale_members.empty() || assemble.force
+                          ? ""
+                          : "; force takes stale members back, at the risk of stale data");
+  }
+  if (state->failed_count.load() > 0 && !assemble.allow_degraded) {
+    return make_error(Errc::kBusy,
+                      "array '{}' would start degraded ({} members missing: {}); nothing was "
+                      "changed",
+                      sb.name, state->failed_count.load(), member_list(rep.failed_members));
+  }
+  rep.was_clean = sb.clean();
+  rep.events = sb.events;
+
+  if (sb.level != RaidLevel::kRaid0) {
+    auto ptrs = live_pointers(*state);
+    meta::BitmapParams params;
+    params.array_uuid = sb.array_uuid.bytes;
+    params.data_offset = sb.data_offset;
+    params.data_size = sb.data_size;
+    auto bitmap = meta::WriteIntentBitmap::load(ptrs, params);
+    if (!bitmap) return bitmap.status();
+    state->bitmap.emplace(std::move(*bitmap));
+  }
+  state->sb = sb;
+  // A dirty RAID5/6 with a data strip missing in a dirty region: the write hole.
+  if (!rep.was_clean && state->bitmap && geometry->parity_strips() > 0 &&
+      state->failed_count.load() > 0) {
+    for (const auto& [offset, length] : state->bitmap->dirty_ranges()) {
+      rep.unsynced_stripes += count_unsyncable_stripes(*state, offset, length);
+    }
+    if (rep.unsynced_stripes > 0 && !assemble.start_dirty_degraded && !assemble.force) {
+      return make_error(
+          Errc::kBusy,
+          "array '{}' was not stopped cleanly and is missing {}: {} stripes written around the "
+          "crash may have parity that does not match their data, and the missing strips in them "
+          "cannot be rebuilt reliably (the RAID5/6 write hole). Nothing was changed. Bring the "
+          "missing members back, or start it dirty and degraded (start_dirty_degraded) and check "
+          "the data those stripes hold",
+          sb.name, member_list(rep.failed_members), rep.unsynced_stripes);
+    }
+    if (rep.unsynced_stripes > 0) {
+      rep.overrides.push_back(fmt::format(
+          "started dirty and degraded: {} stripes could not be re-synced", rep.unsynced_stripes));
+    }
+  }
+  for (const auto& o : rep.overrides)
+    spdlog::warn("graid: array '{}': override: {}", sb.name, o);
+
+  // Open the array: not clean until stop(), and record any members found missing.
+  state->sb.array_flags &= ~meta::kArrayClean;
+  {
+    std::lock_guard guard(state->control_mutex);
+    GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
+  }
+  if (state->sb.init_checkpoint.has_value() && geometry->level() != RaidLevel::kRaid0) {
+    // create() was cut short while initialising: finish it before trusting the parity.
+    spdlog::warn("graid: array '{}': initialisation was interrupted at byte {}; finishing it",
+                 sb.name, *state->sb.init_checkpoint);
+    GRAID_RETURN_IF_ERROR(initialise(*state, *state->sb.init_checkpoint));
+    std::lock_guard guard(state->control_mutex);
+    state->sb.init_checkpoint = std::nullopt;
+    GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
+  }
+  if (state->bitmap) {
+    // After a crash the bitmap names the regions that may have writes half done.
+    std::uint64_t unsynced = 0;
+    for (const auto& [offset, length] : state->bitmap->dirty_ranges()) {
+      auto synced = resync_range(*state, offset, length, &unsynced);
+      if (!synced) return synced.status();
+      rep.resynced_bytes += *synced;
+    }
+    rep.unsynced_stripes = unsynced;
+    for (std::uint32_t m = 0; m < n; ++m) {
+      if (state->is_failed(m)) continue;
+      if (Status st = state->members[m]->flush_sync(); !st) {
+        Status fs = state->fail_member(m, fmt::format("flush after re-sync: {}", st.message()));
+        (void)fs;
+        if (state->array_failed()) return st;
+      }
+    }
+    GRAID_RETURN_IF_ERROR(state->bitmap->clear_idle());
+  }
+  spdlog::info("graid: assembled {} array '{}' ({}), {}, {} of {} members, events {}{}",
+               raid_level_name(sb.level), sb.name, sb.array_uuid.to_string(),
+               state->failed_count.load() ? "degraded" : "optimal", n - state->failed_count.load(),
+               n, state->sb.events,
+               rep.was_clean ? "" : fmt::format(", re-synced {} bytes", rep.resynced_bytes));
+  return std::unique_ptr<Array>(new Array(std::move(state)));
+}
+
+}  // namespace graid

@@ -1,0 +1,156 @@
+// Array::create: validating members and shape, writing the first superblocks and bitmap, and
+// initialising parity where the members' contents are not known to be consistent.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "array/array_state.h"
+#include "array/consistency.h"
+#include "array/device_checks.h"
+#include "array/superblock_io.h"
+
+namespace graid {
+
+Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberDevice>> members,
+                                             const CreateOptions& create,
+                                             const ArrayOptions& options, bool force) {
+  const auto n = static_cast<std::uint32_t>(members.size());
+  auto geometry = Geometry::make(create.level, n, create.strip_bytes);
+  if (!geometry) return geometry.status();
+  if (geometry->parity_strips() > 0 && options.parity == nullptr) {
+    return make_error(Errc::kInvalidArgument, "{} needs a parity backend",
+                      raid_level_name(create.level));
+  }
+  if (create.name.size() > meta::kMaxArrayNameLen) {
+    return make_error(Errc::kInvalidArgument, "array name '{}' is longer than {} bytes",
+                      create.name, meta::kMaxArrayNameLen);
+  }
+  GRAID_RETURN_IF_ERROR(refuse_same_storage(members));
+  std::uint64_t smallest = ~std::uint64_t{0};
+  for (std::uint32_t m = 0; m < n; ++m) {
+    MemberDevice& dev = *members[m];
+    if (!force) {
+      if (auto old = read_superblock(dev); old) {
+        return make_error(Errc::kBusy,
+                          "{} already belongs to graid array {} ('{}'); nothing was changed "
+                          "(force overwrites it)",
+                          dev.path(), old->array_uuid.to_string(), old->name);
+      }
+    }
+    smallest = std::min(smallest, dev.size());
+  }
+  const std::uint64_t data_offset = meta::kDefaultDataOffset;
+  const std::uint64_t strip = create.strip_bytes;
+  if (smallest < data_offset + strip) {
+    return make_error(Errc::kNoSpace,
+                      "the smallest member has {} bytes; graid needs at least {} (1 MiB of "
+                      "metadata and one strip)",
+                      smallest, data_offset + strip);
+  }
+  std::uint64_t data_size = (smallest - data_offset) / strip * strip;
+  if (create.member_data_bytes != 0) {
+    if (create.member_data_bytes > data_size) {
+      return make_error(Errc::kNoSpace, "{} bytes per member requested, {} available",
+                        create.member_data_bytes, data_size);
+    }
+    data_size = create.member_data_bytes / strip * strip;
+    if (data_size == 0) {
+      return make_error(Errc::kInvalidArgument, "member size {} is less than one strip ({})",
+                        create.member_data_bytes, strip);
+    }
+  }
+
+  auto state = std::make_unique<State>(*geometry);
+  state->parity = options.parity;
+  state->async_parity = options.async_parity;
+  state->host_memory = options.host_memory;
+  state->bitmap_clear_interval = options.bitmap_clear_interval;
+  state->data_offset = data_offset;
+  state->data_size = data_size;
+  state->capacity = geometry->data_capacity(data_size);
+  state->failed = std::make_unique<std::atomic<std::uint8_t>[]>(n);
+  meta::Superblock& sb = state->sb;
+  auto array_uuid = meta::Uuid::generate();
+  if (!array_uuid) return array_uuid.status();
+  sb.array_uuid = *array_uuid;
+  sb.level = create.level;
+  sb.member_count = n;
+  sb.strip_bytes = create.strip_bytes;
+  sb.data_offset = data_offset;
+  sb.data_size = data_size;
+  sb.name = create.name;
+  sb.ctime_ns = wall_clock_ns();
+  sb.array_flags = 0;  // open: not clean until stop()
+  for (std::uint32_t m = 0; m < n; ++m) {
+    auto u = meta::Uuid::generate();
+    if (!u) return u.status();
+    sb.members[m].uuid = *u;
+    sb.members[m].state = meta::MemberState::kActive;
+  }
+  sb.member_uuid = sb.members[0].uuid;
+  GRAID_RETURN_IF_ERROR(meta::validate(sb));
+  sb.events = 0;  // write_superblocks_locked() makes it 1
+  state->members = std::move(members);
+
+  if (create.level != RaidLevel::kRaid0) {
+    auto ptrs = live_pointers(*state);
+    meta::BitmapParams params;
+    params.array_uuid = sb.array_uuid.bytes;
+    params.data_offset = data_offset;
+    params.data_size = data_size;
+    params.region_bytes = create.bitmap_region_bytes;
+    auto bitmap = meta::WriteIntentBitmap::create_fresh(ptrs, params);
+    if (!bitmap) return bitmap.status();
+    GRAID_RETURN_IF_ERROR(bitmap->write_all());
+    state->bitmap.emplace(std::move(*bitmap));
+  }
+  // Initialisation: parity (or mirror copies) must agree with whatever the members hold, or the
+  // first read-modify-write carries garbage parity forward and the first reconstruction returns
+  // wrong data. Members known to read zeroes need nothing: zeroes are consistent at every level.
+  InitMethod method = InitMethod::kNone;
+  if (create.level != RaidLevel::kRaid0 && !create.assume_clean) {
+    const bool all_zero =
+        std::all_of(state->members.begin(), state->members.end(),
+                    [&](const auto& m) { return m->reads_zeroes(data_offset, data_size); });
+    method = all_zero              ? InitMethod::kKnownZero
+             : create.zero_members ? InitMethod::kZeroed
+                                   : InitMethod::kResync;
+  }
+  if (method == InitMethod::kZeroed || method == InitMethod::kResync) {
+    // Recorded first: a crash before it ends leaves init_checkpoint set, and assembly finishes
+    // the job instead of trusting unsynced parity.
+    sb.init_checkpoint = 0;
+    std::lock_guard guard(state->control_mutex);
+    GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
+  }
+  if (method == InitMethod::kZeroed) {
+    for (std::uint32_t m = 0; m < n && method == InitMethod::kZeroed; ++m) {
+      Status st = state->members[m]->zero_range(data_offset, data_size);
+      if (st.code() == Errc::kUnsupported) {
+        spdlog::info("graid: {}: {}; initialising by re-sync instead", state->members[m]->path(),
+                     st.message());
+        method = InitMethod::kResync;
+      } else if (!st) {
+        return st;
+      }
+    }
+    for (std::uint32_t m = 0; m < n && method == InitMethod::kZeroed; ++m) {
+      GRAID_RETURN_IF_ERROR(state->members[m]->flush_sync());
+    }
+  }
+  if (method == InitMethod::kResync) {
+    GRAID_RETURN_IF_ERROR(initialise(*state, 0));
+  }
+  sb.init_checkpoint = std::nullopt;
+  {
+    std::lock_guard guard(state->control_mutex);
+    GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
+  }
+  state->init_method = method;
+  spdlog::info("graid: created {} array '{}' ({}) on {} members, strip {} KiB, {} bytes; {}",
+               raid_level_name(create.level), create.name, sb.array_uuid.to_string(), n,
+               strip / 1024, state->capacity, init_method_name(method));
+  return std::unique_ptr<Array>(new Array(std::move(state)));
+}
+
+}  // namespace graid

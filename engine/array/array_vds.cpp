@@ -1,0 +1,96 @@
+// The VD table: carving virtual drives out of the array's data space and recording them in the
+// superblocks.
+#include <algorithm>
+
+#include "array/array_state.h"
+
+namespace graid {
+
+namespace {
+
+VdInfo vd_info(const meta::VdEntry& e) {
+  return VdInfo{e.id, e.name, e.start, e.size};
+}
+
+}  // namespace
+
+Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
+  State& s = *state_;
+  std::lock_guard guard(s.control_mutex);
+  if (name.empty() || name.size() > meta::kMaxVdNameLen ||
+      name.find('\0') != std::string_view::npos) {
+    return make_error(Errc::kInvalidArgument, "VD name '{}' must be 1 to {} bytes", name,
+                      meta::kMaxVdNameLen);
+  }
+  if (size == 0) return make_error(Errc::kInvalidArgument, "VD size must be more than 0");
+  constexpr std::uint64_t kAlign = 1u << 20;
+  if (size > s.capacity) {
+    // Checked before rounding up, which would wrap to 0 for sizes near 2^64.
+    return make_error(Errc::kNoSpace, "a VD of {} bytes does not fit in the array's {} bytes", size,
+                      s.capacity);
+  }
+  size = (size + meta::kDataAlign - 1) / meta::kDataAlign * meta::kDataAlign;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> used;  // [start, end)
+  std::uint32_t free_slot = meta::kMaxVds;
+  std::uint32_t id = 0;
+  for (std::uint32_t i = 0; i < meta::kMaxVds; ++i) {
+    const meta::VdEntry& e = s.sb.vds[i];
+    if (!e.in_use()) {
+      if (free_slot == meta::kMaxVds) free_slot = i;
+      continue;
+    }
+    if (e.name == name) return make_error(Errc::kInvalidArgument, "a VD named '{}' exists", name);
+    used.emplace_back(e.start, e.start + e.size);
+    id = std::max(id, e.id + 1);
+  }
+  if (free_slot == meta::kMaxVds) {
+    return make_error(Errc::kBusy, "the array already has {} VDs, the most it can hold",
+                      meta::kMaxVds);
+  }
+  std::sort(used.begin(), used.end());
+  std::uint64_t candidate = 0;
+  for (const auto& [start, end] : used) {
+    if (candidate + size <= start) break;
+    candidate = std::max(candidate, (end + kAlign - 1) / kAlign * kAlign);
+  }
+  if (candidate + size > s.capacity || candidate + size < candidate) {
+    return make_error(Errc::kNoSpace, "no free extent of {} bytes in the array's {} bytes", size,
+                      s.capacity);
+  }
+  meta::VdEntry& e = s.sb.vds[free_slot];
+  e.id = id;
+  e.flags = meta::kVdInUse;
+  e.start = candidate;
+  e.size = size;
+  e.name = std::string(name);
+  if (Status st = meta::validate(s.sb); !st) {
+    e = meta::VdEntry{};
+    return st;
+  }
+  GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
+  return vd_info(e);
+}
+
+Status Array::delete_vd(std::uint32_t id) {
+  State& s = *state_;
+  std::lock_guard guard(s.control_mutex);
+  for (meta::VdEntry& e : s.sb.vds) {
+    if (e.in_use() && e.id == id) {
+      e = meta::VdEntry{};
+      return s.write_superblocks_locked();
+    }
+  }
+  return make_error(Errc::kNotFound, "no VD {}", id);
+}
+
+std::vector<VdInfo> Array::vds() const {
+  std::lock_guard guard(state_->control_mutex);
+  std::vector<VdInfo> out;
+  for (const meta::VdEntry& e : state_->sb.vds) {
+    if (e.in_use()) out.push_back(vd_info(e));
+  }
+  std::sort(out.begin(), out.end(), [](const VdInfo& a, const VdInfo& b) { return a.id < b.id; });
+  return out;
+}
+
+}  // namespace graid

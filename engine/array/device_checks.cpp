@@ -1,0 +1,26 @@
+#include "array/device_checks.h"
+
+namespace graid {
+
+Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices) {
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const DeviceIdentity a = devices[i]->identity();
+    for (std::size_t j = 0; j < i; ++j) {
+      const bool same_path = devices[j]->path() == devices[i]->path();
+      if (!same_path && !(a.known && devices[j]->identity() == a)) continue;
+      if (same_path) {
+        return make_error(Errc::kInvalidArgument,
+                          "{} is listed twice (devices {} and {}); nothing was changed",
+                          devices[i]->path(), j, i);
+      }
+      return make_error(Errc::kInvalidArgument,
+                        "{} and {} are the same {} under two names (devices {} and {}); nothing "
+                        "was changed",
+                        devices[j]->path(), devices[i]->path(), a.block ? "block device" : "file",
+                        j, i);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace graid

@@ -1,0 +1,92 @@
+// Member failure: marking a member failed, recording it in the superblocks of the survivors,
+// and holding back the acknowledgement of writes that skipped it until that record is durable.
+#include <spdlog/spdlog.h>
+
+#include "array/array_state.h"
+#include "array/superblock_io.h"
+
+namespace graid {
+
+bool Array::State::mark_failed_locked(std::uint32_t member) {
+  if (is_failed(member)) return false;
+  // Counted before the flag is set: a writer that sees the flag (acquire) then sees the count
+  // and knows a superblock update is owed before it may acknowledge.
+  failures_marked.fetch_add(1, std::memory_order_acq_rel);
+  failed[member].store(1, std::memory_order_release);
+  failed_count.fetch_add(1);
+  sb.members[member].state = meta::MemberState::kFailed;
+  if (bitmap) bitmap->drop_member(member);
+  return true;
+}
+
+Status Array::State::write_superblocks_locked() {
+  // A member that cannot take its superblock has failed too; record that on the others.
+  for (std::uint32_t round = 0; round <= geometry.members(); ++round) {
+    ++sb.events;
+    sb.utime_ns = wall_clock_ns();
+    const std::vector<MemberDevice*> targets = live_pointers(*this);
+    const std::vector<Status> written = write_superblock_copies(targets, sb);
+    bool any_failed = false;
+    for (std::uint32_t m = 0; m < written.size(); ++m) {
+      if (written[m]) continue;
+      if (written[m].code() != Errc::kIoError && written[m].code() != Errc::kOutOfRange) {
+        return written[m];  // not the member's fault (no memory, a bad superblock)
+      }
+      spdlog::error("graid: member {} ({}) failed writing its superblock: {}", m,
+                    members[m]->path(), written[m].to_string());
+      mark_failed_locked(m);
+      any_failed = true;
+    }
+    if (!any_failed) return Status::ok();
+    if (array_failed()) {
+      return make_error(Errc::kIoError, "array failed while writing superblocks");
+    }
+  }
+  return make_error(Errc::kIoError, "superblock update did not settle");
+}
+
+Status Array::State::fail_member(std::uint32_t member, std::string_view reason) {
+  std::lock_guard guard(control_mutex);
+  if (member >= members.size()) {
+    return make_error(Errc::kOutOfRange, "no member {} (array has {})", member, members.size());
+  }
+  if (!mark_failed_locked(member)) return Status::ok();
+  spdlog::warn("graid: array '{}': member {} ({}) failed: {}; {} of {} members failed", sb.name,
+               member, members[member] ? members[member]->path() : "missing", reason,
+               failed_count.load(), members.size());
+  if (array_failed()) {
+    spdlog::error("graid: array '{}' has failed: more members lost than {} tolerates", sb.name,
+                  raid_level_name(geometry.level()));
+  }
+  Status st = write_superblocks_locked();
+  // Failures are marked only under control_mutex, which this thread holds: every one marked so
+  // far (including members that failed their superblock write just now) is in the update just
+  // written. Released even when the update failed: the writes that waited then see a failed
+  // array and report an error.
+  publish_failures_recorded(failures_marked.load(std::memory_order_acquire));
+  return st;
+}
+
+bool Array::State::failures_durable_or_park(IoContext& ctx, Task& resume) {
+  const std::uint64_t marked = failures_marked.load(std::memory_order_acquire);
+  if (failures_recorded.load(std::memory_order_acquire) >= marked) return true;
+  std::lock_guard guard(parked_mutex);
+  // Checked again under the lock publish_failures_recorded() takes, so no release is missed.
+  if (failures_recorded.load(std::memory_order_acquire) >= marked) return true;
+  parked.emplace_back(&ctx, &resume);
+  return false;
+}
+
+// REQUIRES: control_mutex held (so no failure is marked meanwhile).
+void Array::State::publish_failures_recorded(std::uint64_t marked) {
+  std::vector<std::pair<IoContext*, Task*>> release;
+  {
+    std::lock_guard guard(parked_mutex);
+    failures_recorded.store(marked, std::memory_order_release);
+    release.swap(parked);
+  }
+  for (auto& [ctx, task] : release)
+    ctx->post(*task);
+}
+
+}  // namespace graid

@@ -1,0 +1,30 @@
+// Blocking superblock I/O shared by create, assemble and member-failure recording. Internal to
+// engine/array.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "array/array_state.h"
+#include "meta/superblock.h"
+
+namespace graid {
+
+// Nanoseconds since the epoch (superblock ctime/utime).
+std::uint64_t wall_clock_ns();
+
+// Reads and decodes the superblock of `m`, writing nothing.
+Result<meta::Superblock> read_superblock(MemberDevice& m);
+
+// The array's members by slot, null for failed or missing ones (what the bitmap writes to).
+std::vector<MemberDevice*> live_pointers(const Array::State& s);
+
+// Writes `sb`, made each member's own copy (member_index, member_uuid), to every non-null
+// member of `members` (indexed by slot) and flushes it. All members are written at once, each on
+// its own thread, so an update costs one write + flush, not one per member, and one slow member
+// does not hold the others back. Returns one status per slot (ok for null slots).
+std::vector<Status> write_superblock_copies(std::span<MemberDevice* const> members,
+                                            const meta::Superblock& sb);
+
+}  // namespace graid
