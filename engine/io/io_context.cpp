@@ -172,9 +172,13 @@ Result<std::unique_ptr<IoContext>> IoContext::create(unsigned queue_depth) {
   // Best first: SINGLE_ISSUER + DEFER_TASKRUN (6.1+) runs completion work only when this
   // thread asks for completions, which is exactly our one-thread-per-ring model (the ring must
   // then be created on the thread that uses it). It measured ~1.5x the IOPS of COOP_TASKRUN
-  // for 4 KiB reads on tmpfs members (see docs/performance.md).
+  // for 4 KiB reads on tmpfs members (see docs/performance.md). TASKRUN_FLAG makes the kernel
+  // raise IORING_SQ_TASKRUN when completion work waits for us, which reap() checks: without it
+  // a poll(false) loop never runs that work (only a waiting enter would) and I/O that completes
+  // asynchronously (a file on tmpfs, a pipe) never finishes.
   io_uring_params params{};
-  params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+                 IORING_SETUP_TASKRUN_FLAG;
   params.cq_entries = std::min(queue_depth * 4U, 65536U);
   int ret = io_uring_queue_init_params(queue_depth, &impl.ring, &params);
   if (ret == -EINVAL) {
