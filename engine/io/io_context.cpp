@@ -6,6 +6,12 @@
 // transfer, or the same range after -EAGAIN. The CQE's user_data is the request itself, so the
 // hot path allocates nothing.
 //
+// The same ring carries caller-built operations (RingCommand: ublk FETCH/COMMIT, NVMe
+// passthrough). Their user_data is the command's address with a tag in the low bits, which
+// alignment leaves free; see the tags below. They share the SQ-full handling (their own backlog,
+// drained before the requests', since a ublk COMMIT is what answers an application) and count
+// in in_flight(), but nothing is retried for them: the CQE goes to on_complete as it is.
+//
 // Cross-thread wake-up: an IORING_OP_READ on an eventfd is always armed in the ring; post() pushes
 // onto a lock-free list and writes the eventfd when the list was empty, which completes that read
 // and ends a poll(true) sleep. The eventfd is blocking on purpose: io_uring answers -EAGAIN on an
@@ -19,8 +25,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -35,8 +43,17 @@ std::atomic<std::uint64_t> g_next_file_id{1};
 // Bumped whenever a MemberFile closes; a context that sees it move sweeps its registered files.
 std::atomic<std::uint64_t> g_files_closed{0};
 
-// user_data of the eventfd read. Requests are pointers (aligned), so an odd value never collides.
-constexpr std::uint64_t kWakeTag = 1;
+// What a CQE's user_data is, by its low two bits. Requests and commands are pointers to objects
+// with a vtable, so at least 8-aligned: a plain MemberRequest pointer (the hot path, untagged),
+// a RingCommand pointer + 2, or one of two bare values.
+constexpr std::uint64_t kTagMask = 3;
+constexpr std::uint64_t kRequestTag = 0;
+constexpr std::uint64_t kWakeTag = 1;     // the eventfd read
+constexpr std::uint64_t kCommandTag = 2;  // RingCommand* | kCommandTag
+constexpr std::uint64_t kIgnoreTag = 3;   // a NOP filling the SQE of a command whose prep failed
+static_assert(alignof(MemberRequest) > kTagMask && alignof(RingCommand) > kTagMask);
+// SQE flags a RingCommand's prep may set; the context owns the rest (see RingCommand::prep).
+constexpr unsigned kCommandFlags = IOSQE_IO_DRAIN | IOSQE_ASYNC;
 // Slots in each ring's sparse registered-file table: more than the members of a few arrays.
 constexpr unsigned kFileSlots = 256;
 // After this many consecutive -EAGAIN/-EINTR results a request fails with that error rather than
@@ -121,6 +138,9 @@ struct IoContext::Impl {
   io_uring_sqe* get_sqe();
   void start(MemberRequest& req);
   void prep(io_uring_sqe* sqe, MemberRequest& req);
+  void start_command(RingCommand& cmd);
+  void prep_command(io_uring_sqe* sqe, RingCommand& cmd);
+  int finish_command(RingCommand& cmd, std::int32_t res, std::span<const std::uint64_t> extra);
   void arm_wake();
   void refill_backlog();
   void enter(bool wait);
@@ -136,6 +156,8 @@ struct IoContext::Impl {
   IoContext& owner;
   io_uring ring{};
   bool ring_ready = false;
+  bool big_sqe = false;  // IORING_SETUP_SQE128
+  bool big_cqe = false;  // IORING_SETUP_CQE32
   int wake_fd = -1;
   std::uint64_t wake_value = 0;  // the kernel writes the eventfd counter here
   bool wake_armed = false;
@@ -145,6 +167,8 @@ struct IoContext::Impl {
   std::atomic<int> posting{0};        // post() calls in progress (see ~Impl)
   Fifo<MemberRequest, &MemberRequest::next_> completions;
   Fifo<MemberRequest, &MemberRequest::next_> backlog;  // requests waiting for an SQE
+  Fifo<RingCommand, &RingCommand::next_> command_completions;
+  Fifo<RingCommand, &RingCommand::next_> command_backlog;  // commands waiting for an SQE
 
   std::vector<Region> regions;  // registered buffers, sorted by start
 
@@ -159,6 +183,13 @@ struct IoContext::Impl {
 };
 
 Result<std::unique_ptr<IoContext>> IoContext::create(unsigned queue_depth) {
+  IoContextOptions options;
+  options.queue_depth = queue_depth;
+  return create(options);
+}
+
+Result<std::unique_ptr<IoContext>> IoContext::create(const IoContextOptions& options) {
+  const unsigned queue_depth = options.queue_depth;
   if (queue_depth == 0 || queue_depth > 32768) {
     return make_error(Errc::kInvalidArgument, "io_uring queue depth {} not in [1, 32768]",
                       queue_depth);
@@ -166,34 +197,49 @@ Result<std::unique_ptr<IoContext>> IoContext::create(unsigned queue_depth) {
   auto ctx = std::make_unique<IoContext>(Key{});
   Impl& impl = *ctx->impl_;
 
-  // COOP_TASKRUN: completions are delivered when we enter the kernel rather than by
-  // interrupting the thread; we enter at least once per poll anyway. The CQ is sized so a
-  // backlog beyond the SQ rarely overflows it (the kernel keeps overflowed CQEs regardless).
   // Best first: SINGLE_ISSUER + DEFER_TASKRUN (6.1+) runs completion work only when this
   // thread asks for completions, which is exactly our one-thread-per-ring model (the ring must
   // then be created on the thread that uses it). It measured ~1.5x the IOPS of COOP_TASKRUN
-  // for 4 KiB reads on tmpfs members (see docs/performance.md).
-  io_uring_params params{};
-  params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-  params.cq_entries = std::min(queue_depth * 4U, 65536U);
-  int ret = io_uring_queue_init_params(queue_depth, &impl.ring, &params);
-  if (ret == -EINVAL) {
-    params = io_uring_params{};
-    params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+  // for 4 KiB reads on tmpfs members (see docs/performance.md). TASKRUN_FLAG makes the kernel
+  // raise IORING_SQ_TASKRUN when completion work waits for us, which reap() checks: without it
+  // a poll(false) loop never runs that work (only a waiting enter would) and I/O that completes
+  // asynchronously (a file on tmpfs, a pipe) never finishes. Then COOP_TASKRUN (5.19+):
+  // completions are delivered when we enter the kernel rather than by interrupting the thread;
+  // we enter at least once per poll anyway. Then nothing. The CQ is sized so a backlog beyond
+  // the SQ rarely overflows it (the kernel keeps overflowed CQEs regardless).
+  constexpr unsigned kTaskrunFlags[] = {
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+      IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+      0,
+  };
+  const unsigned big = (options.big_sqe ? unsigned{IORING_SETUP_SQE128} : 0U) |
+                       (options.big_cqe ? unsigned{IORING_SETUP_CQE32} : 0U);
+  auto init = [&](unsigned flags) {
+    io_uring_params params{};
+    params.flags = IORING_SETUP_CQSIZE | flags;
     params.cq_entries = std::min(queue_depth * 4U, 65536U);
-    ret = io_uring_queue_init_params(queue_depth, &impl.ring, &params);
+    return io_uring_queue_init_params(queue_depth, &impl.ring, &params);
+  };
+  int ret = -EINVAL;
+  for (std::size_t i = options.defer_taskrun ? 0 : 1;
+       i < std::size(kTaskrunFlags) && ret == -EINVAL; ++i) {
+    ret = init(kTaskrunFlags[i] | big);
   }
-  if (ret == -EINVAL) {  // a kernel before 5.19 refuses COOP_TASKRUN
-    params = io_uring_params{};
-    params.flags = IORING_SETUP_CQSIZE;
-    params.cq_entries = std::min(queue_depth * 4U, 65536U);
-    ret = io_uring_queue_init_params(queue_depth, &impl.ring, &params);
+  if (ret == -EINVAL && big != 0 && init(0) == 0) {
+    // A plain ring works: it is the big entries this kernel refuses.
+    io_uring_queue_exit(&impl.ring);
+    return make_error(Errc::kUnsupported,
+                      "io_uring refuses{}{} (32-byte CQEs and 128-byte SQEs need Linux 5.19)",
+                      options.big_sqe ? " IORING_SETUP_SQE128" : "",
+                      options.big_cqe ? " IORING_SETUP_CQE32" : "");
   }
   if (ret < 0) {
     return make_error(ret == -ENOMEM ? Errc::kNoSpace : Errc::kUnsupported,
                       "io_uring_queue_init({}): {}", queue_depth, std::strerror(-ret));
   }
   impl.ring_ready = true;
+  impl.big_sqe = options.big_sqe;
+  impl.big_cqe = options.big_cqe;
 
   impl.wake_fd = ::eventfd(0, EFD_CLOEXEC);
   if (impl.wake_fd < 0) {
@@ -220,6 +266,14 @@ IoContext::~IoContext() = default;
 
 const IoStats& IoContext::stats() const noexcept {
   return impl_->stats;
+}
+
+bool IoContext::big_sqe() const noexcept {
+  return impl_->big_sqe;
+}
+
+bool IoContext::big_cqe() const noexcept {
+  return impl_->big_cqe;
 }
 
 void IoContext::set_result_filter_for_testing(ResultFilter filter, void* arg) noexcept {
@@ -308,6 +362,11 @@ void IoContext::Impl::arm_wake() {
 
 void IoContext::Impl::refill_backlog() {
   arm_wake();
+  while (!command_backlog.empty()) {
+    io_uring_sqe* sqe = get_sqe();
+    if (sqe == nullptr) return;
+    prep_command(sqe, *command_backlog.pop());
+  }
   while (!backlog.empty()) {
     io_uring_sqe* sqe = get_sqe();
     if (sqe == nullptr) return;
@@ -361,6 +420,76 @@ void IoContext::complete_later(MemberRequest& req, std::int32_t result) {
   ++impl_->stats.submitted;
   req.result_ = result;
   impl_->completions.push(req);
+}
+
+// ---- caller-built commands ---------------------------------------------------------------------
+
+void IoContext::submit_command(RingCommand& cmd) {
+  ++in_flight_;
+  ++impl_->stats.commands;
+  cmd.set_fd_ = false;
+  cmd.fixed_file_ = false;
+  impl_->start_command(cmd);
+}
+
+void IoContext::submit_command(const std::shared_ptr<MemberFile>& file, RingCommand& cmd) {
+  ++in_flight_;
+  ++impl_->stats.commands;
+  if (file == nullptr || file->fd() < 0) {
+    cmd.result_ = -EBADF;
+    impl_->command_completions.push(cmd);
+    return;
+  }
+  const int slot = impl_->file_slot(file);
+  cmd.set_fd_ = true;
+  cmd.fixed_file_ = slot >= 0;
+  cmd.fd_ = slot >= 0 ? slot : file->fd();
+  impl_->start_command(cmd);
+}
+
+void IoContext::Impl::start_command(RingCommand& cmd) {
+  io_uring_sqe* sqe = command_backlog.empty() ? get_sqe() : nullptr;
+  if (sqe == nullptr) {
+    command_backlog.push(cmd);
+    return;
+  }
+  prep_command(sqe, cmd);
+}
+
+void IoContext::Impl::prep_command(io_uring_sqe* sqe, RingCommand& cmd) {
+  // The command area starts where a 64-byte SQE's addr3 does and runs to the end of the entry.
+  constexpr std::size_t kCmdOffset = offsetof(io_uring_sqe, addr3);
+  const std::size_t sqe_bytes = big_sqe ? 2 * sizeof(io_uring_sqe) : sizeof(io_uring_sqe);
+  auto* bytes = reinterpret_cast<std::byte*>(sqe);
+  std::memset(bytes, 0, sqe_bytes);
+  const std::int32_t err = cmd.prep(*sqe, {bytes + kCmdOffset, sqe_bytes - kCmdOffset});
+  if (err < 0) {
+    // The slot is taken and cannot be handed back: fill it with a NOP whose CQE is ignored, and
+    // complete the command at the next poll like any other that never reached the kernel.
+    std::memset(bytes, 0, sqe_bytes);
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, kIgnoreTag);
+    cmd.result_ = err;
+    command_completions.push(cmd);
+    return;
+  }
+  sqe->flags &= kCommandFlags;
+  if (cmd.set_fd_) {
+    sqe->fd = cmd.fd_;
+    if (cmd.fixed_file_) {
+      sqe->flags |= IOSQE_FIXED_FILE;
+      ++stats.fixed_file_ios;
+    }
+  }
+  io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(&cmd) | kCommandTag);
+  ++stats.sqes;
+}
+
+int IoContext::Impl::finish_command(RingCommand& cmd, std::int32_t res,
+                                    std::span<const std::uint64_t> extra) {
+  --owner.in_flight_;
+  cmd.on_complete(res, extra);  // may resubmit cmd: touch nothing of it afterwards
+  return 1;
 }
 
 // ---- completion --------------------------------------------------------------------------------
@@ -418,15 +547,28 @@ int IoContext::Impl::reap() {
       std::uint64_t data;
       std::int32_t res;
     } batch[kReapBatch];
+    std::uint64_t extra[kReapBatch][2];  // a 32-byte CQE's tail, for commands
     for (unsigned i = 0; i < n; ++i)
       batch[i] = {cqes[i]->user_data, cqes[i]->res};
+    if (big_cqe) {
+      for (unsigned i = 0; i < n; ++i) {
+        extra[i][0] = cqes[i]->big_cqe[0];
+        extra[i][1] = cqes[i]->big_cqe[1];
+      }
+    }
     io_uring_cq_advance(&ring, n);
     for (unsigned i = 0; i < n; ++i) {
-      if (batch[i].data == kWakeTag) {
+      const std::uint64_t data = batch[i].data;
+      const std::uint64_t tag = data & kTagMask;
+      if (tag == kRequestTag) [[likely]] {
+        ran += on_cqe(*reinterpret_cast<MemberRequest*>(data), batch[i].res);
+      } else if (tag == kCommandTag) {
+        ran += finish_command(
+            *reinterpret_cast<RingCommand*>(data - kCommandTag), batch[i].res,
+            big_cqe ? std::span<const std::uint64_t>(extra[i]) : std::span<const std::uint64_t>());
+      } else if (data == kWakeTag) {
         wake_armed = false;  // re-armed by refill_backlog(); the posted tasks run in run_tasks()
-        continue;
-      }
-      ran += on_cqe(*reinterpret_cast<MemberRequest*>(batch[i].data), batch[i].res);
+      }  // else kIgnoreTag: the command already completes through command_completions
     }
     if (n < kReapBatch) break;
   }
@@ -492,6 +634,14 @@ int IoContext::Impl::run_completions() {
     finish(*req, req->result_);
     ++ran;
   }
+  auto local_commands = command_completions.take();
+  while (RingCommand* cmd = local_commands.pop()) {
+    // A CQE32 ring promises two extra words with every completion; these never had a CQE.
+    static constexpr std::uint64_t kNoExtra[2] = {0, 0};
+    ran += finish_command(
+        *cmd, cmd->result_,
+        big_cqe ? std::span<const std::uint64_t>(kNoExtra) : std::span<const std::uint64_t>());
+  }
   return ran;
 }
 
@@ -510,7 +660,9 @@ int IoContext::poll(bool wait) {
     }
     // Nothing ran. Work queued by this thread needs no sleep; otherwise sleep for a CQE (an I/O
     // or the eventfd read that post() completes).
-    if (!impl.deferred.empty() || !impl.completions.empty()) continue;
+    if (!impl.deferred.empty() || !impl.completions.empty() || !impl.command_completions.empty()) {
+      continue;
+    }
     impl.enter(true);
   }
 }
@@ -557,6 +709,15 @@ bool IoContext::Impl::find_region(const std::byte* p, std::uint32_t len,
   if (start + len > it->end) return false;
   index = it->index;
   return true;
+}
+
+std::optional<std::uint16_t> IoContext::registered_buffer(const std::byte* p,
+                                                          std::size_t len) const noexcept {
+  std::uint16_t index = 0;
+  if (len > kMaxRegionBytes || !impl_->find_region(p, static_cast<std::uint32_t>(len), index)) {
+    return std::nullopt;
+  }
+  return index;
 }
 
 Status IoContext::register_buffers(std::span<const std::span<std::byte>> regions) {

@@ -24,10 +24,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "graid/status.h"
+
+// <liburing.h>'s submission entry. Only code that builds RingCommands needs its definition;
+// including liburing here would put it into every engine user's translation units.
+struct io_uring_sqe;
 
 namespace graid {
 
@@ -81,6 +86,57 @@ class MemberRequest {
   MemberRequest* next_ = nullptr;  // intrusive link: deferred completions, SQ-full backlog
 };
 
+// An io_uring operation the caller builds itself, submitted through IoContext::submit_command:
+// how a thread puts other ring users' work on the ring its member I/O already uses, so that it
+// sleeps in one place. The ublk queue loop issues FETCH_REQ / COMMIT_AND_FETCH_REQ this way
+// (IORING_OP_URING_CMD on /dev/ublkcN); an NVMe passthrough member issues NVMe reads and writes
+// (IORING_OP_URING_CMD on /dev/ngXnY, which needs a context created with big_sqe and big_cqe).
+//
+// Intrusive like MemberRequest: owned by the caller, alive and not resubmitted until
+// on_complete runs. Completion contract as for member requests: on_complete runs exactly once,
+// on the submitting thread, inside IoContext::poll(), never inline from submit_command. Unlike
+// member requests nothing is retried or adjusted: `res` is what the kernel put in the CQE (or a
+// negative errno from prep or from the context).
+//
+// Commands must be single-shot (one CQE each): a multishot operation would complete twice.
+class RingCommand {
+ public:
+  // Fills in the operation when the context has a submission slot for it: at submit_command,
+  // or later if the submission queue was full (so state prep reads must stay valid until
+  // on_complete). `sqe` arrives zeroed; set opcode, fd, cmd_op, addr, len and so on. `cmd` is
+  // the command area at the SQE's tail (sqe->cmd; for IORING_OP_URING_CMD the driver's command):
+  // 16 bytes on a normal ring, 80 on a context created with big_sqe; write the driver command
+  // there rather than through sqe->cmd (a zero-length array to the compiler).
+  //
+  // The context owns user_data and the link/skip flags: after prep it sets user_data, keeps
+  // only IOSQE_IO_DRAIN and IOSQE_ASYNC of the flags prep set (a link would chain the command to
+  // whatever SQE happens to follow it, a skipped CQE would never complete it), and, for a
+  // command submitted on a MemberFile, sets fd (and IOSQE_FIXED_FILE) itself.
+  //
+  // Returns 0, or -errno when the operation cannot be built (say, a command area too small on a
+  // normal ring); the command then completes with that result and nothing reaches the kernel.
+  virtual std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte> cmd) = 0;
+
+  // Called once on the submitting thread with the CQE's result, which the opcode defines (a
+  // byte count, 0, a driver status, -errno). `big_cqe` is the 16 extra bytes of a 32-byte CQE
+  // on a context created with big_cqe (an NVMe command's result dword 0 is big_cqe[0]); empty
+  // on a normal ring, and zeros when the command failed before reaching the kernel. The
+  // context no longer touches the command once this starts: it may be submitted again from
+  // here (as ublk's COMMIT_AND_FETCH_REQ follows each FETCH_REQ).
+  virtual void on_complete(std::int32_t res, std::span<const std::uint64_t> big_cqe) = 0;
+
+ protected:
+  virtual ~RingCommand() = default;  // virtual for the same reason as Task's
+
+ private:
+  friend class IoContext;
+  int fd_ = -1;                  // submit_command(file, ...): raw fd or fixed-file slot
+  bool set_fd_ = false;          // the context sets sqe->fd (submitted on a MemberFile)
+  bool fixed_file_ = false;      // fd_ is a registered-file slot
+  std::int32_t result_ = 0;      // result of a completion that never reached the kernel
+  RingCommand* next_ = nullptr;  // intrusive link: deferred completions, SQ-full backlog
+};
+
 // An open file or block device as the I/O layer sees it: the fd, how to flush it, and an
 // identity that is never reused (fd numbers are), which keys each IoContext's registered-file
 // table. Shared by the MemberDevice that opened it and anything wrapping it; closes the fd when
@@ -115,21 +171,45 @@ struct IoStats {
   std::uint64_t short_resubmits = 0;   // partial transfers resubmitted for the remainder
   std::uint64_t again_retries = 0;     // -EAGAIN/-EINTR results retried
   std::uint64_t sq_full = 0;           // times the SQ was full when a request wanted an SQE
+  std::uint64_t commands = 0;          // RingCommands accepted by submit_command
+};
+
+// How to set up an IoContext's ring.
+struct IoContextOptions {
+  // Sizes the SQ ring (the number of SQEs one poll iteration can hand the kernel). More
+  // requests than that may be in flight: a full SQ is submitted and refilled, and what still
+  // does not fit waits in a backlog until completions make room. 1 to 32768.
+  unsigned queue_depth = 256;
+  // IORING_SETUP_SQE128: 128-byte SQEs, whose 80-byte command area holds an NVMe passthrough
+  // command (struct nvme_uring_cmd, 72 bytes) or a ublk control command (32 bytes).
+  bool big_sqe = false;
+  // IORING_SETUP_CQE32: 32-byte CQEs with 16 extra bytes (NVMe passthrough's result dword).
+  bool big_cqe = false;
+  // SINGLE_ISSUER | DEFER_TASKRUN where the kernel has it (completion work runs only when the
+  // owning thread asks for completions; fastest for member I/O). false: COOP_TASKRUN, which
+  // runs it whenever the thread enters the kernel (ublk servers use that on queue rings, where
+  // kernel-side teardown may wait for task work).
+  bool defer_taskrun = true;
 };
 
 // Per-thread I/O context: one io_uring, a local list of deferred tasks and an inbox for tasks
-// posted from other threads (woken through an eventfd the ring reads). Not thread-safe except
-// post(); every other method must be called on the owning thread. Destroy it with no I/O in
-// flight (requests still in the kernel then never complete).
+// posted from other threads (woken through an eventfd the ring reads). Besides member I/O the
+// ring carries caller-built operations (RingCommand), so a thread that also serves ublk or
+// drives NVMe passthrough still has one ring and sleeps in one poll(). Not thread-safe except
+// post(); every other method must be called on the owning thread. Destroy it with nothing in
+// flight (requests and commands still in the kernel then never complete).
 class IoContext {
   struct Key {  // lets create() use make_unique while nothing else constructs an IoContext
     explicit Key() = default;
   };
 
  public:
-  // `queue_depth` sizes the SQ ring (the number of SQEs one poll iteration can hand the kernel).
-  // More requests than that may be in flight: a full SQ is submitted and refilled, and what
-  // still does not fit waits in a backlog until completions make room.
+  // Sets up the ring on the calling thread, which is the thread that must use it. Errors:
+  // kInvalidArgument for a queue depth outside [1, 32768]; kUnsupported when the kernel
+  // refuses the ring (the message says whether it was SQE128/CQE32 it refused: those need
+  // Linux 5.19); kNoSpace when it is out of memory for it (RLIMIT_MEMLOCK on old kernels).
+  static Result<std::unique_ptr<IoContext>> create(const IoContextOptions& options);
+  // create() with default options and `queue_depth`.
   static Result<std::unique_ptr<IoContext>> create(unsigned queue_depth = 256);
   explicit IoContext(Key);
   ~IoContext();
@@ -151,10 +231,14 @@ class IoContext {
   // Queues `task` to run at this thread's next poll() (same thread only; no wake-up needed).
   void defer(Task& task);
 
-  // Member I/Os submitted and not yet completed (including deferred ones).
+  // Member I/Os and ring commands submitted and not yet completed (including deferred ones).
   std::uint32_t in_flight() const noexcept { return in_flight_; }
 
   const IoStats& stats() const noexcept;
+
+  // Whether the ring has 128-byte SQEs (IoContextOptions::big_sqe) / 32-byte CQEs (big_cqe).
+  bool big_sqe() const noexcept;
+  bool big_cqe() const noexcept;
 
   // Registers memory regions for fixed-buffer I/O (READ_FIXED/WRITE_FIXED): requests whose
   // buffer lies wholly inside a registered region use it; others use plain READ/WRITE. Replaces
@@ -168,6 +252,21 @@ class IoContext {
   void submit_io(const std::shared_ptr<MemberFile>& file, MemberRequest& req);
   // Completes `req` with `result` at the next poll() (for faults and synchronous paths).
   void complete_later(MemberRequest& req, std::int32_t result);
+
+  // Starts a caller-built operation (see RingCommand): its prep() runs now, or when a
+  // submission slot frees up if the SQ is full; its SQE goes to the kernel with the next batch
+  // (at the latest when this thread next polls). Counts in in_flight() until on_complete.
+  void submit_command(RingCommand& cmd);
+  // The same on `file`, which the caller keeps alive until the command completes: the context
+  // sets the SQE's fd to the file's registered slot (IOSQE_FIXED_FILE) or, where the table has
+  // no room, its plain fd. A null or closed file completes the command later with -EBADF.
+  void submit_command(const std::shared_ptr<MemberFile>& file, RingCommand& cmd);
+
+  // The index of the region registered with register_buffers() that wholly holds [p, p + len),
+  // for commands that use fixed buffers themselves (NVMe passthrough: IORING_URING_CMD_FIXED
+  // with sqe->buf_index); nullopt when none does.
+  std::optional<std::uint16_t> registered_buffer(const std::byte* p,
+                                                 std::size_t len) const noexcept;
 
   // Test seam: `filter` sees every CQE result of a member request before the layer acts on it
   // and returns the result to act on — how tests fake -EAGAIN and short transfers, which the
