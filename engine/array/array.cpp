@@ -65,6 +65,18 @@ std::uint32_t Array::member_count() const noexcept {
   return state_->geometry.members();
 }
 
+std::uint32_t Array::logical_block_size() const noexcept {
+  return state_->logical_block;
+}
+
+bool Array::supports_discard() const noexcept {
+  return state_->discard_supported.load(std::memory_order_relaxed);
+}
+
+std::uint64_t Array::corrected_read_errors(std::uint32_t member) const noexcept {
+  return state_->read_errors ? state_->read_errors->total(member) : 0;
+}
+
 InitMethod Array::init_method() const noexcept {
   return state_->init_method;
 }

@@ -195,6 +195,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   }
   rep.was_clean = sb.clean();
   rep.events = sb.events;
+  auto logical_block = array_logical_block(state->members, sb.strip_bytes);
+  if (!logical_block) return logical_block.status();
+  state->logical_block = *logical_block;
+  state->read_errors.emplace(n, options.max_read_errors);
 
   if (sb.level != RaidLevel::kRaid0) {
     auto ptrs = live_pointers(*state);

@@ -60,7 +60,11 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
     }
   }
 
+  auto logical_block = array_logical_block(members, create.strip_bytes);
+  if (!logical_block) return logical_block.status();
   auto state = std::make_unique<State>(*geometry);
+  state->logical_block = *logical_block;
+  state->read_errors.emplace(n, options.max_read_errors);
   state->parity = options.parity;
   state->async_parity = options.async_parity;
   state->host_memory = options.host_memory;

@@ -1,6 +1,8 @@
 // ArrayQueue: a thread's entry to an array. Splits requests by strip and stripe, sends reads that
 // need no lock straight to members, gathers the writes of one submission batch into one
 // StripeOp per stripe (coalescing), and completes every request exactly once.
+#include <spdlog/spdlog.h>
+
 #include <cstring>
 
 #include "array/array_queue_impl.h"
@@ -14,12 +16,14 @@ class DirectIo final : public MemberRequest {
   ArrayIo* io = nullptr;
   std::uint32_t member = 0;
   std::uint64_t array_offset = 0;
+  PoolBuffer owned;  // zeroes written in place of a discard the member refused
 
   void on_done(std::int32_t res) override {
     ArrayQueue::Impl& queue = *q;
     ArrayIo& request = *io;
     const MemberOp kind = op;
     const std::uint64_t at = array_offset;
+    const std::uint64_t device_at = offset;
     const std::uint32_t bytes = len;
     std::byte* data = buf;
     const std::uint32_t failed_member = member;
@@ -28,12 +32,60 @@ class DirectIo final : public MemberRequest {
       queue.part_done(request, Status::ok());
       return;
     }
-    Status st = queue.array.fail_member(
-        failed_member,
-        fmt::format("{} error at byte {}: {}", kind == MemberOp::kRead ? "read" : "write", at,
-                    std::strerror(-res)));
+    Array::State& a = queue.array;
+    const char* what = kind == MemberOp::kRead    ? "read"
+                       : kind == MemberOp::kWrite ? "write"
+                                                  : "discard";
+    switch (classify_member_error(kind, res)) {
+      case MemberErrorClass::kUnsupported:
+        if (kind == MemberOp::kDiscard) {
+          // RAID0: write the zeroes a discard would have left instead.
+          if (a.discard_supported.exchange(false)) {
+            spdlog::warn(
+                "graid: array '{}': {} cannot discard ({}); discards are written as "
+                "zeroes from now on",
+                a.sb.name, a.members[failed_member]->path(), std::strerror(-res));
+          }
+          queue.write_zeroes(request, failed_member, device_at, bytes, at);
+          queue.part_done(request, Status::ok());
+          return;
+        }
+        break;
+      case MemberErrorClass::kRequest:
+        spdlog::error(
+            "graid: array '{}': member {} refused a {} at byte {} as malformed: {}; the "
+            "request fails, the member stays",
+            a.sb.name, failed_member, what, device_at, std::strerror(-res));
+        queue.part_done(request, make_error(Errc::kInternal, "member {} refused a {}: {}",
+                                            failed_member, what, std::strerror(-res)));
+        return;
+      case MemberErrorClass::kMedia: {
+        const bool over_limit = a.read_errors && a.read_errors->record(failed_member);
+        if (over_limit) break;
+        if (a.geometry.parity_strips() == 0 && a.geometry.copies() == 1) {
+          // RAID0: nothing to rebuild from. The request fails; the member stays.
+          queue.part_done(request, make_error(Errc::kIoError,
+                                              "member {}: read error at array "
+                                              "byte {}: {}",
+                                              failed_member, at, std::strerror(-res)));
+          return;
+        }
+        spdlog::warn(
+            "graid: array '{}': member {} ({}): read error at byte {}: {}; "
+            "reconstructing and rewriting it",
+            a.sb.name, failed_member, a.members[failed_member]->path(), device_at,
+            std::strerror(-res));
+        queue.repair_read(request, at, bytes, data, failed_member);
+        queue.part_done(request, Status::ok());
+        return;
+      }
+      case MemberErrorClass::kDevice:
+        break;
+    }
+    Status st = a.fail_member(
+        failed_member, fmt::format("{} error at byte {}: {}", what, at, std::strerror(-res)));
     (void)st;
-    if (kind == MemberOp::kRead && !queue.array.array_failed()) {
+    if (kind == MemberOp::kRead && !a.array_failed()) {
       // Another copy, or a reconstruction, replaces this part (it adds its own part first, so
       // the request cannot complete in between).
       queue.read_segment(request, at, bytes, data);
@@ -237,6 +289,7 @@ StripeOp& ArrayQueue::Impl::pending_write_op(std::uint64_t stripe, StripeOp::Mod
 }
 
 void ArrayQueue::Impl::recycle(DirectIo& d) {
+  buffers.put(std::move(d.owned));
   directs.put(d);
 }
 void ArrayQueue::Impl::recycle(FlushOp& f) {
@@ -287,6 +340,48 @@ void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std
     return;
   }
   degraded_read(io, array_offset, len, dst);
+}
+
+void ArrayQueue::Impl::write_zeroes(ArrayIo& io, std::uint32_t member, std::uint64_t device_at,
+                                    std::uint32_t len, std::uint64_t array_offset) {
+  auto zeroes = buffers.get(len);
+  if (!zeroes) {
+    add_parts(io, 1);
+    part_done(io, zeroes.status());
+    return;
+  }
+  std::memset(zeroes->data(), 0, len);
+  DirectIo* d = &directs.get();
+  d->q = this;
+  d->io = &io;
+  d->member = member;
+  d->array_offset = array_offset;
+  d->op = MemberOp::kWrite;
+  d->offset = device_at;
+  d->owned = std::move(*zeroes);
+  d->buf = d->owned.data();
+  d->len = len;
+  add_parts(io, 1);
+  array.members[member]->submit(ctx, *d);
+}
+
+void ArrayQueue::Impl::repair_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
+                                   std::byte* dst, std::uint32_t member) {
+  const Geometry& g = array.geometry;
+  const DataLocation loc = g.locate(array_offset);
+  StripeOp& op =
+      new_op(g.parity_strips() > 0 ? StripeOp::Mode::kDegradedRead : StripeOp::Mode::kMirrorRead,
+             loc.stripe);
+  Piece piece;
+  piece.io = &io;
+  piece.stripe_offset = loc.data_index * g.strip_bytes() + loc.strip_offset;
+  piece.len = len;
+  piece.buf = dst;
+  op.add_piece(piece);
+  op.set_unreadable(std::uint64_t{1} << member);
+  ++stats.degraded_reads;
+  add_parts(io, 1);
+  op.start();
 }
 
 void ArrayQueue::Impl::degraded_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
@@ -367,7 +462,7 @@ void ArrayQueue::Impl::submit_discard(ArrayIo& io, std::uint64_t offset) {
     const std::uint64_t stripe = at / stripe_bytes;
     // A whole stripe of zeros is consistent parity too: punch every member. A part of
     // one is written as zeros, so parity follows.
-    const bool whole = parity && n == stripe_bytes;
+    const bool whole = parity && n == stripe_bytes && array.discard_supported.load();
     const auto mode = whole    ? StripeOp::Mode::kPunch
                       : parity ? StripeOp::Mode::kWrite
                                : StripeOp::Mode::kMirrorWrite;
@@ -401,15 +496,17 @@ void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t lim
     invalid = make_error(Errc::kOutOfRange, "VD [{}, +{}) reaches beyond the array's {} bytes",
                          base, limit, array.capacity);
   } else if (io.kind != IoKind::kFlush) {
-    if (io.len == 0 || io.offset % 512 != 0 || io.len % 512 != 0) {
+    const std::uint32_t block = array.logical_block;
+    if (io.len == 0 || io.offset % block != 0 || io.len % block != 0) {
       invalid = make_error(Errc::kInvalidArgument,
-                           "request [{}, +{}) is empty or not a multiple of 512 bytes", io.offset,
-                           io.len);
+                           "request [{}, +{}) is empty or not a multiple of the array's {}-byte "
+                           "logical block",
+                           io.offset, io.len, block);
     } else if (io.offset > limit || io.len > limit - io.offset) {
       invalid = make_error(Errc::kOutOfRange, "request [{}, +{}) ends beyond the device's {} bytes",
                            io.offset, io.len, limit);
-    } else if (data && (io.buf == nullptr || reinterpret_cast<std::uintptr_t>(io.buf) % 512)) {
-      invalid = make_error(Errc::kInvalidArgument, "request buffer is not 512-byte aligned");
+    } else if (data && (io.buf == nullptr || reinterpret_cast<std::uintptr_t>(io.buf) % block)) {
+      invalid = make_error(Errc::kInvalidArgument, "request buffer is not {}-byte aligned", block);
     }
   }
   if (invalid.is_ok() && array.array_failed()) {

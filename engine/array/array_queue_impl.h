@@ -43,12 +43,17 @@ class StripeMemberIo final : public MemberRequest {
 // A member error during kReading marks the member failed and re-plans (still holding the lock).
 class StripeOp final : public Task {
  public:
-  enum class Mode : std::uint8_t { kWrite, kDegradedRead, kMirrorWrite, kPunch };
+  // kMirrorRead: a mirror read that failed on one copy, redone from another copy under the lock
+  // and written back to the copies that could not be read (read-error correction).
+  enum class Mode : std::uint8_t { kWrite, kDegradedRead, kMirrorWrite, kPunch, kMirrorRead };
   enum class Phase : std::uint8_t { kIdle, kLocking, kReading, kWriting };
 
   explicit StripeOp(ArrayQueue::Impl& queue) : q_(queue) { resume_.op = this; }
 
   void reset(Mode mode, std::uint64_t stripe);
+  // Members that failed a read in this operation with a media error (classify_member_error):
+  // planned around as if failed, then rewritten with the reconstructed contents.
+  void set_unreadable(std::uint64_t members) noexcept { unreadable_ = members; }
   void add_piece(const Piece& piece) { pieces_.push_back(piece); }
   Mode mode() const noexcept { return mode_; }
   // True when a piece already added overlaps stripe bytes [stripe_offset, +len).
@@ -81,6 +86,7 @@ class StripeOp final : public Task {
     // alone over the whole extent, the caller's own buffer (no copy).
     std::array<std::byte*, kMaxStripeChunks> data{};
     std::uint64_t borrowed = 0;  // strips whose `data` is the caller's buffer
+    std::uint64_t rebuilt = 0;   // chunks reconstructed by this operation's parity job
   };
 
   void run_locked();
@@ -92,6 +98,8 @@ class StripeOp final : public Task {
   void start_compute();      // degraded plans: reconstruct the dead chunks
   void after_reconstruct();  // degraded reads: copy out; writes: images, then encode
   void after_encode();       // bitmap, then member writes
+  // Declares this stripe's write to the write-intent bitmap (once per operation).
+  Status hold_bitmap();
   Status ensure(PoolBuffer& b, std::uint32_t len);
   void issue_writes();
   void issue_mirror_writes();
@@ -102,9 +110,15 @@ class StripeOp final : public Task {
   void release_buffers();
   StripeMemberIo& new_io(std::uint32_t member);
   void submit_io(StripeMemberIo& io);
-  // Handles member errors of the phase just completed: fails those members. Returns false when
-  // the array can no longer hold the data.
-  bool absorb_member_errors();
+  // Sorts the member errors of the phase just completed by class (array/member_errors.h): fails
+  // members with device errors, marks media read errors unreadable, and falls back from discards
+  // a member refused. Sets `replan` when the operation must be planned again. A failing status
+  // ends the operation.
+  Status absorb_member_errors(bool& replan);
+  // Member of chunk `c` of this stripe, and whether it is in unreadable_.
+  bool chunk_unreadable(std::uint32_t c) const noexcept;
+  void issue_mirror_read();
+  void after_mirror_read();
   // Points e.data at the caller's buffer for strips one piece covers alone (zero copy).
   void borrow_caller_data(Extent& e);
   void overlay_new_data(Extent& e);
@@ -121,6 +135,10 @@ class StripeOp final : public Task {
   std::uint32_t ios_left_ = 0;
   bool bitmap_held_ = false;
   int replans_ = 0;
+  std::uint64_t unreadable_ = 0;     // member mask: media read errors met in this operation
+  bool zero_writes_ = false;         // mirror zero pieces go out as written zeroes, not discards
+  std::uint32_t mirror_source_ = 0;  // kMirrorRead: the copy read
+  PoolBuffer scratch_;               // kMirrorRead: what the good copy held; zero_writes_: zeroes
   enum class ComputeStage : std::uint8_t { kReconstruct, kEncode };
   ComputeStage compute_stage_ = ComputeStage::kReconstruct;
   std::vector<StripeJob> jobs_;
@@ -203,6 +221,14 @@ struct ArrayQueue::Impl {
   void read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);
   // Reconstructing read of one strip segment under the stripe lock.
   void degraded_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);
+  // Writes `len` zeroes to `member` at device byte `device_at` (a discard the member refused).
+  void write_zeroes(ArrayIo& io, std::uint32_t member, std::uint64_t device_at, std::uint32_t len,
+                    std::uint64_t array_offset);
+  // Read-error correction for a read of [array_offset, +len) that `member` could not serve:
+  // under the stripe lock, rebuilt from the others (or read from another copy) into `dst` and
+  // written back to `member`.
+  void repair_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst,
+                   std::uint32_t member);
   void direct_io(ArrayIo& io, MemberOp op, std::uint32_t member, std::uint64_t member_offset,
                  std::uint32_t len, std::byte* buf, std::uint64_t array_offset);
   void recycle(DirectIo& d);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "array/member_errors.h"
 #include "graid/array.h"
 #include "meta/superblock.h"
 #include "meta/write_intent_bitmap.h"
@@ -30,6 +31,12 @@ struct Array::State {
   std::uint64_t data_size = 0;                 // member data bytes in use (whole stripes)
   std::uint64_t capacity = 0;                  // array data bytes
   InitMethod init_method = InitMethod::kNone;  // what create() did to initialise
+  // The largest logical block size of the members: requests must be multiples of it.
+  std::uint32_t logical_block = 512;
+  // Cleared the first time a member refuses a discard (error class kUnsupported); from then on
+  // the array writes zeroes instead and no longer advertises discard.
+  std::atomic<bool> discard_supported{true};
+  std::optional<ReadErrorCounts> read_errors;  // corrected read errors per member
 
   // Indexed by member slot; null where assembly found no device for the slot.
   std::vector<std::unique_ptr<MemberDevice>> members;

@@ -1,5 +1,7 @@
 #include "array/device_checks.h"
 
+#include <algorithm>
+
 namespace graid {
 
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices) {
@@ -21,6 +23,23 @@ Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> device
     }
   }
   return Status::ok();
+}
+
+Result<std::uint32_t> array_logical_block(std::span<const std::unique_ptr<MemberDevice>> devices,
+                                          std::uint32_t strip_bytes) {
+  std::uint32_t block = 512;
+  for (const auto& d : devices) {
+    if (!d) continue;
+    const std::uint32_t b = d->logical_block_size();
+    if (b == 0 || (b & (b - 1)) != 0 || strip_bytes % b != 0) {
+      return make_error(Errc::kInvalidArgument,
+                        "{} has a logical block size of {} bytes, which does not divide the "
+                        "strip of {} bytes",
+                        d->path(), b, strip_bytes);
+    }
+    block = std::max(block, b);
+  }
+  return block;
 }
 
 }  // namespace graid

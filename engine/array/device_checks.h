@@ -14,4 +14,9 @@ namespace graid {
 // path twice, or one file or block device under two names (a symlink, a hard link, "dir/./m0").
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices);
 
+// The logical block size an array over `devices` must use: the largest of theirs. kInvalidArgument
+// when it is not a power of two or does not divide `strip_bytes`.
+Result<std::uint32_t> array_logical_block(std::span<const std::unique_ptr<MemberDevice>> devices,
+                                          std::uint32_t strip_bytes);
+
 }  // namespace graid

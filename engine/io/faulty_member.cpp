@@ -48,8 +48,10 @@ struct FaultyMember::State {
   mutable std::mutex mu;
   bool vanished = false;
   std::uint32_t fail_next = 0;
-  bool fail_ops[4] = {};
+  int fail_ops[4] = {};                                              // errno per MemberOp
   std::vector<std::pair<std::uint64_t, std::uint64_t>> fail_ranges;  // [begin, end)
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> bad;          // bad sectors [begin, end)
+  std::uint32_t logical_block = 0;                                   // 0: the inner device's
   bool tear_pending = false;
   bool tear_success = false;
   std::mt19937_64 tear_rng;
@@ -59,17 +61,39 @@ struct FaultyMember::State {
   std::list<Shim> shims;       // writes, discards and flushes in flight
   FaultCounts counts;
 
-  // REQUIRES: mu held. Whether an I/O is to fail by injection (consumes fail_next).
-  bool should_fail(MemberOp op, std::uint64_t offset, std::uint64_t len) {
+  // REQUIRES: mu held. The errno an I/O is to fail with by injection, 0 for none (consumes
+  // fail_next).
+  int injected_error(MemberOp op, std::uint64_t offset, std::uint64_t len) {
     if (fail_next > 0) {
       --fail_next;
-      return true;
+      return EIO;
     }
-    if (fail_ops[static_cast<int>(op)]) return true;
-    if (op == MemberOp::kFlush) return false;
-    return std::any_of(fail_ranges.begin(), fail_ranges.end(), [&](const auto& range) {
+    if (fail_ops[static_cast<int>(op)] != 0) return fail_ops[static_cast<int>(op)];
+    if (op == MemberOp::kFlush) return 0;
+    auto touches = [&](const auto& range) {
       return offset < range.second && offset + len > range.first;
-    });
+    };
+    if (std::any_of(fail_ranges.begin(), fail_ranges.end(), touches)) return EIO;
+    if (op == MemberOp::kRead && std::any_of(bad.begin(), bad.end(), touches)) return EIO;
+    return 0;
+  }
+  bool should_fail(MemberOp op, std::uint64_t offset, std::uint64_t len) {
+    return injected_error(op, offset, len) != 0;
+  }
+
+  // REQUIRES: mu held. A write of [offset, +len) landed: the bad sectors under it are remapped.
+  void rewritten(std::uint64_t offset, std::uint64_t len) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> left;
+    const std::uint64_t end = offset + len;
+    for (const auto& [b, e] : bad) {
+      if (e <= offset || b >= end) {
+        left.emplace_back(b, e);
+        continue;
+      }
+      if (b < offset) left.emplace_back(b, offset);
+      if (e > end) left.emplace_back(end, e);
+    }
+    bad.swap(left);
   }
 
   // REQUIRES: mu held. Records the old contents of a write's range; returns its sequence number,
@@ -157,9 +181,10 @@ void FaultyMember::submit(IoContext& ctx, MemberRequest& req) {
       ++st.counts.discards;
       break;
   }
-  if (st.vanished || st.should_fail(req.op, req.offset, req.len)) {
+  const int injected = st.vanished ? ENODEV : st.injected_error(req.op, req.offset, req.len);
+  if (injected != 0) {
     ++st.counts.failed;
-    const std::int32_t error = st.vanished ? -ENODEV : -EIO;
+    const std::int32_t error = -injected;
     lock.unlock();
     ctx.complete_later(req, error);
     return;
@@ -207,6 +232,9 @@ void FaultyMember::finish(Shim& shim, std::int32_t result) {
     std::lock_guard lock(st.mu);
     if (shim.seq != 0) st.mark_completed(shim.seq);
     if (shim.op == MemberOp::kFlush && result == 0) st.make_durable(shim.covers);
+    if (shim.op == MemberOp::kWrite && result >= 0 && !shim.torn) {
+      st.rewritten(shim.offset, shim.len);
+    }
     if (shim.torn && result >= 0) {
       result = shim.torn_success ? static_cast<std::int32_t>(user->len) : -EIO;
     }
@@ -275,6 +303,7 @@ Status FaultyMember::write_sync(std::uint64_t offset, std::span<const std::byte>
     }
   } else {
     status = inner_->write_sync(offset, buf);
+    if (status) st.rewritten(offset, buf.size());
   }
   if (seq != 0) st.mark_completed(seq);
   return status;
@@ -307,8 +336,35 @@ void FaultyMember::fail_next(std::uint32_t count) {
 }
 
 void FaultyMember::fail_op(MemberOp op, bool fail) {
+  fail_op_with(op, fail ? EIO : 0);
+}
+
+void FaultyMember::fail_op_with(MemberOp op, int err) {
   std::lock_guard lock(state_->mu);
-  state_->fail_ops[static_cast<int>(op)] = fail;
+  state_->fail_ops[static_cast<int>(op)] = err;
+}
+
+void FaultyMember::bad_sectors(std::uint64_t offset, std::uint64_t len) {
+  std::lock_guard lock(state_->mu);
+  if (len > 0) state_->bad.emplace_back(offset, offset + len);
+}
+
+bool FaultyMember::has_bad_sectors() const {
+  std::lock_guard lock(state_->mu);
+  return !state_->bad.empty();
+}
+
+void FaultyMember::set_logical_block_size(std::uint32_t bytes) {
+  std::lock_guard lock(state_->mu);
+  state_->logical_block = bytes;
+}
+
+std::uint32_t FaultyMember::logical_block_size() const noexcept {
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->logical_block != 0) return state_->logical_block;
+  }
+  return inner_->logical_block_size();
 }
 
 void FaultyMember::fail_range(std::uint64_t offset, std::uint64_t len) {
@@ -319,7 +375,7 @@ void FaultyMember::fail_range(std::uint64_t offset, std::uint64_t len) {
 void FaultyMember::clear_failures() {
   std::lock_guard lock(state_->mu);
   state_->fail_next = 0;
-  std::fill(std::begin(state_->fail_ops), std::end(state_->fail_ops), false);
+  std::fill(std::begin(state_->fail_ops), std::end(state_->fail_ops), 0);
   state_->fail_ranges.clear();
 }
 

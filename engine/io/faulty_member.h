@@ -4,7 +4,12 @@
 // Faults, all thread-safe (a test may flip them from another thread while I/O runs):
 //   fail_next(n)          the next n I/Os of any kind fail with -EIO (kIoError for sync calls)
 //   fail_op(op)           every I/O of that kind fails, until cleared
+//   fail_op_with(op, e)   every I/O of that kind fails with -e (EOPNOTSUPP: a discard the drive
+//                         cannot do; EINVAL: what a 4Kn drive says to a 512-byte write)
 //   fail_range(off, len)  reads, writes and discards touching [off, off+len) fail
+//   bad_sectors(off, len) reads touching the range fail with -EIO until a write covers them (a
+//                         drive remaps a sector when it is rewritten)
+//   set_logical_block_size(n)  reports n as the logical block size (a 4Kn drive)
 //   vanish()              the drive is pulled: every later I/O fails, async with -ENODEV, sync
 //                         with kIoError; in-flight I/O still completes as the inner device says
 //   tear_next_write(...)  the next write lands only a random 512-byte-multiple prefix (possibly
@@ -88,7 +93,16 @@ class FaultyMember final : public MemberDevice {
   void fail_op(MemberOp op, bool fail = true);
   // Fails every read, write and discard touching [offset, offset + len); ranges accumulate.
   void fail_range(std::uint64_t offset, std::uint64_t len);
-  // Clears fail_next, fail_op and fail_range (not vanish or a pending tear).
+  // Fails every I/O of kind `op` with -err; 0 stops.
+  void fail_op_with(MemberOp op, int err);
+  // Reads touching [offset, offset + len) fail with -EIO until a write covers them.
+  void bad_sectors(std::uint64_t offset, std::uint64_t len);
+  bool has_bad_sectors() const;
+  // Reports `bytes` as the logical block size; 0 = the inner device's.
+  void set_logical_block_size(std::uint32_t bytes);
+  std::uint32_t logical_block_size() const noexcept override;
+
+  // Clears fail_next, fail_op and fail_range (not vanish, bad sectors or a pending tear).
   void clear_failures();
 
   // Pulls the drive: from now on every I/O fails. There is no way back; reopen the inner file.

@@ -54,13 +54,18 @@ const char* file_kind(mode_t mode) {
 class FileMember final : public MemberDevice {
  public:
   FileMember(std::string path, std::uint64_t size, std::shared_ptr<MemberFile> file,
-             DeviceIdentity identity)
-      : path_(std::move(path)), size_(size), file_(std::move(file)), identity_(identity) {}
+             DeviceIdentity identity, std::uint32_t logical_block)
+      : path_(std::move(path)),
+        size_(size),
+        file_(std::move(file)),
+        identity_(identity),
+        logical_block_(logical_block) {}
 
   const std::string& path() const noexcept override { return path_; }
   std::uint64_t size() const noexcept override { return size_; }
   bool direct_io() const noexcept override { return !file_->buffered(); }
   DeviceIdentity identity() const noexcept override { return identity_; }
+  std::uint32_t logical_block_size() const noexcept override { return logical_block_; }
 
   bool reads_zeroes(std::uint64_t offset, std::uint64_t len) override {
     if (identity_.block || len == 0 || offset > size_ || len > size_ - offset) return false;
@@ -186,7 +191,27 @@ class FileMember final : public MemberDevice {
   std::uint64_t size_;
   std::shared_ptr<MemberFile> file_;
   DeviceIdentity identity_;
+  std::uint32_t logical_block_;
 };
+
+// The device's logical block size (see MemberDevice::logical_block_size).
+std::uint32_t logical_block_of(int fd, bool is_block) {
+  if (is_block) {
+    int bytes = 0;
+    if (::ioctl(fd, BLKSSZGET, &bytes) == 0 && bytes >= static_cast<int>(kSector)) {
+      return static_cast<std::uint32_t>(bytes);
+    }
+    return kSector;
+  }
+#ifdef STATX_DIOALIGN
+  struct statx sx {};
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+      (sx.stx_mask & STATX_DIOALIGN) != 0 && sx.stx_dio_offset_align > kSector) {
+    return sx.stx_dio_offset_align;
+  }
+#endif
+  return kSector;
+}
 
 // Creates `path` with `size` bytes (sparse) unless it exists; losing a race to another creator
 // is fine, the caller then opens what is there.
@@ -298,8 +323,9 @@ Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
   identity.block = is_block;
   identity.dev = is_block ? st.st_rdev : st.st_dev;
   identity.ino = is_block ? 0 : st.st_ino;
+  const std::uint32_t logical_block = buffered ? kSector : logical_block_of(fd, is_block);
   return std::unique_ptr<MemberDevice>(
-      std::make_unique<FileMember>(path, size, std::move(file), identity));
+      std::make_unique<FileMember>(path, size, std::move(file), identity, logical_block));
 }
 
 }  // namespace graid

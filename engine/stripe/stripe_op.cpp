@@ -1,5 +1,7 @@
 // StripeOp: everything that must happen to one stripe under its lock (see array_queue_impl.h
 // for the state machine and stripe/write_plan.h for the plans).
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <bit>
 #include <cassert>
@@ -24,6 +26,8 @@ void StripeOp::reset(Mode mode, std::uint64_t stripe) {
   ios_left_ = 0;
   bitmap_held_ = false;
   replans_ = 0;
+  unreadable_ = 0;
+  zero_writes_ = false;
   lock_.stripe = stripe;
   lock_.home = &q_.ctx;
   lock_.grant = this;
@@ -42,6 +46,10 @@ void StripeOp::run_locked() {
     return;
   }
   ios_used_ = 0;
+  if (mode_ == Mode::kMirrorRead) {
+    issue_mirror_read();
+    return;
+  }
   if (mode_ == Mode::kMirrorWrite || mode_ == Mode::kPunch) {
     if (a.bitmap && !bitmap_held_) {
       Status st = a.bitmap_begin(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
@@ -116,6 +124,11 @@ bool StripeOp::build_extents() {
   }
   if (q_.array.is_failed(g.p_member(stripe_))) dead |= chunk_bit(k);
   if (g.parity_strips() == 2 && q_.array.is_failed(g.q_member(stripe_))) dead |= chunk_bit(k + 1);
+  std::uint64_t unreadable = 0;  // chunks that read with a media error: planned as dead...
+  for (std::uint32_t c = 0; c < k + g.parity_strips(); ++c) {
+    if (chunk_unreadable(c)) unreadable |= chunk_bit(c);
+  }
+  dead |= unreadable;
 
   if (extents_.size() < merged.size()) extents_.resize(merged.size());
   extents_used_ = merged.size();
@@ -165,8 +178,22 @@ bool StripeOp::build_extents() {
     c.dead = dead & all;
     e.plan = plan_write(c);
     if (e.plan.kind == WritePlanKind::kFailed) return false;
+    // ... and rewritten with their new contents, which repairs the sectors. Plans other than
+    // read-modify-write build every chunk's image; RMW neither reads nor writes an untouched
+    // unreadable chunk, which then stays for the next read that meets it to repair.
+    if (e.plan.kind != WritePlanKind::kReadModifyWrite) e.plan.writes |= unreadable & all;
   }
   return true;
+}
+
+bool StripeOp::chunk_unreadable(std::uint32_t c) const noexcept {
+  if (unreadable_ == 0) return false;
+  const Geometry& g = q_.array.geometry;
+  const std::uint32_t k = g.data_strips();
+  const std::uint32_t m = c < k    ? g.data_member(stripe_, c)
+                          : c == k ? g.p_member(stripe_)
+                                   : g.q_member(stripe_);
+  return (unreadable_ >> m) & 1;
 }
 
 StripeMemberIo& StripeOp::new_io(std::uint32_t member) {
@@ -245,40 +272,99 @@ void StripeOp::issue_reads() {
 
 void StripeOp::member_io_done(StripeMemberIo& /*io*/) {
   if (--ios_left_ != 0) return;
-  if (!absorb_member_errors()) {
-    finish(make_error(Errc::kIoError, "stripe {}: member I/O failed beyond redundancy", stripe_));
-    return;
-  }
+  bool replan = false;
+  if (Status st = absorb_member_errors(replan); !st) return finish(st);
   const bool had_errors = std::any_of(ios_.begin(), ios_.begin() + static_cast<long>(ios_used_),
                                       [](const auto& io) { return io->result < 0; });
   if (phase_ == Phase::kReading) {
-    if (had_errors) {
-      // Plan again with the member now failed (bounded: each round fails at least one member).
-      if (++replans_ > static_cast<int>(q_.array.geometry.members())) {
+    if (had_errors || replan) {
+      // Plan again with the member now failed or unreadable (bounded: each round fails or
+      // marks at least one more member).
+      if (++replans_ > 2 * static_cast<int>(q_.array.geometry.members())) {
         finish(make_error(Errc::kInternal, "stripe {}: re-planning did not converge", stripe_));
         return;
       }
       run_locked();
       return;
     }
+    if (mode_ == Mode::kMirrorRead) return after_mirror_read();
     start_compute();
+    return;
+  }
+  if (replan) {
+    // A member refused a discard: write the stripe's zeroes instead, on every member, so parity
+    // (or the other copies) and "reads after a discard return zeroes" both hold.
+    if (mode_ == Mode::kPunch) mode_ = Mode::kWrite;
+    zero_writes_ = true;
+    if (++replans_ > 2 * static_cast<int>(q_.array.geometry.members())) {
+      finish(make_error(Errc::kInternal, "stripe {}: re-planning did not converge", stripe_));
+      return;
+    }
+    run_locked();
     return;
   }
   // kWriting: the data is on every live member it belongs to (failed members were recorded).
   finish(Status::ok());
 }
 
-bool StripeOp::absorb_member_errors() {
+Status StripeOp::absorb_member_errors(bool& replan) {
+  Array::State& a = q_.array;
+  replan = false;
+  Status request_error;
   for (std::size_t i = 0; i < ios_used_; ++i) {
     const StripeMemberIo& io = *ios_[i];
     if (io.result >= 0) continue;
-    Status st =
-        q_.array.fail_member(io.member, fmt::format("{} error at byte {}: {}",
-                                                    io.op == MemberOp::kRead ? "read" : "write",
-                                                    io.offset, std::strerror(-io.result)));
+    const char* what = io.op == MemberOp::kRead    ? "read"
+                       : io.op == MemberOp::kWrite ? "write"
+                       : io.op == MemberOp::kFlush ? "flush"
+                                                   : "discard";
+    switch (classify_member_error(io.op, io.result)) {
+      case MemberErrorClass::kUnsupported:
+        if (io.op == MemberOp::kDiscard) {
+          if (a.discard_supported.exchange(false)) {
+            spdlog::warn(
+                "graid: array '{}': {} cannot discard ({}); discards are written as "
+                "zeroes from now on",
+                a.sb.name, a.members[io.member]->path(), std::strerror(-io.result));
+          }
+          replan = true;
+          continue;
+        }
+        break;  // an unsupported read or write: the device is unusable
+      case MemberErrorClass::kRequest:
+        spdlog::error(
+            "graid: array '{}': member {} refused a {} at byte {} ({} bytes) as "
+            "malformed: {}; the request fails, the member stays",
+            a.sb.name, io.member, what, io.offset, io.len, std::strerror(-io.result));
+        if (request_error.is_ok()) {
+          request_error = make_error(Errc::kInternal, "member {} refused a {} at byte {}: {}",
+                                     io.member, what, io.offset, std::strerror(-io.result));
+        }
+        continue;
+      case MemberErrorClass::kMedia:
+        if (((unreadable_ >> io.member) & 1) == 0 && a.read_errors &&
+            !a.read_errors->record(io.member)) {
+          spdlog::warn(
+              "graid: array '{}': member {} ({}): read error at byte {}: {}; "
+              "reconstructing and rewriting it ({} corrected on this member)",
+              a.sb.name, io.member, a.members[io.member]->path(), io.offset,
+              std::strerror(-io.result), a.read_errors->total(io.member));
+          unreadable_ |= std::uint64_t{1} << io.member;
+          replan = true;
+          continue;
+        }
+        break;  // past the read-error limit, or unreadable again: fail it
+      case MemberErrorClass::kDevice:
+        break;
+    }
+    Status st = a.fail_member(io.member, fmt::format("{} error at byte {}: {}", what, io.offset,
+                                                     std::strerror(-io.result)));
     (void)st;  // a failure to record it on the survivors is logged by fail_member
   }
-  return !q_.array.array_failed();
+  if (a.array_failed()) {
+    return make_error(Errc::kIoError, "stripe {}: member I/O failed beyond redundancy", stripe_);
+  }
+  return request_error;
 }
 
 void StripeOp::borrow_caller_data(Extent& e) {
@@ -350,7 +436,9 @@ void StripeOp::start_compute() {
     const std::uint32_t len = e.b - e.a;
     const std::uint64_t all = low_bits(k + npar);
     const std::uint64_t missing = all & ~e.plan.reads;
+    e.rebuilt = 0;
     if (mode_ == Mode::kDegradedRead && (e.touched & ~e.plan.reads) == 0) continue;
+    e.rebuilt = missing;
     StripeJob job;
     job.op = ParityOp::kReconstruct;
     job.scheme = scheme;
@@ -393,7 +481,22 @@ void StripeOp::after_reconstruct() {
         });
       }
     }
-    return finish(Status::ok());
+    // Read-error correction: write what was rebuilt back where it could not be read.
+    bool repair = false;
+    for (std::size_t i = 0; i < extents_used_; ++i) {
+      Extent& e = extents_[i];
+      e.plan.writes = 0;
+      for (std::uint64_t m = e.rebuilt; m != 0; m &= m - 1) {
+        const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
+        if (!chunk_unreadable(c)) continue;
+        e.plan.writes |= chunk_bit(c);
+        e.data[c] = e.image[c].data();
+        repair = true;
+      }
+    }
+    if (!repair) return finish(Status::ok());
+    if (Status st = hold_bitmap(); !st) return finish(st);
+    return issue_writes();
   }
 
   // New data images, then parity.
@@ -449,14 +552,17 @@ void StripeOp::after_reconstruct() {
   after_encode();
 }
 
-void StripeOp::after_encode() {
-  const Geometry& g = q_.array.geometry;
+Status StripeOp::hold_bitmap() {
   Array::State& a = q_.array;
-  if (a.bitmap && !bitmap_held_) {
-    Status st = a.bitmap_begin(stripe_ * g.strip_bytes(), g.strip_bytes());
-    if (!st) return finish(st);
-    bitmap_held_ = true;
-  }
+  if (!a.bitmap || bitmap_held_) return Status::ok();
+  const std::uint32_t strip = a.geometry.strip_bytes();
+  GRAID_RETURN_IF_ERROR(a.bitmap_begin(stripe_ * strip, strip));
+  bitmap_held_ = true;
+  return Status::ok();
+}
+
+void StripeOp::after_encode() {
+  if (Status st = hold_bitmap(); !st) return finish(st);
   ++q_.stats.stripe_writes;
   for (std::size_t i = 0; i < extents_used_; ++i) {
     switch (extents_[i].plan.kind) {
@@ -505,20 +611,90 @@ void StripeOp::issue_mirror_writes() {
   const std::uint32_t strip = g.strip_bytes();
   phase_ = Phase::kWriting;
   ios_used_ = 0;
+  // Zero pieces are discards, unless a member refused one: then written zeroes.
+  const bool write_zeroes = zero_writes_ || !q_.array.discard_supported.load();
+  if (write_zeroes && scratch_.size() < strip) {
+    q_.buffers.put(std::move(scratch_));
+    auto buf = q_.buffers.get(strip);
+    if (!buf) return finish(buf.status());
+    scratch_ = std::move(*buf);
+    std::memset(scratch_.data(), 0, strip);
+  }
   for (const Piece& p : pieces_) {
     for_each_segment(p, strip, [&](const Segment& s) {
       for (std::uint32_t copy = 0; copy < g.copies(); ++copy) {
         const std::uint32_t member = g.data_member(stripe_, s.d, copy);
         if (q_.array.is_failed(member)) continue;
         StripeMemberIo& io = new_io(member);
-        io.op = p.zero ? MemberOp::kDiscard : MemberOp::kWrite;
+        io.op = p.zero && !write_zeroes ? MemberOp::kDiscard : MemberOp::kWrite;
         io.offset = q_.array.device_offset(stripe_ * strip + s.lo);
-        io.buf = p.zero ? nullptr : p.buf + s.src_offset;
+        io.buf = !p.zero ? p.buf + s.src_offset : write_zeroes ? scratch_.data() : nullptr;
         io.len = s.hi - s.lo;
       }
     });
   }
   if (ios_used_ == 0) return finish(make_error(Errc::kIoError, "no live copy to write"));
+  const std::size_t n = ios_used_;
+  for (std::size_t i = 0; i < n; ++i)
+    submit_io(*ios_[i]);
+}
+
+// kMirrorRead: one piece (a strip segment) whose first read failed with a media error on the
+// members in unreadable_. Under the stripe lock (so no write can land in between), read a
+// copy that is neither failed nor unreadable, hand the data to the caller, and write it back to
+// the copies that could not be read.
+void StripeOp::issue_mirror_read() {
+  const Geometry& g = q_.array.geometry;
+  const Piece& p = pieces_.front();
+  const std::uint32_t strip = g.strip_bytes();
+  const std::uint32_t d = p.stripe_offset / strip;
+  phase_ = Phase::kReading;
+  ios_used_ = 0;
+  mirror_source_ = g.members();
+  for (std::uint32_t copy = 0; copy < g.copies(); ++copy) {
+    const std::uint32_t m = g.data_member(stripe_, d, copy);
+    if (!q_.array.is_failed(m) && ((unreadable_ >> m) & 1) == 0) {
+      mirror_source_ = m;
+      break;
+    }
+  }
+  if (mirror_source_ == g.members()) {
+    return finish(
+        make_error(Errc::kIoError, "stripe {}: no copy of strip {} could be read", stripe_, d));
+  }
+  if (scratch_.size() < p.len) {
+    q_.buffers.put(std::move(scratch_));
+    auto buf = q_.buffers.get(p.len);
+    if (!buf) return finish(buf.status());
+    scratch_ = std::move(*buf);
+  }
+  StripeMemberIo& io = new_io(mirror_source_);
+  io.op = MemberOp::kRead;
+  io.offset = q_.array.device_offset(stripe_ * strip + p.stripe_offset % strip);
+  io.buf = scratch_.data();
+  io.len = p.len;
+  submit_io(io);
+}
+
+void StripeOp::after_mirror_read() {
+  const Geometry& g = q_.array.geometry;
+  const Piece& p = pieces_.front();
+  const std::uint32_t strip = g.strip_bytes();
+  const std::uint32_t d = p.stripe_offset / strip;
+  std::memcpy(p.buf, scratch_.data(), p.len);
+  if (Status st = hold_bitmap(); !st) return finish(st);
+  phase_ = Phase::kWriting;
+  ios_used_ = 0;
+  for (std::uint32_t copy = 0; copy < g.copies(); ++copy) {
+    const std::uint32_t m = g.data_member(stripe_, d, copy);
+    if (q_.array.is_failed(m) || ((unreadable_ >> m) & 1) == 0) continue;
+    StripeMemberIo& io = new_io(m);
+    io.op = MemberOp::kWrite;
+    io.offset = q_.array.device_offset(stripe_ * strip + p.stripe_offset % strip);
+    io.buf = scratch_.data();
+    io.len = p.len;
+  }
+  if (ios_used_ == 0) return finish(Status::ok());
   const std::size_t n = ios_used_;
   for (std::size_t i = 0; i < n; ++i)
     submit_io(*ios_[i]);
@@ -550,6 +726,7 @@ void StripeOp::release_buffers() {
       q_.buffers.put(std::move(b));
   }
   extents_used_ = 0;
+  q_.buffers.put(std::move(scratch_));
 }
 
 void StripeOp::ResumeAfterRecord::run() {
@@ -561,7 +738,7 @@ void StripeOp::ResumeAfterRecord::run() {
 
 void StripeOp::finish(Status status) {
   Array::State& a = q_.array;
-  if (status.is_ok() && mode_ != Mode::kDegradedRead &&
+  if (status.is_ok() && mode_ != Mode::kDegradedRead && mode_ != Mode::kMirrorRead &&
       !a.failures_durable_or_park(q_.ctx, resume_)) {
     return;  // resume_ finishes it once the failure is recorded
   }

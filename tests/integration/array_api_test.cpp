@@ -292,7 +292,7 @@ TEST_F(ArrayApiTest, InvalidRequestsFailWithoutTouchingMembers) {
   EXPECT_EQ(queue_->in_flight(), 0u);
 }
 
-TEST_F(ArrayApiTest, ReadErrorFailsTheMemberAndReconstructs) {
+TEST_F(ArrayApiTest, ReadErrorsAreCorrectedAndAMemberFailsPastTheLimit) {
   auto array = make(RaidLevel::kRaid5, 4, 4096);
   ASSERT_TRUE(array.is_ok());
   attach(**array);
@@ -301,13 +301,23 @@ TEST_F(ArrayApiTest, ReadErrorFailsTheMemberAndReconstructs) {
   auto data = pattern(n, 5);
   std::memcpy(buf->data(), data.data(), n);
   ASSERT_TRUE(run_one(*queue_, IoKind::kWrite, 0, n, buf->data()).is_ok());
-  // Member 1 starts failing reads of its data area: the array must notice, fail it, and still
-  // return the right bytes.
+  // Member 1 fails every read: each is reconstructed and rewritten (the rewrite succeeds), and
+  // the member stays until it has had more than max_read_errors (20) of them.
   files_.faulty[1]->fail_op(MemberOp::kRead);
   auto back = AlignedBuffer::allocate(n, 4096);
   Status st = run_one(*queue_, IoKind::kRead, 0, n, back->data());
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_EQ(std::memcmp(back->data(), data.data(), n), 0);
+  EXPECT_EQ((*array)->member_health(1), MemberHealth::kActive);
+  const std::uint64_t corrected = (*array)->corrected_read_errors(1);
+  EXPECT_GT(corrected, 0u);
+  EXPECT_LE(corrected, 20u);
+  for (int i = 0; i < 10 && (*array)->member_health(1) == MemberHealth::kActive; ++i) {
+    std::memset(back->data(), 0, n);
+    st = run_one(*queue_, IoKind::kRead, 0, n, back->data());
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    EXPECT_EQ(std::memcmp(back->data(), data.data(), n), 0);
+  }
   EXPECT_EQ((*array)->member_health(1), MemberHealth::kFailed);
   EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
   EXPECT_GT(queue_->stats().degraded_reads, 0u);

@@ -183,6 +183,10 @@ struct ArrayOptions {
   // Flushes clear write-intent bits of idle regions at most this often (each clear writes and
   // flushes bitmap pages); after a crash only regions written since their last clear re-sync.
   std::chrono::milliseconds bitmap_clear_interval{500};
+  // A member whose read errors are corrected (reconstructed from redundancy and rewritten in
+  // place) fails once it has had more than this many, counting down by half for every hour
+  // without one (md's max_read_errors). A write error fails a member at once.
+  std::uint32_t max_read_errors = 20;
 };
 
 class Array {
@@ -220,6 +224,14 @@ class Array {
   ArrayHealth health() const noexcept;
   MemberHealth member_health(std::uint32_t member) const noexcept;
   std::uint32_t member_count() const noexcept;
+  // The largest logical block size among the members (512 or 4096): requests must be
+  // multiples of it, aligned to it, buffers included.
+  std::uint32_t logical_block_size() const noexcept;
+  // False once a member has refused a discard: discards are then written as zeroes (reads after
+  // a discard still return zeroes), and a frontend should stop advertising discard.
+  bool supports_discard() const noexcept;
+  // Read errors corrected on `member` since assembly (each reconstructed and rewritten).
+  std::uint64_t corrected_read_errors(std::uint32_t member) const noexcept;
   // How create() initialised the array (kNone for an assembled one).
   InitMethod init_method() const noexcept;
 

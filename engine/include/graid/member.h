@@ -304,6 +304,10 @@ class MemberDevice {
   // False when the member was opened buffered (the filesystem refused O_DIRECT, or asked for):
   // data then sits in the page cache until a flush, which is a full fsync.
   virtual bool direct_io() const noexcept { return true; }
+  // The smallest I/O unit the device accepts with direct I/O: BLKSSZGET for a block device (512
+  // or 4096), for a file the filesystem's direct-I/O offset alignment when it reports one
+  // (STATX_DIOALIGN) and 512 otherwise. Requests must be multiples of it, aligned to it.
+  virtual std::uint32_t logical_block_size() const noexcept { return 512; }
   // The storage behind this member (see DeviceIdentity).
   virtual DeviceIdentity identity() const noexcept { return {}; }
 
