@@ -73,6 +73,10 @@ bool Array::supports_discard() const noexcept {
   return state_->discard_supported.load(std::memory_order_relaxed);
 }
 
+bool Array::supports_write_zeroes() const noexcept {
+  return state_->write_zeroes_supported.load(std::memory_order_relaxed);
+}
+
 std::uint64_t Array::corrected_read_errors(std::uint32_t member) const noexcept {
   return state_->read_errors ? state_->read_errors->total(member) : 0;
 }

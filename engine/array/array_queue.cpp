@@ -35,17 +35,12 @@ class DirectIo final : public MemberRequest {
     Array::State& a = queue.array;
     const char* what = kind == MemberOp::kRead    ? "read"
                        : kind == MemberOp::kWrite ? "write"
-                                                  : "discard";
+                                                  : "zeroing";
     switch (classify_member_error(kind, res)) {
       case MemberErrorClass::kUnsupported:
-        if (kind == MemberOp::kDiscard) {
-          // RAID0: write the zeroes a discard would have left instead.
-          if (a.discard_supported.exchange(false)) {
-            spdlog::warn(
-                "graid: array '{}': {} cannot discard ({}); discards are written as "
-                "zeroes from now on",
-                a.sb.name, a.members[failed_member]->path(), std::strerror(-res));
-          }
+        if (kind == MemberOp::kDiscard || kind == MemberOp::kWriteZeroes) {
+          // RAID0: write the zeroes the member would have left instead.
+          a.zeroing_refused(kind, failed_member, res);
           queue.write_zeroes(request, failed_member, device_at, bytes, at);
           queue.part_done(request, Status::ok());
           return;
@@ -113,6 +108,8 @@ class FlushOp {
   Status error;
   bool member_failed = false;
   bool clears_bitmap = false;  // this flush completes a bitmap clearing cycle
+  bool then_dispatch = false;  // a preflush: start the request itself once the flush is done
+  std::uint64_t then_offset = 0;
 
   void start() {
     Array::State& a = q->array;
@@ -157,7 +154,10 @@ class FlushOp {
                                             : Status::ok();
     ArrayQueue::Impl& queue = *q;
     ArrayIo& request = *io;
+    const bool dispatch = then_dispatch && result.is_ok();
+    const std::uint64_t offset = then_offset;
     queue.recycle(*this);
+    if (dispatch) queue.dispatch(request, offset);  // adds its parts before ours is released
     queue.part_done(request, result);
   }
 };
@@ -308,6 +308,7 @@ void ArrayQueue::Impl::direct_io(ArrayIo& io, MemberOp op, std::uint32_t member,
   d->offset = array.device_offset(member_offset);
   d->buf = buf;
   d->len = len;
+  d->fua = op == MemberOp::kWrite && (io.flags & kIoFua) != 0;
   add_parts(io, 1);
   array.members[member]->submit(ctx, *d);
 }
@@ -357,6 +358,7 @@ void ArrayQueue::Impl::write_zeroes(ArrayIo& io, std::uint32_t member, std::uint
   d->member = member;
   d->array_offset = array_offset;
   d->op = MemberOp::kWrite;
+  d->fua = false;
   d->offset = device_at;
   d->owned = std::move(*zeroes);
   d->buf = d->owned.data();
@@ -448,21 +450,25 @@ void ArrayQueue::Impl::submit_write(ArrayIo& io, std::uint64_t offset) {
 
 void ArrayQueue::Impl::submit_discard(ArrayIo& io, std::uint64_t offset) {
   const Geometry& g = array.geometry;
+  // Write-zeroes that must keep the range allocated, or a discard (which may deallocate).
+  const bool keep = io.kind == IoKind::kWriteZeroes && (io.flags & kIoNoUnmap) != 0;
+  const MemberOp zeroing = keep ? MemberOp::kWriteZeroes : MemberOp::kDiscard;
   if (g.level() == RaidLevel::kRaid0) {
     split_by(offset, io.len, g.strip_bytes(),
              [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {
                const DataLocation loc = g.locate(at);
-               direct_io(io, MemberOp::kDiscard, loc.member, loc.member_offset, n, nullptr, at);
+               direct_io(io, zeroing, loc.member, loc.member_offset, n, nullptr, at);
              });
     return;
   }
   const bool parity = g.parity_strips() > 0;
   const std::uint64_t stripe_bytes = g.stripe_data_bytes();
+  const bool members_can = array.zeroing_supported(zeroing).load();
   split_by(offset, io.len, stripe_bytes, [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {
     const std::uint64_t stripe = at / stripe_bytes;
-    // A whole stripe of zeros is consistent parity too: punch every member. A part of
-    // one is written as zeros, so parity follows.
-    const bool whole = parity && n == stripe_bytes && array.discard_supported.load();
+    // A whole stripe of zeros is consistent parity too: zero every member. A part of one is
+    // written as zeros, so parity follows (as is a whole one when members cannot zero).
+    const bool whole = parity && n == stripe_bytes && members_can;
     const auto mode = whole    ? StripeOp::Mode::kPunch
                       : parity ? StripeOp::Mode::kWrite
                                : StripeOp::Mode::kMirrorWrite;
@@ -473,17 +479,42 @@ void ArrayQueue::Impl::submit_discard(ArrayIo& io, std::uint64_t offset) {
     piece.stripe_offset = stripe_offset;
     piece.len = n;
     piece.zero = true;
+    piece.keep = keep;
     op.add_piece(piece);
     add_parts(io, 1);
   });
 }
 
-void ArrayQueue::Impl::submit_flush(ArrayIo& io) {
+void ArrayQueue::Impl::submit_flush(ArrayIo& io, bool then_dispatch, std::uint64_t offset) {
   FlushOp& f = flushes.get();
   f.q = this;
   f.io = &io;
+  f.then_dispatch = then_dispatch;
+  f.then_offset = offset;
   add_parts(io, 1);
   f.start();
+}
+
+void ArrayQueue::Impl::dispatch(ArrayIo& io, std::uint64_t offset) {
+  switch (io.kind) {
+    case IoKind::kRead:
+      ++stats.reads;
+      submit_read(io, offset);
+      break;
+    case IoKind::kWrite:
+      ++stats.writes;
+      submit_write(io, offset);
+      break;
+    case IoKind::kDiscard:
+    case IoKind::kWriteZeroes:
+      ++stats.discards;
+      submit_discard(io, offset);
+      break;
+    case IoKind::kFlush:
+      ++stats.flushes;
+      submit_flush(io, false, 0);
+      break;
+  }
 }
 
 void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t limit) {
@@ -515,25 +546,12 @@ void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t lim
   }
   if (!invalid.is_ok()) {
     io.first_error_ = std::move(invalid);
+  } else if ((io.flags & kIoPreflush) != 0 && io.kind != IoKind::kFlush) {
+    // Everything acknowledged before this request reaches stable storage first.
+    ++stats.flushes;
+    submit_flush(io, true, base + io.offset);
   } else {
-    switch (io.kind) {
-      case IoKind::kRead:
-        ++stats.reads;
-        submit_read(io, base + io.offset);
-        break;
-      case IoKind::kWrite:
-        ++stats.writes;
-        submit_write(io, base + io.offset);
-        break;
-      case IoKind::kDiscard:
-        ++stats.discards;
-        submit_discard(io, base + io.offset);
-        break;
-      case IoKind::kFlush:
-        ++stats.flushes;
-        submit_flush(io);
-        break;
-    }
+    dispatch(io, base + io.offset);
   }
   // Release the submission's own part. Never complete inline: the caller may still be looping
   // over its submissions.

@@ -21,6 +21,7 @@ struct Piece {
   std::uint32_t len = 0;
   std::byte* buf = nullptr;  // write: source; read: destination; null with `zero`
   bool zero = false;         // write zeros (discard of a partial stripe)
+  bool keep = false;         // zero: keep the range allocated (write-zeroes with kIoNoUnmap)
 };
 
 class StripeOp;
@@ -135,8 +136,9 @@ class StripeOp final : public Task {
   std::uint32_t ios_left_ = 0;
   bool bitmap_held_ = false;
   int replans_ = 0;
-  std::uint64_t unreadable_ = 0;     // member mask: media read errors met in this operation
-  bool zero_writes_ = false;         // mirror zero pieces go out as written zeroes, not discards
+  std::uint64_t unreadable_ = 0;  // member mask: media read errors met in this operation
+  bool zero_writes_ = false;      // mirror zero pieces go out as written zeroes, not discards
+  bool fua_ = false;  // a piece asked for FUA: every member write of the operation goes out FUA
   std::uint32_t mirror_source_ = 0;  // kMirrorRead: the copy read
   PoolBuffer scratch_;               // kMirrorRead: what the good copy held; zero_writes_: zeroes
   enum class ComputeStage : std::uint8_t { kReconstruct, kEncode };
@@ -216,7 +218,11 @@ struct ArrayQueue::Impl {
   void submit_read(ArrayIo& io, std::uint64_t offset);
   void submit_write(ArrayIo& io, std::uint64_t offset);
   void submit_discard(ArrayIo& io, std::uint64_t offset);
-  void submit_flush(ArrayIo& io);
+  // A flush; with `then_dispatch` (a kIoPreflush request) the request itself starts at
+  // `offset` once every live member has flushed.
+  void submit_flush(ArrayIo& io, bool then_dispatch, std::uint64_t offset);
+  // Starts `io` at array byte `offset` (validated).
+  void dispatch(ArrayIo& io, std::uint64_t offset);
   // A read of [array_offset, +len) inside one strip.
   void read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);
   // Reconstructing read of one strip segment under the stripe lock.

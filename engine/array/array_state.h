@@ -36,6 +36,14 @@ struct Array::State {
   // Cleared the first time a member refuses a discard (error class kUnsupported); from then on
   // the array writes zeroes instead and no longer advertises discard.
   std::atomic<bool> discard_supported{true};
+  std::atomic<bool> write_zeroes_supported{true};  // the same for kWriteZeroes (no unmap)
+
+  // The capability flag of a zeroing member op (kDiscard or kWriteZeroes).
+  std::atomic<bool>& zeroing_supported(MemberOp op) noexcept {
+    return op == MemberOp::kWriteZeroes ? write_zeroes_supported : discard_supported;
+  }
+  // Clears it after a member refused `op` (logged once per array and kind).
+  void zeroing_refused(MemberOp op, std::uint32_t member, std::int32_t result);
   std::optional<ReadErrorCounts> read_errors;  // corrected read errors per member
 
   // Indexed by member slot; null where assembly found no device for the slot.

@@ -7,7 +7,9 @@ namespace graid {
 MemberErrorClass classify_member_error(MemberOp op, std::int32_t result) noexcept {
   const int err = -result;
   if (err == EOPNOTSUPP || err == ENOTTY) return MemberErrorClass::kUnsupported;
-  if (op == MemberOp::kDiscard && err == EINVAL) return MemberErrorClass::kUnsupported;
+  if ((op == MemberOp::kDiscard || op == MemberOp::kWriteZeroes) && err == EINVAL) {
+    return MemberErrorClass::kUnsupported;
+  }
   if ((op == MemberOp::kRead || op == MemberOp::kWrite) && (err == EINVAL || err == ERANGE)) {
     return MemberErrorClass::kRequest;
   }

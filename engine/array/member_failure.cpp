@@ -2,6 +2,8 @@
 // and holding back the acknowledgement of writes that skipped it until that record is durable.
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 #include "array/array_state.h"
 #include "array/superblock_io.h"
 
@@ -65,6 +67,13 @@ Status Array::State::fail_member(std::uint32_t member, std::string_view reason) 
   // array and report an error.
   publish_failures_recorded(failures_marked.load(std::memory_order_acquire));
   return st;
+}
+
+void Array::State::zeroing_refused(MemberOp op, std::uint32_t member, std::int32_t result) {
+  if (!zeroing_supported(op).exchange(false)) return;
+  spdlog::warn("graid: array '{}': {} cannot {} ({}); they are written as zeroes from now on",
+               sb.name, members[member] ? members[member]->path() : "a member",
+               op == MemberOp::kWriteZeroes ? "write zeroes" : "discard", std::strerror(-result));
 }
 
 bool Array::State::failures_durable_or_park(IoContext& ctx, Task& resume) {

@@ -48,7 +48,7 @@ struct FaultyMember::State {
   mutable std::mutex mu;
   bool vanished = false;
   std::uint32_t fail_next = 0;
-  int fail_ops[4] = {};                                              // errno per MemberOp
+  int fail_ops[5] = {};                                              // errno per MemberOp
   std::vector<std::pair<std::uint64_t, std::uint64_t>> fail_ranges;  // [begin, end)
   std::vector<std::pair<std::uint64_t, std::uint64_t>> bad;          // bad sectors [begin, end)
   std::uint32_t logical_block = 0;                                   // 0: the inner device's
@@ -180,6 +180,9 @@ void FaultyMember::submit(IoContext& ctx, MemberRequest& req) {
     case MemberOp::kDiscard:
       ++st.counts.discards;
       break;
+    case MemberOp::kWriteZeroes:
+      ++st.counts.write_zeroes;
+      break;
   }
   const int injected = st.vanished ? ENODEV : st.injected_error(req.op, req.offset, req.len);
   if (injected != 0) {
@@ -203,6 +206,7 @@ void FaultyMember::submit(IoContext& ctx, MemberRequest& req) {
   shim.offset = req.offset;
   shim.buf = req.buf;
   shim.len = req.len;
+  shim.fua = req.fua;
   if (req.op == MemberOp::kFlush) {
     shim.covers = st.completed_entries();
   } else {
@@ -234,6 +238,8 @@ void FaultyMember::finish(Shim& shim, std::int32_t result) {
     if (shim.op == MemberOp::kFlush && result == 0) st.make_durable(shim.covers);
     if (shim.op == MemberOp::kWrite && result >= 0 && !shim.torn) {
       st.rewritten(shim.offset, shim.len);
+      // A FUA write is durable as it completes: no power loss undoes it.
+      if (shim.fua && shim.seq != 0) st.make_durable({shim.seq});
     }
     if (shim.torn && result >= 0) {
       result = shim.torn_success ? static_cast<std::int32_t>(user->len) : -EIO;

@@ -60,6 +60,7 @@ struct FaultCounts {
   std::uint64_t writes = 0;
   std::uint64_t flushes = 0;
   std::uint64_t discards = 0;
+  std::uint64_t write_zeroes = 0;
   std::uint64_t read_bytes = 0;
   std::uint64_t write_bytes = 0;
   std::uint64_t sync_reads = 0;  // read_sync / write_sync / flush_sync

@@ -160,7 +160,8 @@ class FileMember final : public MemberDevice {
   std::int32_t check(const MemberRequest& req) const noexcept {
     if (req.op == MemberOp::kFlush) return 0;
     if (req.len == 0 || req.len % kSector != 0 || req.offset % kSector != 0) return -EINVAL;
-    if (req.op != MemberOp::kDiscard && req.buf == nullptr) return -EINVAL;
+    const bool zeroes = req.op == MemberOp::kDiscard || req.op == MemberOp::kWriteZeroes;
+    if (!zeroes && req.buf == nullptr) return -EINVAL;
     if (req.offset > size_ || req.len > size_ - req.offset) return -ERANGE;
     return 0;
   }

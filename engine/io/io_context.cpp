@@ -327,6 +327,7 @@ void IoContext::Impl::prep(io_uring_sqe* sqe, MemberRequest& req) {
         } else {
           io_uring_prep_write(sqe, req.fd_, ptr, remaining, offset);
         }
+        if (req.fua) sqe->rw_flags = RWF_DSYNC;
       }
       if (req.fixed_buf_) ++stats.fixed_buffer_ios;
       break;
@@ -340,6 +341,13 @@ void IoContext::Impl::prep(io_uring_sqe* sqe, MemberRequest& req) {
       // Punching a hole deallocates a file range and, on a block device, discards or zeroes it;
       // either way the range then reads as zeros.
       io_uring_prep_fallocate(sqe, req.fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                              static_cast<off_t>(req.offset), static_cast<off_t>(req.len));
+      break;
+    case MemberOp::kWriteZeroes:
+      // Zeroes the range and keeps it allocated: on a block device the drive's write-zeroes
+      // (without deallocation), or zeroes written by the kernel; filesystems without it (tmpfs)
+      // answer -EOPNOTSUPP, which the array treats as "write the zeroes yourself".
+      io_uring_prep_fallocate(sqe, req.fd_, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
                               static_cast<off_t>(req.offset), static_cast<off_t>(req.len));
       break;
   }
@@ -396,8 +404,10 @@ void IoContext::Impl::enter(bool wait) {
 }
 
 void IoContext::submit_io(const std::shared_ptr<MemberFile>& file, MemberRequest& req) {
-  const bool malformed = is_rw(req.op) ? (req.buf == nullptr || req.len == 0)
-                                       : (req.op == MemberOp::kDiscard && req.len == 0);
+  const bool malformed =
+      is_rw(req.op)
+          ? (req.buf == nullptr || req.len == 0)
+          : ((req.op == MemberOp::kDiscard || req.op == MemberOp::kWriteZeroes) && req.len == 0);
   if (malformed || file == nullptr || file->fd() < 0) {
     complete_later(req, malformed ? -EINVAL : -EBADF);
     return;

@@ -46,6 +46,8 @@ void StripeOp::run_locked() {
     return;
   }
   ios_used_ = 0;
+  fua_ = std::any_of(pieces_.begin(), pieces_.end(),
+                     [](const Piece& p) { return (p.io->flags & kIoFua) != 0; });
   if (mode_ == Mode::kMirrorRead) {
     issue_mirror_read();
     return;
@@ -202,6 +204,7 @@ StripeMemberIo& StripeOp::new_io(std::uint32_t member) {
   io.owner = this;
   io.member = member;
   io.result = 0;
+  io.fua = false;
   return io;
 }
 
@@ -317,16 +320,11 @@ Status StripeOp::absorb_member_errors(bool& replan) {
     const char* what = io.op == MemberOp::kRead    ? "read"
                        : io.op == MemberOp::kWrite ? "write"
                        : io.op == MemberOp::kFlush ? "flush"
-                                                   : "discard";
+                                                   : "zeroing";
     switch (classify_member_error(io.op, io.result)) {
       case MemberErrorClass::kUnsupported:
-        if (io.op == MemberOp::kDiscard) {
-          if (a.discard_supported.exchange(false)) {
-            spdlog::warn(
-                "graid: array '{}': {} cannot discard ({}); discards are written as "
-                "zeroes from now on",
-                a.sb.name, a.members[io.member]->path(), std::strerror(-io.result));
-          }
+        if (io.op == MemberOp::kDiscard || io.op == MemberOp::kWriteZeroes) {
+          a.zeroing_refused(io.op, io.member, io.result);
           replan = true;
           continue;
         }
@@ -598,6 +596,7 @@ void StripeOp::issue_writes() {
       io.offset = q_.array.device_offset(stripe_ * g.strip_bytes() + e.a);
       io.buf = e.data[c];
       io.len = e.b - e.a;
+      io.fua = fua_;
     }
   }
   if (ios_used_ == 0) return finish(Status::ok());
@@ -611,8 +610,14 @@ void StripeOp::issue_mirror_writes() {
   const std::uint32_t strip = g.strip_bytes();
   phase_ = Phase::kWriting;
   ios_used_ = 0;
-  // Zero pieces are discards, unless a member refused one: then written zeroes.
-  const bool write_zeroes = zero_writes_ || !q_.array.discard_supported.load();
+  // Zero pieces are discards (or write-zeroes), unless a member refused one: then written.
+  auto zeroing_op = [](const Piece& p) {
+    return p.keep ? MemberOp::kWriteZeroes : MemberOp::kDiscard;
+  };
+  auto written = [&](const Piece& p) {
+    return p.zero && (zero_writes_ || !q_.array.zeroing_supported(zeroing_op(p)).load());
+  };
+  const bool write_zeroes = std::any_of(pieces_.begin(), pieces_.end(), written);
   if (write_zeroes && scratch_.size() < strip) {
     q_.buffers.put(std::move(scratch_));
     auto buf = q_.buffers.get(strip);
@@ -626,10 +631,11 @@ void StripeOp::issue_mirror_writes() {
         const std::uint32_t member = g.data_member(stripe_, s.d, copy);
         if (q_.array.is_failed(member)) continue;
         StripeMemberIo& io = new_io(member);
-        io.op = p.zero && !write_zeroes ? MemberOp::kDiscard : MemberOp::kWrite;
+        io.op = p.zero && !written(p) ? zeroing_op(p) : MemberOp::kWrite;
         io.offset = q_.array.device_offset(stripe_ * strip + s.lo);
-        io.buf = !p.zero ? p.buf + s.src_offset : write_zeroes ? scratch_.data() : nullptr;
+        io.buf = !p.zero ? p.buf + s.src_offset : written(p) ? scratch_.data() : nullptr;
         io.len = s.hi - s.lo;
+        io.fua = fua_ && io.op == MemberOp::kWrite;
       }
     });
   }
@@ -707,7 +713,7 @@ void StripeOp::issue_punches() {
   for (std::uint32_t m = 0; m < g.members(); ++m) {
     if (q_.array.is_failed(m)) continue;
     StripeMemberIo& io = new_io(m);
-    io.op = MemberOp::kDiscard;
+    io.op = pieces_.front().keep ? MemberOp::kWriteZeroes : MemberOp::kDiscard;
     io.offset = q_.array.device_offset(stripe_ * g.strip_bytes());
     io.buf = nullptr;
     io.len = g.strip_bytes();

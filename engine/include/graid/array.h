@@ -11,9 +11,17 @@
 //              ─► kDone (lock released, waiters granted) ; any member error ─► replan degraded
 //
 // Ordering: requests that overlap and are in flight together complete in any order, and the data
-// of overlapping writes in flight together is that of one of them (as a disk). A write is
-// acknowledged once every member write it needs has completed; a flush acknowledges once every
-// write acknowledged before it was issued is on stable storage on every live member.
+// of overlapping writes in flight together is that of one of them (as a disk).
+//
+// Durability (the contract a block device's volatile write cache makes, as ublk and NBD expose
+// it): a write is acknowledged once every member write it needs has completed, which puts it in
+// the members' caches, not necessarily on stable storage. A flush acknowledges once every write
+// acknowledged before the flush was submitted is on stable storage on every live member. A write
+// with kIoFua is on stable storage when acknowledged (its member writes, parity included, go out
+// with RWF_DSYNC). A request with kIoPreflush starts only after a flush of everything
+// acknowledged before it was submitted has completed. A write that skipped a failed member is
+// acknowledged only once that failure is recorded in the superblocks. Discard and write-zeroes
+// both leave the range reading as zeroes; write-zeroes with kIoNoUnmap keeps it allocated.
 #pragma once
 
 #include <chrono>
@@ -34,7 +42,12 @@ namespace graid {
 class Array;
 class ArrayQueue;
 
-enum class IoKind : std::uint8_t { kRead, kWrite, kFlush, kDiscard };
+enum class IoKind : std::uint8_t { kRead, kWrite, kFlush, kDiscard, kWriteZeroes };
+
+// ArrayIo::flags bits (see the durability contract above).
+inline constexpr std::uint8_t kIoFua = 1u << 0;       // kWrite: durable when acknowledged
+inline constexpr std::uint8_t kIoPreflush = 1u << 1;  // flush what came before, then start
+inline constexpr std::uint8_t kIoNoUnmap = 1u << 2;   // kWriteZeroes: keep the range allocated
 
 // One request on an array or VD. Owned by the caller (e.g. preallocated per ublk tag), alive until
 // on_complete runs. `buf` must be 512-byte aligned (4096 is best); offset and len multiples of 512.
@@ -44,6 +57,7 @@ class ArrayIo {
   std::uint64_t offset = 0;  // bytes, relative to the VD (or the array's data space)
   std::uint32_t len = 0;     // bytes; 0 for kFlush
   std::byte* buf = nullptr;  // kRead: filled; kWrite: read, unchanged
+  std::uint8_t flags = 0;    // kIoFua, kIoPreflush, kIoNoUnmap
 
   virtual ~ArrayIo() = default;
 
@@ -230,6 +244,9 @@ class Array {
   // False once a member has refused a discard: discards are then written as zeroes (reads after
   // a discard still return zeroes), and a frontend should stop advertising discard.
   bool supports_discard() const noexcept;
+  // False once a member has refused a write-zeroes that keeps the range allocated (kIoNoUnmap):
+  // those are then written as zeroes.
+  bool supports_write_zeroes() const noexcept;
   // Read errors corrected on `member` since assembly (each reconstructed and rewritten).
   std::uint64_t corrected_read_errors(std::uint32_t member) const noexcept;
   // How create() initialised the array (kNone for an assembled one).

@@ -55,7 +55,10 @@ class Task {
   Task* next_task_ = nullptr;
 };
 
-enum class MemberOp : std::uint8_t { kRead, kWrite, kFlush, kDiscard };
+// kDiscard may deallocate (punch a hole, discard); kWriteZeroes keeps the range allocated
+// (FALLOC_FL_ZERO_RANGE: write-zeroes on a block device, falling back to writing them). After
+// either the range reads as zeroes.
+enum class MemberOp : std::uint8_t { kRead, kWrite, kFlush, kDiscard, kWriteZeroes };
 
 // One I/O on one member. Owned by the caller (embedded in its stripe op or request object) and
 // must stay alive, unmodified, until on_done runs.
@@ -64,7 +67,10 @@ class MemberRequest {
   MemberOp op = MemberOp::kRead;
   std::uint64_t offset = 0;  // byte offset on the device (absolute: includes any data offset)
   std::byte* buf = nullptr;  // kRead/kWrite: 512-byte aligned for O_DIRECT (4096 preferred)
-  std::uint32_t len = 0;     // kRead/kWrite/kDiscard: bytes, a multiple of 512
+  std::uint32_t len = 0;     // kRead/kWrite/kDiscard/kWriteZeroes: bytes, a multiple of 512
+  // kWrite: durable when it completes (RWF_DSYNC: a FUA write where the drive has FUA, else
+  // the write and a cache flush), so no later flush is needed for it.
+  bool fua = false;
 
   // Called once on the submitting thread with the byte count, 0, or -errno.
   virtual void on_done(std::int32_t result) = 0;
