@@ -39,18 +39,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 }  // namespace
 
-cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned max_blocks, cudaStream_t stream,
-                                GfMul gf) noexcept {
-  if (batch.tile_count == 0) return cudaSuccess;
-  const std::uint64_t want = batch.tile_count;
-  const unsigned blocks =
-      static_cast<unsigned>(want < max_blocks ? want : (max_blocks == 0 ? 1 : max_blocks));
+void enqueue_parity_kernel(const KernelBatch& batch, unsigned blocks, cudaStream_t stream,
+                           GfMul gf) noexcept {
   if (gf == GfMul::kBitSerial) {
     parity_batch_kernel_bitserial<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
   } else {
     parity_batch_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
   }
-  return cudaGetLastError();
 }
 
 cudaError_t parity_kernel_blocks_per_sm(int* blocks, GfMul gf) noexcept {

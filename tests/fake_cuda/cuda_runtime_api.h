@@ -86,7 +86,9 @@ inline constexpr unsigned cudaHostRegisterMapped = 0x02;
 
 const char* cudaGetErrorName(cudaError_t e);
 const char* cudaGetErrorString(cudaError_t e);
+// Per thread, as in the real runtime: every failing call sets it; Get returns and clears it.
 cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
 
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -153,6 +153,20 @@ std::string take_violations() {
 using graid::fake_cuda::state;
 using graid::fake_cuda::State;
 
+namespace {
+
+// The runtime's per-thread "last error": every failing call sets it, cudaGetLastError() returns
+// and clears it. A kernel launch reports its own failure only there, so code that reads it after
+// a launch also sees any earlier unchecked failure of this thread, as on a real device.
+thread_local cudaError_t t_last_error = cudaSuccess;
+
+cudaError_t fail(cudaError_t e) {
+  t_last_error = e;
+  return e;
+}
+
+}  // namespace
+
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
     case cudaSuccess:
@@ -188,20 +202,24 @@ const char* cudaGetErrorString(cudaError_t e) {
 }
 
 cudaError_t cudaGetLastError() {
-  return cudaSuccess;
+  return std::exchange(t_last_error, cudaSuccess);
+}
+
+cudaError_t cudaPeekAtLastError() {
+  return t_last_error;
 }
 
 cudaError_t cudaGetDeviceCount(int* count) {
   State& s = state();
   std::lock_guard lock(s.mu);
   *count = s.knobs.devices;
-  return s.knobs.devices > 0 ? cudaSuccess : cudaErrorNoDevice;
+  return s.knobs.devices > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   State& s = state();
   std::lock_guard lock(s.mu);
-  if (device < 0 || device >= s.knobs.devices) return cudaErrorInvalidDevice;
+  if (device < 0 || device >= s.knobs.devices) return fail(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "graid fake GPU %d", device);
   prop->totalGlobalMem = s.knobs.device_memory;
@@ -224,7 +242,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int /*device
       *value = 1;
       return cudaSuccess;
   }
-  return cudaErrorInvalidValue;
+  return fail(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int device) {
@@ -245,7 +263,7 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
 cudaError_t cudaSetDevice(int device) {
   State& s = state();
   std::lock_guard lock(s.mu);
-  return device >= 0 && device < s.knobs.devices ? cudaSuccess : cudaErrorInvalidDevice;
+  return device >= 0 && device < s.knobs.devices ? cudaSuccess : fail(cudaErrorInvalidDevice);
 }
 
 cudaError_t cudaSetDeviceFlags(unsigned /*flags*/) {
@@ -255,7 +273,7 @@ cudaError_t cudaSetDeviceFlags(unsigned /*flags*/) {
 cudaError_t cudaMalloc(void** p, std::size_t size) {
   State& s = state();
   std::lock_guard lock(s.mu);
-  if (s.device_bytes + size > s.knobs.device_memory) return cudaErrorMemoryAllocation;
+  if (s.device_bytes + size > s.knobs.device_memory) return fail(cudaErrorMemoryAllocation);
   std::uintptr_t begin = 0;
   graid::fake_cuda::Block block;
   block.owned = graid::fake_cuda::poisoned(size, begin);
@@ -273,7 +291,7 @@ cudaError_t cudaFree(void* p) {
   auto it = s.device.find(graid::fake_cuda::addr(p));
   if (it == s.device.end()) {
     graid::fake_cuda::violation(s, "cudaFree of an unknown pointer");
-    return cudaErrorInvalidValue;
+    return fail(cudaErrorInvalidValue);
   }
   s.device_bytes -= it->second.end - it->first;
   s.device.erase(it);
@@ -297,7 +315,7 @@ cudaError_t cudaFreeHost(void* p) {
   std::lock_guard lock(s.mu);
   if (s.pinned.erase(graid::fake_cuda::addr(p)) == 0) {
     graid::fake_cuda::violation(s, "cudaFreeHost of an unknown pointer");
-    return cudaErrorInvalidValue;
+    return fail(cudaErrorInvalidValue);
   }
   return cudaSuccess;
 }
@@ -305,10 +323,11 @@ cudaError_t cudaFreeHost(void* p) {
 cudaError_t cudaHostRegister(void* p, std::size_t size, unsigned /*flags*/) {
   State& s = state();
   std::lock_guard lock(s.mu);
+  if (s.knobs.refuse_host_register) return fail(cudaErrorNotSupported);
   const std::uintptr_t b = graid::fake_cuda::addr(p);
-  if (p == nullptr || size == 0) return cudaErrorInvalidValue;
+  if (p == nullptr || size == 0) return fail(cudaErrorInvalidValue);
   if (graid::fake_cuda::overlaps_any(s.registered, b, b + size)) {
-    return cudaErrorHostMemoryAlreadyRegistered;
+    return fail(cudaErrorHostMemoryAlreadyRegistered);
   }
   s.registered[b] = graid::fake_cuda::Block{b + size, nullptr};
   return cudaSuccess;
@@ -319,7 +338,7 @@ cudaError_t cudaHostUnregister(void* p) {
   std::lock_guard lock(s.mu);
   if (s.registered.erase(graid::fake_cuda::addr(p)) == 0) {
     graid::fake_cuda::violation(s, "cudaHostUnregister of memory that is not registered");
-    return cudaErrorHostMemoryNotRegistered;
+    return fail(cudaErrorHostMemoryNotRegistered);
   }
   return cudaSuccess;
 }
@@ -327,7 +346,7 @@ cudaError_t cudaHostUnregister(void* p) {
 cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned /*flags*/) {
   State& s = state();
   std::lock_guard lock(s.mu);
-  if (graid::fake_cuda::find(s.registered, host, 1) == nullptr) return cudaErrorInvalidValue;
+  if (graid::fake_cuda::find(s.registered, host, 1) == nullptr) return fail(cudaErrorInvalidValue);
   *device = host;  // as on devices with cudaDevAttrCanUseHostPointerForRegisteredMem
   return cudaSuccess;
 }
@@ -349,7 +368,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* out) {
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   State& s = state();
   std::lock_guard lock(s.mu);
-  return s.streams.erase(stream) == 1 ? cudaSuccess : cudaErrorInvalidValue;
+  return s.streams.erase(stream) == 1 ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) {
@@ -368,7 +387,7 @@ cudaError_t cudaEventCreate(cudaEvent_t* out) {
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   State& s = state();
   std::lock_guard lock(s.mu);
-  return s.events.erase(event) == 1 ? cudaSuccess : cudaErrorInvalidValue;
+  return s.events.erase(event) == 1 ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind,
@@ -377,7 +396,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcp
   {
     std::lock_guard lock(s.mu);
     ++s.counters.copy_calls;
-    if (!graid::fake_cuda::check_copy(s, dst, src, n, kind)) return cudaErrorIllegalAddress;
+    if (!graid::fake_cuda::check_copy(s, dst, src, n, kind)) return fail(cudaErrorIllegalAddress);
     ++s.counters.copies;
   }
   std::memcpy(dst, src, n);
@@ -394,7 +413,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, std::size_t n, cudaStream_t /*st
     std::lock_guard lock(s.mu);
     if (graid::fake_cuda::find(s.device, p, n) == nullptr) {
       graid::fake_cuda::violation(s, "memset outside device memory");
-      return cudaErrorIllegalAddress;
+      return fail(cudaErrorIllegalAddress);
     }
   }
   std::memset(p, value, n);
@@ -426,17 +445,18 @@ cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
   State& s = state();
   {
     std::lock_guard lock(s.mu);
-    if (!s.knobs.batch_copy_supported) return cudaErrorNotSupported;
+    if (!s.knobs.batch_copy_supported) return fail(cudaErrorNotSupported);
     // The real API's rules (cuda_runtime_api.h): attrsIdxs[0] == 0, increasing, < count,
     // numAttrs <= count, and every attribute's srcAccessOrder valid.
     if (count == 0 || num_attrs == 0 || num_attrs > count || attrs == nullptr ||
         attrs_idxs == nullptr || attrs_idxs[0] != 0) {
-      return cudaErrorInvalidValue;
+      return fail(cudaErrorInvalidValue);
     }
     for (std::size_t i = 0; i < num_attrs; ++i) {
-      if (i > 0 && attrs_idxs[i] <= attrs_idxs[i - 1]) return cudaErrorInvalidValue;
-      if (attrs_idxs[i] >= count) return cudaErrorInvalidValue;
-      if (attrs[i].srcAccessOrder == cudaMemcpySrcAccessOrderInvalid) return cudaErrorInvalidValue;
+      if (i > 0 && attrs_idxs[i] <= attrs_idxs[i - 1]) return fail(cudaErrorInvalidValue);
+      if (attrs_idxs[i] >= count) return fail(cudaErrorInvalidValue);
+      if (attrs[i].srcAccessOrder == cudaMemcpySrcAccessOrderInvalid)
+        return fail(cudaErrorInvalidValue);
     }
     ++s.counters.copy_calls;
     ++s.counters.batch_calls;
@@ -444,7 +464,7 @@ cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
       const bool to_device = graid::fake_cuda::find(s.device, dsts[i], 1) != nullptr;
       const cudaMemcpyKind kind = to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
       if (!graid::fake_cuda::check_copy(s, dsts[i], srcs[i], sizes[i], kind)) {
-        return cudaErrorIllegalAddress;
+        return fail(cudaErrorIllegalAddress);
       }
     }
     s.counters.copies += count;
@@ -456,14 +476,17 @@ cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
 
 namespace graid::kernels {
 
-cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned /*max_blocks*/,
-                                cudaStream_t /*stream*/, GfMul gf) noexcept {
-  if (batch.tile_count == 0) return cudaSuccess;
+// The kernel launch: a refused or faulting launch sets the thread's last error and returns nothing,
+// as `kernel<<<...>>>` does (the fake runs the kernel at launch time, so a fault shows here).
+void enqueue_parity_kernel(const KernelBatch& batch, unsigned blocks, cudaStream_t /*stream*/,
+                           GfMul gf) noexcept {
   State& s = state();
   {
     std::lock_guard lock(s.mu);
     ++s.counters.launches;
-    if (s.fail_launch != 0 && s.counters.launches == s.fail_launch) return cudaErrorLaunchFailure;
+    if (blocks == 0 || batch.tile_count == 0) return (void)fail(cudaErrorInvalidValue);
+    if (s.fail_launch != 0 && s.counters.launches == s.fail_launch)
+      return (void)fail(cudaErrorLaunchFailure);
     const std::size_t n = batch.stripe_count;
     // The descriptor arrays must be in device memory, then every pointer a lane dereferences.
     if (graid::fake_cuda::find(s.device, batch.stripes, n * sizeof(KernelStripe)) == nullptr ||
@@ -471,7 +494,7 @@ cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned /*max_blocks*
             nullptr ||
         graid::fake_cuda::find(s.device, batch.mismatch, n * sizeof(std::uint32_t)) == nullptr) {
       graid::fake_cuda::violation(s, "launch: descriptor arrays not in device memory");
-      return cudaErrorIllegalAddress;
+      return (void)fail(cudaErrorIllegalAddress);
     }
     for (std::size_t i = 0; i < n; ++i) {
       const KernelStripe& st = batch.stripes[i];
@@ -486,12 +509,11 @@ cudaError_t launch_parity_batch(const KernelBatch& batch, unsigned /*max_blocks*
         ok = ok && graid::fake_cuda::device_visible(s, st.out[r], st.len);
       if (!ok) {
         graid::fake_cuda::violation(s, "launch: a stripe points at memory the device cannot see");
-        return cudaErrorIllegalAddress;
+        return (void)fail(cudaErrorIllegalAddress);
       }
     }
   }
   emulate_batch(batch, gf);
-  return cudaSuccess;
 }
 
 cudaError_t parity_kernel_blocks_per_sm(int* blocks, GfMul /*gf*/) noexcept {

@@ -624,6 +624,25 @@ TEST(CudaFake, PackedChunksMergeIntoOneCopy) {
   b->reset();
 }
 
+// A refused registration is tolerated by design (the chunks are staged instead), but the runtime
+// also keeps it as the thread's last error: read after the next launch, it made a healthy device
+// look dead for good.
+TEST(CudaFake, RefusedRegistrationDoesNotKillTheDevice) {
+  auto b = make_cuda_backend();
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  Result<AlignedBuffer> buf = AlignedBuffer::allocate(std::size_t{1} << 20, 4096);
+  ASSERT_TRUE(buf.is_ok());
+  {
+    KnobsFor knobs({.refuse_host_register = true});
+    EXPECT_FALSE((*b)->add_region(buf->span()).is_ok());
+  }
+  random_batches(**b, 3, 41);
+  EXPECT_FALSE((*b)->dead()) << "a refused registration is not a device failure";
+  const CudaBackendStats st = (*b)->stats();
+  EXPECT_EQ(st.cpu_batches, 0u);
+  EXPECT_EQ(st.device_batches, 3u);
+}
+
 TEST(CudaFake, OutOfDeviceMemoryRunsThatBatchOnTheCpuOnly) {
   KnobsFor knobs({.device_memory = std::size_t{3} << 20});
   auto b = make_cuda_backend();
