@@ -15,15 +15,18 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda_launch.h"
 #include "kernels/host_emulator.h"
 
 struct FakeCudaStream {
   int id = 0;
+  bool blocking = true;  // false: cudaStreamNonBlocking (no implicit sync with the legacy stream)
 };
 struct FakeCudaEvent {
   std::chrono::steady_clock::time_point at{};  // when recorded (work runs at call time)
+  FakeCudaStream* stream = nullptr;            // where it was last recorded
 };
 
 namespace graid::fake_cuda {
@@ -41,8 +44,20 @@ std::size_t fail_launch_from_env() {
   return v == nullptr ? 0 : static_cast<std::size_t>(std::strtoull(v, nullptr, 10));
 }
 
+// A write to device memory that the device may still be doing: issued on `stream` (null: the
+// legacy default stream) and not yet waited for. The fake does every copy at call time, so it
+// tracks stream order instead: a later read on a stream not ordered after `stream` is a race on a
+// real device (a plain cudaMemcpy from pageable memory or a cudaMemset returns before the device
+// has written, and a non-blocking stream does not wait for the legacy stream).
+struct PendingWrite {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  FakeCudaStream* stream = nullptr;
+};
+
 struct State {
   std::mutex mu;
+  std::vector<PendingWrite> pending;
   Knobs knobs;
   std::size_t fail_launch = fail_launch_from_env();
   Counters counters;
@@ -117,6 +132,43 @@ bool check_copy(State& s, void* dst, const void* src, std::size_t n, cudaMemcpyK
   }
   violation(s, "unexpected copy kind");
   return false;
+}
+
+// Whether work on `reader` is ordered after earlier work on `writer` without an explicit wait:
+// the same stream, or the legacy default stream (null) and a blocking stream, which synchronise
+// with each other implicitly.
+bool ordered(const FakeCudaStream* writer, const FakeCudaStream* reader) {
+  if (writer == reader) return true;
+  if (writer == nullptr) return reader->blocking;
+  return reader == nullptr && writer->blocking;
+}
+
+// Notes a write of [p, p + n) of device memory on `stream`. REQUIRES: mu held.
+void note_write(State& s, const void* p, std::size_t n, FakeCudaStream* stream) {
+  if (n == 0 || find(s.device, p, 1) == nullptr) return;
+  s.pending.push_back({addr(p), addr(p) + n, stream});
+}
+
+// Checks that a read of [p, p + n) on `stream` is ordered after every pending write to it.
+// REQUIRES: mu held.
+void check_read(State& s, const void* p, std::size_t n, const FakeCudaStream* stream,
+                const char* what) {
+  const std::uintptr_t b = addr(p);
+  for (const PendingWrite& w : s.pending) {
+    if (b < w.end && w.begin < b + n && !ordered(w.stream, stream)) {
+      violation(s, std::string(what) +
+                       " reads device memory written on another stream that it does not wait for");
+      return;
+    }
+  }
+}
+
+// The writes a wait for `stream` completes (null: the legacy stream, which also waits for the
+// blocking streams). REQUIRES: mu held.
+void waited_for(State& s, const FakeCudaStream* stream) {
+  std::erase_if(s.pending, [&](const PendingWrite& w) {
+    return w.stream == stream || (stream == nullptr && w.stream != nullptr && w.stream->blocking);
+  });
 }
 
 // Memory the kernel may touch: device blocks, or registered (mapped) host memory.
@@ -295,6 +347,7 @@ cudaError_t cudaFree(void* p) {
   }
   s.device_bytes -= it->second.end - it->first;
   s.device.erase(it);
+  s.pending.clear();  // cudaFree waits for the whole device
   return cudaSuccess;
 }
 
@@ -351,10 +404,11 @@ cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned /*flags
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned /*flags*/) {
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned flags) {
   State& s = state();
   std::lock_guard lock(s.mu);
   auto stream = std::make_unique<FakeCudaStream>();
+  stream->blocking = (flags & cudaStreamNonBlocking) == 0;
   stream->id = static_cast<int>(s.streams.size());
   *out = stream.get();
   s.streams[stream.get()] = std::move(stream);
@@ -368,11 +422,22 @@ cudaError_t cudaStreamCreate(cudaStream_t* out) {
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   State& s = state();
   std::lock_guard lock(s.mu);
+  std::erase_if(s.pending, [&](const auto& w) { return w.stream == stream; });
   return s.streams.erase(stream) == 1 ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) {
-  return cudaSuccess;  // everything ran at call time
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  graid::fake_cuda::waited_for(s, stream);  // the work itself ran at call time
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  s.pending.clear();
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* out) {
@@ -391,23 +456,34 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind,
-                            cudaStream_t /*stream*/) {
+                            cudaStream_t stream) {
   State& s = state();
   {
     std::lock_guard lock(s.mu);
     ++s.counters.copy_calls;
     if (!graid::fake_cuda::check_copy(s, dst, src, n, kind)) return fail(cudaErrorIllegalAddress);
     ++s.counters.copies;
+    graid::fake_cuda::check_read(s, src, n, stream, "a copy");
+    graid::fake_cuda::note_write(s, dst, n, stream);
   }
   std::memcpy(dst, src, n);
   return cudaSuccess;
 }
 
+// On the legacy stream. To the device from pageable memory it returns once the source is staged,
+// before the device has written (a pending write); from pinned memory, and back to the host, it
+// returns when the copy is done (and waits for the legacy stream first).
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind) {
-  return cudaMemcpyAsync(dst, src, n, kind, nullptr);
+  const cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr);
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (kind != cudaMemcpyHostToDevice || graid::fake_cuda::find(s.pinned, src, n) != nullptr) {
+    graid::fake_cuda::waited_for(s, nullptr);
+  }
+  return e;
 }
 
-cudaError_t cudaMemsetAsync(void* p, int value, std::size_t n, cudaStream_t /*stream*/) {
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t n, cudaStream_t stream) {
   State& s = state();
   {
     std::lock_guard lock(s.mu);
@@ -415,21 +491,28 @@ cudaError_t cudaMemsetAsync(void* p, int value, std::size_t n, cudaStream_t /*st
       graid::fake_cuda::violation(s, "memset outside device memory");
       return fail(cudaErrorIllegalAddress);
     }
+    graid::fake_cuda::note_write(s, p, n, stream);
   }
   std::memset(p, value, n);
   return cudaSuccess;
 }
 
+// Asynchronous to the host for device memory: a pending write on the legacy stream.
 cudaError_t cudaMemset(void* p, int value, std::size_t n) {
   return cudaMemsetAsync(p, value, n, nullptr);
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t /*stream*/) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   event->at = std::chrono::steady_clock::now();
+  event->stream = stream;
   return cudaSuccess;
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t /*event*/) {
+// Approximately: as if the event were the last work of its stream.
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  graid::fake_cuda::waited_for(s, event->stream);
   return cudaSuccess;
 }
 
@@ -441,7 +524,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
                                  const std::size_t* sizes, std::size_t count,
                                  cudaMemcpyAttributes* attrs, std::size_t* attrs_idxs,
-                                 std::size_t num_attrs, cudaStream_t /*stream*/) {
+                                 std::size_t num_attrs, cudaStream_t stream) {
   State& s = state();
   {
     std::lock_guard lock(s.mu);
@@ -466,6 +549,8 @@ cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
       if (!graid::fake_cuda::check_copy(s, dsts[i], srcs[i], sizes[i], kind)) {
         return fail(cudaErrorIllegalAddress);
       }
+      graid::fake_cuda::check_read(s, srcs[i], sizes[i], stream, "a batched copy");
+      graid::fake_cuda::note_write(s, dsts[i], sizes[i], stream);
     }
     s.counters.copies += count;
   }
@@ -478,7 +563,7 @@ namespace graid::kernels {
 
 // The kernel launch: a refused or faulting launch sets the thread's last error and returns nothing,
 // as `kernel<<<...>>>` does (the fake runs the kernel at launch time, so a fault shows here).
-void enqueue_parity_kernel(const KernelBatch& batch, unsigned blocks, cudaStream_t /*stream*/,
+void enqueue_parity_kernel(const KernelBatch& batch, unsigned blocks, cudaStream_t stream,
                            GfMul gf) noexcept {
   State& s = state();
   {
@@ -496,6 +581,10 @@ void enqueue_parity_kernel(const KernelBatch& batch, unsigned blocks, cudaStream
       graid::fake_cuda::violation(s, "launch: descriptor arrays not in device memory");
       return (void)fail(cudaErrorIllegalAddress);
     }
+    using graid::fake_cuda::check_read;
+    check_read(s, batch.stripes, n * sizeof(KernelStripe), stream, "launch (descriptors)");
+    check_read(s, batch.tile_begin, (n + 1) * sizeof(std::uint64_t), stream, "launch (tiles)");
+    check_read(s, batch.mismatch, n * sizeof(std::uint32_t), stream, "launch (verify flags)");
     for (std::size_t i = 0; i < n; ++i) {
       const KernelStripe& st = batch.stripes[i];
       bool ok = true;
@@ -511,7 +600,15 @@ void enqueue_parity_kernel(const KernelBatch& batch, unsigned blocks, cudaStream
         graid::fake_cuda::violation(s, "launch: a stripe points at memory the device cannot see");
         return (void)fail(cudaErrorIllegalAddress);
       }
+      for (std::uint32_t d = 0; d < st.k; ++d) {
+        if (st.data[d] != nullptr) check_read(s, st.data[d], st.len, stream, "launch (data)");
+      }
+      if (st.p_in != nullptr) check_read(s, st.p_in, st.len, stream, "launch (P)");
+      if (st.q_in != nullptr) check_read(s, st.q_in, st.len, stream, "launch (Q)");
+      for (std::uint32_t r = 0; r < st.rows; ++r)
+        graid::fake_cuda::note_write(s, st.out[r], st.len, stream);
     }
+    graid::fake_cuda::note_write(s, batch.mismatch, n * sizeof(std::uint32_t), stream);
   }
   emulate_batch(batch, gf);
 }

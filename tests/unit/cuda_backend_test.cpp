@@ -27,6 +27,7 @@
 #include "parity/stripe_buffers.h"
 #ifdef GRAID_FAKE_CUDA
 #include "fake_cuda.h"
+#include "kernels/cuda_bench_support.h"
 #endif
 
 namespace graid {
@@ -641,6 +642,17 @@ TEST(CudaFake, RefusedRegistrationDoesNotKillTheDevice) {
   const CudaBackendStats st = (*b)->stats();
   EXPECT_EQ(st.cpu_batches, 0u);
   EXPECT_EQ(st.device_batches, 3u);
+}
+
+// cuda_bench's set-up must be on the device before its first timed launch: the fake tracks stream
+// order and reports a launch that reads memory written on a stream it does not wait for (the
+// set-up once went on the legacy default stream, the launches on a non-blocking one).
+TEST(CudaFake, BenchBatchIsUploadedBeforeItsFirstLaunch) {
+  Result<std::unique_ptr<kernels::CudaBenchDevice>> d = kernels::CudaBenchDevice::open();
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  ASSERT_TRUE((*d)->prepare_batch(ParityOp::kEncode, ParityScheme::kPQ, 4, 65536, 8).is_ok());
+  ASSERT_TRUE((*d)->time_kernel(2).is_ok());
+  EXPECT_EQ(fake_cuda::take_violations(), "");
 }
 
 TEST(CudaFake, OutOfDeviceMemoryRunsThatBatchOnTheCpuOnly) {
