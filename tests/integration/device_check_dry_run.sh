@@ -2,6 +2,8 @@
 # bench/gpu/device-check.sh end to end without a GPU: the programs it carries are their builds
 # against the fake CUDA runtime (tests/fake_cuda), sizes are small, and the script must end with
 # exit 0 and a summary holding every step. Run by CTest (device_check_dry_run_on_fake_cuda).
+# Then the nvcc-only fallback twice, with a stand-in nvcc that records its library path: it must
+# be the host's, not the carry's; and without a host C++ compiler the step must say so and skip.
 #
 #   device_check_dry_run.sh DEVICE_CHECK KERNEL_TEST CUDA_BACKEND_TEST CUDA_BENCH \
 #                           ARRAY_MODEL_CUDA_TEST GRAID_BENCH GRAID_DEMO
@@ -47,4 +49,51 @@ for f in kernel_test.json cuda_backend_test.json cuda_bench.json array_model_cud
 done
 grep -q '"backend": "cuda+batcher"' "$out/graid-bench-cuda-batcher.json" ||
   fail "graid-bench --batcher JSON lacks its backend"
+grep -q '"caps_sum_s": ' "$out/summary.json" || fail "no sum of step caps"
+caps=$(sed -n 's/.*"caps_sum_s": \([0-9]*\).*/\1/p' "$out/summary.json")
+((caps < 300)) || fail "the steps' caps add up to $caps s, not under 5 minutes"
+echo "device-check dry run: main path OK (caps sum ${caps} s)"
+
+# ---- the nvcc-only fallback: the carried binaries do not run -----------------------------------
+fb_carry=$(mktemp -d)
+fb_bin=$(mktemp -d)
+trap 'rm -rf "$carry" "$out" "$fb_carry" "$fb_bin"' EXIT
+mkdir -p "$fb_carry/bin" "$fb_carry/lib"
+# A stand-in nvcc: records the library path it ran with and builds a "fallback_check" that
+# records its own and prints one JSON line.
+cat >"$fb_bin/nvcc" <<'NVCC'
+#!/usr/bin/env bash
+echo "nvcc LD_LIBRARY_PATH=${LD_LIBRARY_PATH-<unset>} args=$*" >>"$FB_LOG"
+while [[ $# -gt 0 && $1 != -o ]]; do shift; done
+cat >"$2" <<'RUN'
+#!/usr/bin/env bash
+echo "fallback_check LD_LIBRARY_PATH=${LD_LIBRARY_PATH-<unset>}" >>"$FB_LOG"
+echo '{"check": "stand-in"}'
+RUN
+chmod +x "$2"
+NVCC
+chmod +x "$fb_bin/nvcc"
+fb_out=$(mktemp -d)
+export FB_LOG=$fb_out/env.log
+PATH="$fb_bin:$PATH" LD_LIBRARY_PATH=/host/lib GRAID_CARRY=$fb_carry \
+  GRAID_DEVICE_CHECK_ASSUME_GPU=1 bash "$script" "$fb_out/run" >/dev/null 2>&1
+rc=$?
+cat "$FB_LOG"
+((rc == 0)) || fail "fallback run exited $rc: $(cat "$fb_out/run/summary.txt")"
+grep -q "^nvcc LD_LIBRARY_PATH=/host/lib args=-ccbin " "$FB_LOG" ||
+  fail "nvcc did not run with the host's library path and a host compiler"
+grep -q "^fallback_check LD_LIBRARY_PATH=/host/lib$" "$FB_LOG" ||
+  fail "fallback_check did not run with the host's library path"
+env -u LD_LIBRARY_PATH PATH="$fb_bin:$PATH" GRAID_CARRY=$fb_carry \
+  GRAID_DEVICE_CHECK_ASSUME_GPU=1 bash "$script" "$fb_out/run2" >/dev/null 2>&1
+grep -q "^fallback_check LD_LIBRARY_PATH=<unset>$" "$FB_LOG" ||
+  fail "without a host LD_LIBRARY_PATH the carry's stayed set for fallback_check"
+# No host C++ compiler: a clear skip, and the run is not reported as a success.
+PATH="$fb_bin:$PATH" CUDAHOSTCXX=/nonexistent/g++ GRAID_CARRY=$fb_carry \
+  GRAID_DEVICE_CHECK_ASSUME_GPU=1 bash "$script" "$fb_out/run3" >/dev/null 2>&1
+rc=$?
+((rc == 1)) || fail "fallback without a host compiler exited $rc, not 1"
+grep -q 'fallback: skipped: nvcc needs a host C++ compiler' "$fb_out/run3/summary.txt" ||
+  fail "no clear skip without a host compiler"
+rm -rf "$fb_out"
 echo "device-check dry run: OK"
