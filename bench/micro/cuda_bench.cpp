@@ -1,7 +1,7 @@
 // GPU parity benchmarks: the cuda backend beside the cpu backend, every figure as a ratio to a
 // baseline measured on the same machine in the same run.
 //
-//   cuda_bench                                   # everything, ~2-3 minutes on an H200
+//   cuda_bench                                   # everything (estimated ~40 s on an H200)
 //   cuda_bench --benchmark_filter='kernel/'      # kernel-only part
 //   cuda_bench --benchmark_out=x.json --benchmark_out_format=json
 //
@@ -13,7 +13,9 @@
 //   baseline/h2d     cudaMemcpy from pinned host memory to the device, 256 MiB.
 //   kernel/...       the parity kernel alone on device-resident stripes (~256 MiB of chunks per
 //                    launch), CUDA-event timed. GBps = bytes the kernel reads + writes per second;
-//                    ratio_d2d = GBps / baseline d2d GB/s (target >= 0.8, DESIGN.md §4).
+//                    ratio_d2d = GBps / baseline d2d GB/s (target >= 0.8, DESIGN.md §4);
+//                    ratio_peak = GBps / the peak DRAM bandwidth from the device attributes
+//                    (2 x memory clock x bus width), beside it.
 //                    kernel/rec2_pq_bitserial/...: the same reconstruct with the table-free
 //                    constant multiply (GfMul::kBitSerial) instead of log/exp in shared memory.
 //   e2e/cuda/...     ParityBackend::execute() on stripes in registered (pinned) host memory:
@@ -74,6 +76,7 @@ const std::size_t kHostPoolBytes = (bench_mib() << 20) / 4 * 5;
 struct Baselines {
   double d2d_gbps = 0;
   double h2d_gbps = 0;
+  double peak_gbps = 0;  // CudaDeviceInfo::peak_memory_gbps(); 0 when not reported
 };
 
 // The end-to-end contenders: the cpu backend, and the cuda backend three ways.
@@ -227,6 +230,10 @@ void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t le
   state.counters["ratio_d2d"] = gbps / s.base.d2d_gbps;
   state.counters["stripes"] = stripes;
   s.summary[kernel_name(op, k, len, gf) + " ratio_d2d"] = gbps / s.base.d2d_gbps;
+  if (s.base.peak_gbps > 0) {
+    state.counters["ratio_peak"] = gbps / s.base.peak_gbps;
+    s.summary[kernel_name(op, k, len, gf) + " ratio_peak"] = gbps / s.base.peak_gbps;
+  }
 }
 
 // `batch` stripes of the op's shape, laid out in the registered pool (coloured like the engine's
@@ -419,8 +426,9 @@ void print_summary() {
   Shared& s = shared();
   std::printf("\n== cuda_bench summary (%s, %s) ==\n", s.device->info().name.c_str(),
               s.device->info().pci_bus_id.c_str());
-  std::printf("baseline d2d %.1f GB/s (read+write), h2d %.1f GB/s\n", s.base.d2d_gbps,
-              s.base.h2d_gbps);
+  std::printf("baseline d2d %.1f GB/s (read+write; %.3f of peak %.1f GB/s), h2d %.1f GB/s\n",
+              s.base.d2d_gbps, s.base.peak_gbps > 0 ? s.base.d2d_gbps / s.base.peak_gbps : 0.0,
+              s.base.peak_gbps, s.base.h2d_gbps);
   for (const auto& [name, value] : s.summary)
     std::printf("%-60s %8.3f\n", name.c_str(), value);
   for (const char* op : {"enc_p", "enc_pq", "rec2_pq"}) {
@@ -489,12 +497,14 @@ int run(int argc, char** argv) {
   }
   s.base.d2d_gbps = 2.0 * kBaselineBytes / *d2d / 1e9;
   s.base.h2d_gbps = static_cast<double>(kBaselineBytes) / *h2d / 1e9;
+  s.base.peak_gbps = s.device->info().peak_memory_gbps();
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("gpu", s.device->info().name);
   benchmark::AddCustomContext("baseline_d2d_GBps", fmt::format("{:.1f}", s.base.d2d_gbps));
   benchmark::AddCustomContext("baseline_h2d_GBps", fmt::format("{:.1f}", s.base.h2d_gbps));
+  benchmark::AddCustomContext("peak_memory_GBps", fmt::format("{:.1f}", s.base.peak_gbps));
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
