@@ -187,9 +187,12 @@ struct Lane16 {
   std::uint32_t w[4];
 };
 
+// Loads and stores of a lane. On the GPU each chunk byte is read or written once per launch, so
+// the loads and stores are streaming (__ldcs/__stcs: evict-first, they do not push what other
+// lanes still need out of L2); a hint only, the bytes are the same.
 GRAID_HD inline Lane16 load_lane16(const std::uint8_t* p) {
 #if defined(__CUDA_ARCH__)
-  const uint4 v = *reinterpret_cast<const uint4*>(p);  // one 128-bit load; p is 16-aligned
+  const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p));  // one 128-bit load; 16-aligned
   return Lane16{{v.x, v.y, v.z, v.w}};
 #else
   Lane16 r;
@@ -198,12 +201,32 @@ GRAID_HD inline Lane16 load_lane16(const std::uint8_t* p) {
 #endif
 }
 
+// The lane of `p`, or zeros for a chunk that is not an input (XOR leaves the sums alone, so a
+// missing chunk costs no branch between the loads of a group).
+GRAID_HD inline Lane16 load_lane16_or_zero(const std::uint8_t* p, std::uint64_t offset) {
+  return p != nullptr ? load_lane16(p + offset) : Lane16{{0, 0, 0, 0}};
+}
+
 GRAID_HD inline void store_lane16(std::uint8_t* p, const Lane16& v) {
 #if defined(__CUDA_ARCH__)
-  *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+  __stcs(reinterpret_cast<uint4*>(p), make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]));
 #else
   std::memcpy(p, v.w, sizeof v.w);
 #endif
+}
+
+// Data chunks whose loads a lane issues together before combining any of them: with one 16-byte
+// load per source behind its own pointer load and null check, a thread had 1-2 loads in flight,
+// too few bytes in flight per SM for HBM. Four keeps the register count moderate (measured with
+// nvcc -Xptxas -v, docs/performance.md).
+inline constexpr int kLoadsInFlight = 4;
+
+// One Horner step of the lane sums with data chunk `d`: S_P ^= d; S_Q = S_Q * g ^ d.
+GRAID_HD inline void horner_step(Lane16& sp, Lane16& sq, const Lane16& d, bool need_q) {
+  for (int w = 0; w < 4; ++w) {
+    sp.w[w] ^= d.w[w];
+    if (need_q) sq.w[w] = gf_mul2_x4(sq.w[w]) ^ d.w[w];
+  }
 }
 
 // 16 bytes at `offset` of stripe `s`, every pointer 16-byte aligned (kAligned16) and the lane
@@ -212,29 +235,32 @@ template <GfMul M>
 GRAID_HD inline void run_lane16(const KernelStripe& s, const GfTables& t, std::uint64_t offset,
                                 std::uint32_t* mismatch) {
   const bool need_q = (s.flags & kNeedQ) != 0;
+  // Stored P and Q first: their loads are in flight with the first group's.
+  const Lane16 p_in = load_lane16_or_zero(s.p_in, offset);
+  const Lane16 q_in = load_lane16_or_zero(s.q_in, offset);
   Lane16 sp{{0, 0, 0, 0}};
   Lane16 sq{{0, 0, 0, 0}};
-  for (int i = static_cast<int>(s.k) - 1; i >= 0; --i) {
-    if (need_q) {
-      for (int w = 0; w < 4; ++w)
-        sq.w[w] = gf_mul2_x4(sq.w[w]);
-    }
-    if (s.data[i] == nullptr) continue;
-    const Lane16 d = load_lane16(s.data[i] + offset);
-    for (int w = 0; w < 4; ++w) {
-      sp.w[w] ^= d.w[w];
-      if (need_q) sq.w[w] ^= d.w[w];
-    }
+  // Horner from D(k-1) down to D0, kLoadsInFlight chunks at a time: every load of a group is
+  // issued before the first is combined.
+  int i = static_cast<int>(s.k) - 1;
+  for (; i >= kLoadsInFlight - 1; i -= kLoadsInFlight) {
+    Lane16 d[kLoadsInFlight];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < kLoadsInFlight; ++j)
+      d[j] = load_lane16_or_zero(s.data[i - j], offset);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < kLoadsInFlight; ++j)
+      horner_step(sp, sq, d[j], need_q);
   }
-  if (s.p_in != nullptr) {
-    const Lane16 p = load_lane16(s.p_in + offset);
-    for (int w = 0; w < 4; ++w)
-      sp.w[w] ^= p.w[w];
-  }
-  if (s.q_in != nullptr) {
-    const Lane16 q = load_lane16(s.q_in + offset);
-    for (int w = 0; w < 4; ++w)
-      sq.w[w] ^= q.w[w];
+  for (; i >= 0; --i)
+    horner_step(sp, sq, load_lane16_or_zero(s.data[i], offset), need_q);
+  for (int w = 0; w < 4; ++w) {
+    sp.w[w] ^= p_in.w[w];
+    sq.w[w] ^= q_in.w[w];
   }
   for (unsigned r = 0; r < s.rows; ++r) {
     const std::uint8_t cp = s.coef[r][0];
@@ -313,19 +339,27 @@ GRAID_HD inline std::uint32_t stripe_of_tile(const KernelBatch& b, std::uint64_t
   return lo;
 }
 
+// What thread `lane` (< kTileLanes) does for tile `tile_in_stripe` of `stripe` (wherever the
+// descriptor was read from: the GPU kernel copies it into shared memory once per block and tile).
+template <GfMul M>
+GRAID_HD inline void run_stripe_lane(const KernelStripe& stripe, const GfTables& t,
+                                     std::uint64_t tile_in_stripe, std::uint32_t lane,
+                                     std::uint32_t* mismatch) {
+  const std::uint64_t offset =
+      tile_in_stripe * kTileBytes + static_cast<std::uint64_t>(lane) * kLaneBytes;
+  if (offset >= stripe.len) return;
+  const std::uint64_t left = stripe.len - offset;
+  const std::uint32_t width = left < kLaneBytes ? static_cast<std::uint32_t>(left) : kLaneBytes;
+  run_lane<M>(stripe, t, offset, width, mismatch);
+}
+
 // What thread `lane` (< kTileLanes) of the block working on `tile` does. REQUIRES: tile <
 // b.tile_count. `t` is only read with GfMul::kLogExp.
 template <GfMul M = GfMul::kLogExp>
 GRAID_HD inline void run_tile_lane(const KernelBatch& b, const GfTables& t, std::uint64_t tile,
                                    std::uint32_t lane) {
   const std::uint32_t s = stripe_of_tile(b, tile);
-  const KernelStripe& stripe = b.stripes[s];
-  const std::uint64_t offset =
-      (tile - b.tile_begin[s]) * kTileBytes + static_cast<std::uint64_t>(lane) * kLaneBytes;
-  if (offset >= stripe.len) return;
-  const std::uint64_t left = stripe.len - offset;
-  const std::uint32_t width = left < kLaneBytes ? static_cast<std::uint32_t>(left) : kLaneBytes;
-  run_lane<M>(stripe, t, offset, width, &b.mismatch[s]);
+  run_stripe_lane<M>(b.stripes[s], t, tile - b.tile_begin[s], lane, &b.mismatch[s]);
 }
 
 }  // namespace graid::kernels
