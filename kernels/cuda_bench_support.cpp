@@ -31,7 +31,7 @@ class BenchDevice final : public CudaBenchDevice {
     GRAID_CUDA_TRY(stream_.create(), "cudaStreamCreate");
     GRAID_CUDA_TRY(start_.create(), "cudaEventCreate");
     GRAID_CUDA_TRY(stop_.create(), "cudaEventCreate");
-    for (GfMul gf : {GfMul::kLogExp, GfMul::kBitSerial}) {
+    for (GfMul gf : {GfMul::kLogExp, GfMul::kBitSerial, GfMul::kNibble}) {
       int per_sm = 0;
       GRAID_CUDA_TRY(parity_kernel_blocks_per_sm(&per_sm, gf), "occupancy query");
       max_blocks_[static_cast<int>(gf)] = static_cast<unsigned>(per_sm * info_.sm_count);
@@ -169,7 +169,7 @@ class BenchDevice final : public CudaBenchDevice {
   CudaDeviceMemory arena_;
   KernelBatch batch_{};
   std::uint64_t bytes_ = 0;
-  std::array<unsigned, 2> max_blocks_{1, 1};  // by GfMul: its resident blocks x SMs
+  std::array<unsigned, 3> max_blocks_{1, 1, 1};  // by GfMul: its resident blocks x SMs
 };
 
 }  // namespace

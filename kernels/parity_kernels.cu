@@ -72,12 +72,20 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   run_tiles<GfMul::kBitSerial>(batch, c_gf_tables);
 }
 
+// The constant multiply by the stripe's nibble tables (from its descriptor, in shared memory):
+// no log/exp lookups, no table copy.
+__global__ void __launch_bounds__(kThreadsPerBlock) parity_batch_kernel_nibble(KernelBatch batch) {
+  run_tiles<GfMul::kNibble>(batch, c_gf_tables);
+}
+
 }  // namespace
 
 void enqueue_parity_kernel(const KernelBatch& batch, unsigned blocks, cudaStream_t stream,
                            GfMul gf) noexcept {
   if (gf == GfMul::kBitSerial) {
     parity_batch_kernel_bitserial<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
+  } else if (gf == GfMul::kNibble) {
+    parity_batch_kernel_nibble<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
   } else {
     parity_batch_kernel<<<blocks, kThreadsPerBlock, 0, stream>>>(batch);
   }
@@ -86,6 +94,10 @@ void enqueue_parity_kernel(const KernelBatch& batch, unsigned blocks, cudaStream
 cudaError_t parity_kernel_blocks_per_sm(int* blocks, GfMul gf) noexcept {
   if (gf == GfMul::kBitSerial) {
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, parity_batch_kernel_bitserial,
+                                                         kThreadsPerBlock, 0);
+  }
+  if (gf == GfMul::kNibble) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, parity_batch_kernel_nibble,
                                                          kThreadsPerBlock, 0);
   }
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, parity_batch_kernel,

@@ -117,28 +117,85 @@ GRAID_HD constexpr std::uint32_t gf_mul_x4_bitserial(std::uint32_t v, std::uint8
   return r;
 }
 
+// The 16-entry nibble tables of a constant c, 4 entries to a word (entry n in byte n % 4 of word
+// n / 4): words 0-3 hold c * n, words 4-7 hold c * (n << 4), for n = 0..15. Then c * x =
+// lo[x & 15] ^ hi[x >> 4]. The host puts them in each stripe's descriptor (kernel_batch.cpp).
+GRAID_HD constexpr void make_nibble_table(std::uint8_t c, std::uint32_t out[8]) {
+  for (unsigned w = 0; w < 8; ++w) {
+    std::uint32_t word = 0;
+    for (unsigned b = 0; b < 4; ++b) {
+      const unsigned n = (w % 4) * 4 + b;
+      const std::uint8_t x = static_cast<std::uint8_t>(w < 4 ? n : n << 4);
+      word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(gf_mul_x4_bitserial(x, c)))
+              << (8 * b);
+    }
+    out[w] = word;
+  }
+}
+
+// PTX prmt (__byte_perm) in its default mode, for selectors 0-7: byte i of the result is byte
+// (s >> 4i) & 7 of the 8 bytes y:x (x the low four).
+GRAID_HD inline std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const std::uint64_t both = (static_cast<std::uint64_t>(y) << 32) | x;
+  std::uint32_t r = 0;
+  for (unsigned i = 0; i < 4; ++i)
+    r |= static_cast<std::uint32_t>((both >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+  return r;
+#endif
+}
+
+// Looks up the four nibbles of `n` (one per byte, 0..15) in the 16-entry table t[0..3]: two byte
+// permutes (entries 0-7 and 8-15) and a per-byte select on bit 3.
+GRAID_HD inline std::uint32_t nibble_lookup_x4(const std::uint32_t* t, std::uint32_t n) {
+  const std::uint32_t low3 = n & 0x07070707u;
+  const std::uint32_t spread = low3 | (low3 >> 4);
+  const std::uint32_t sel = (spread & 0xffu) | ((spread >> 8) & 0xff00u);
+  const std::uint32_t from_low = byte_perm(t[0], t[1], sel);
+  const std::uint32_t from_high = byte_perm(t[2], t[3], sel);
+  const std::uint32_t high = ((n >> 3) & 0x01010101u) * 0xffu;
+  return (from_low & ~high) | (from_high & high);
+}
+
+// Multiplies the four bytes of `v` by the constant whose nibble tables are `t` (make_nibble_table):
+// no shared-memory byte lookups (no bank conflicts), 4 byte permutes and a few logic operations.
+GRAID_HD inline std::uint32_t gf_mul_x4_nibble(const std::uint32_t* t, std::uint32_t v) {
+  return nibble_lookup_x4(t, v & 0x0f0f0f0fu) ^ nibble_lookup_x4(t + 4, (v >> 4) & 0x0f0f0f0fu);
+}
+
 // How the bodies multiply by reconstruct's arbitrary constants (encode and verify multiply only by
-// 0, 1 and g, which need neither). Both give identical bytes; which is faster on a GPU is for
-// cuda_bench to measure (kernel/rec2 vs kernel/rec2_bitserial).
+// 0, 1 and g, which need none). All give identical bytes; which is faster on a GPU is for
+// cuda_bench to measure (kernel/rec2 vs kernel/rec2_bitserial vs kernel/rec2_nibble).
 enum class GfMul : std::uint8_t {
   kLogExp,     // log/exp tables (in shared memory on the GPU): two lookups per byte
   kBitSerial,  // no table: gf_mul_x4_bitserial
+  kNibble,     // the stripe's nibble tables (in its descriptor) with byte permutes
 };
 
+// `nib`: c's nibble tables, read only with GfMul::kNibble.
 template <GfMul M>
 GRAID_HD inline std::uint32_t gf_mul_word(const GfTables& t, std::uint32_t v, std::uint8_t c,
-                                          unsigned log_c) {
+                                          unsigned log_c, const std::uint32_t* nib) {
   if constexpr (M == GfMul::kBitSerial) {
     return gf_mul_x4_bitserial(v, c);
+  } else if constexpr (M == GfMul::kNibble) {
+    if (c == 0) return 0;
+    if (c == 1) return v;
+    return gf_mul_x4_nibble(nib, v);
   } else {
     return gf_mul_x4(t, v, c, log_c);
   }
 }
 
 template <GfMul M>
-GRAID_HD inline std::uint8_t gf_mul_byte(const GfTables& t, std::uint8_t c, std::uint8_t v) {
+GRAID_HD inline std::uint8_t gf_mul_byte(const GfTables& t, std::uint8_t c, std::uint8_t v,
+                                         const std::uint32_t* nib) {
   if constexpr (M == GfMul::kBitSerial) {
     return static_cast<std::uint8_t>(gf_mul_x4_bitserial(v, c));
+  } else if constexpr (M == GfMul::kNibble) {
+    return static_cast<std::uint8_t>(gf_mul_x4_nibble(nib, v));
   } else {
     return gf_mul(t, c, v);
   }
@@ -165,6 +222,7 @@ struct KernelStripe {
   std::uint8_t rows;                         // 1 or 2
   std::uint8_t flags;                        // KernelStripeFlags
   std::uint8_t coef[2][2];                   // row r = coef[r][0] * S_P ^ coef[r][1] * S_Q
+  std::uint32_t nibble[2][2][8];             // make_nibble_table(coef[r][j]), for GfMul::kNibble
 };
 
 // What one launch processes. `mismatch[s]` is set to 1 when a kCompare stripe s differs (the
@@ -268,8 +326,10 @@ GRAID_HD inline void run_lane16(const KernelStripe& s, const GfTables& t, std::u
     const unsigned log_p = t.log[cp];
     const unsigned log_q = t.log[cq];
     Lane16 v;
-    for (int w = 0; w < 4; ++w)
-      v.w[w] = gf_mul_word<M>(t, sp.w[w], cp, log_p) ^ gf_mul_word<M>(t, sq.w[w], cq, log_q);
+    for (int w = 0; w < 4; ++w) {
+      v.w[w] = gf_mul_word<M>(t, sp.w[w], cp, log_p, s.nibble[r][0]) ^
+               gf_mul_word<M>(t, sq.w[w], cq, log_q, s.nibble[r][1]);
+    }
     if (s.flags & kCompare) {
       const Lane16 have = load_lane16(s.out[r] + offset);
       for (int w = 0; w < 4; ++w) {
@@ -300,8 +360,9 @@ GRAID_HD inline void run_lane_bytes(const KernelStripe& s, const GfTables& t, st
     if (s.p_in != nullptr) sp ^= s.p_in[o];
     if (s.q_in != nullptr) sq ^= s.q_in[o];
     for (unsigned r = 0; r < s.rows; ++r) {
-      const std::uint8_t v = static_cast<std::uint8_t>(gf_mul_byte<M>(t, s.coef[r][0], sp) ^
-                                                       gf_mul_byte<M>(t, s.coef[r][1], sq));
+      const std::uint8_t v =
+          static_cast<std::uint8_t>(gf_mul_byte<M>(t, s.coef[r][0], sp, s.nibble[r][0]) ^
+                                    gf_mul_byte<M>(t, s.coef[r][1], sq, s.nibble[r][1]));
       if (s.flags & kCompare) {
         if (s.out[r][o] != v) *mismatch = 1;
       } else {

@@ -17,7 +17,8 @@
 //                    ratio_peak = GBps / the peak DRAM bandwidth from the device attributes
 //                    (2 x memory clock x bus width), beside it.
 //                    kernel/rec2_pq_bitserial/...: the same reconstruct with the table-free
-//                    constant multiply (GfMul::kBitSerial) instead of log/exp in shared memory.
+//                    constant multiply (GfMul::kBitSerial) instead of log/exp in shared memory;
+//                    kernel/rec2_pq_nibble/...: per-constant nibble tables with byte permutes.
 //   e2e/cuda/...     ParityBackend::execute() on stripes in registered (pinned) host memory:
 //                    copies in, kernel, copies out, wait. Wall time. in_GBps = input bytes moved
 //                    to the device per second; ratio_h2d = in_GBps / baseline h2d GB/s (target
@@ -195,10 +196,14 @@ void baseline_h2d(benchmark::State& state) {
 }
 
 // `gf`: how the kernel multiplies by reconstruct's constants (names end in _bitserial for
-// GfMul::kBitSerial; encode and verify do not multiply by constants, so only rec2 differs).
+// GfMul::kBitSerial, _nibble for kNibble; encode and verify do not multiply by constants, so only
+// rec2 differs).
 std::string kernel_name(Op op, std::uint32_t k, std::size_t len, kernels::GfMul gf) {
   return fmt::format("kernel/{}{}/k:{}/chunk:{}K", op_name(op),
-                     gf == kernels::GfMul::kBitSerial ? "_bitserial" : "", k, len / 1024);
+                     gf == kernels::GfMul::kBitSerial ? "_bitserial"
+                     : gf == kernels::GfMul::kNibble  ? "_nibble"
+                                                      : "",
+                     k, len / 1024);
 }
 
 void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t len,
@@ -339,11 +344,10 @@ void register_all() {
   benchmark::RegisterBenchmark("baseline/d2d", baseline_d2d)->UseManualTime()->Iterations(3);
   benchmark::RegisterBenchmark("baseline/h2d", baseline_h2d)->UseManualTime()->Iterations(3);
   using kernels::GfMul;
-  const std::pair<Op, GfMul> kernel_cases[] = {{Op::kEncP, GfMul::kLogExp},
-                                               {Op::kEncPQ, GfMul::kLogExp},
-                                               {Op::kRec2, GfMul::kLogExp},
-                                               {Op::kRec2, GfMul::kBitSerial},
-                                               {Op::kVerifyPQ, GfMul::kLogExp}};
+  const std::pair<Op, GfMul> kernel_cases[] = {
+      {Op::kEncP, GfMul::kLogExp}, {Op::kEncPQ, GfMul::kLogExp},
+      {Op::kRec2, GfMul::kLogExp}, {Op::kRec2, GfMul::kBitSerial},
+      {Op::kRec2, GfMul::kNibble}, {Op::kVerifyPQ, GfMul::kLogExp}};
   for (const auto& [op, gf] : kernel_cases) {
     for (std::uint32_t k : {4u, 8u, 16u}) {
       for (std::size_t len : {std::size_t{4096}, std::size_t{65536}, std::size_t{1} << 20}) {

@@ -296,6 +296,19 @@ TEST_F(CudaBitSerial, TableFreeMultiplyBatchesMatchRef) {
   EXPECT_EQ(backend_->stats().cpu_batches, 0u);
 }
 
+class CudaNibble : public CudaDevice {
+  CudaBackendOptions options() override {
+    CudaBackendOptions o;
+    o.gf_mul = kernels::GfMul::kNibble;
+    return o;
+  }
+};
+
+TEST_F(CudaNibble, NibbleTableMultiplyBatchesMatchRef) {
+  random_batches(*backend_, 12, 6);
+  EXPECT_EQ(backend_->stats().cpu_batches, 0u);
+}
+
 TEST_F(CudaDevice, RemovedRegionIsStagedAgain) {
   pool_ = registered_pool(*backend_);
   ASSERT_NE(pool_, nullptr);

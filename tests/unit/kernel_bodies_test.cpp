@@ -146,6 +146,18 @@ TEST(KernelGf, WordMultipliesMatchByteMultiplies) {
             << "bit-serial c=" << c << " a=" << a << " lane " << b;
       }
     }
+    std::uint32_t nib[8];
+    make_nibble_table(cc, nib);
+    for (unsigned a = 0; a < 256; a += 1) {
+      const std::uint32_t v =
+          a | ((a ^ 0x3cu) << 8) | (((a * 29u) & 0xffu) << 16) | (((a + 131u) & 0xffu) << 24);
+      const std::uint32_t got = gf_mul_x4_nibble(nib, v);
+      for (unsigned b = 0; b < 4; ++b) {
+        const auto byte = static_cast<std::uint8_t>(v >> (8 * b));
+        ASSERT_EQ(static_cast<std::uint8_t>(got >> (8 * b)), gf256::mul(cc, byte))
+            << "nibble c=" << c << " a=" << a << " lane " << b;
+      }
+    }
     const auto x = static_cast<std::uint8_t>(c);
     ASSERT_EQ(gf_mul2(x), gf256::mul(2, x)) << c;
     ASSERT_EQ(gf_mul(kHostGfTables, x, 0x8e), gf256::mul(x, 0x8e)) << c;
@@ -395,9 +407,12 @@ TEST_P(KernelBodies, InvalidJobFailsTheBatchBeforeAnyWrite) {
 // ---- descriptor and indexing -----------------------------------------------------------------
 
 std::string gf_name(const ::testing::TestParamInfo<GfMul>& p) {
-  return p.param == GfMul::kLogExp ? "LogExp" : "BitSerial";
+  return p.param == GfMul::kLogExp      ? "LogExp"
+         : p.param == GfMul::kBitSerial ? "BitSerial"
+                                        : "Nibble";
 }
-INSTANTIATE_TEST_SUITE_P(Gf, KernelBodies, ::testing::Values(GfMul::kLogExp, GfMul::kBitSerial),
+INSTANTIATE_TEST_SUITE_P(Gf, KernelBodies,
+                         ::testing::Values(GfMul::kLogExp, GfMul::kBitSerial, GfMul::kNibble),
                          gf_name);
 
 TEST(KernelDescriptor, TilesMapToTheirStripes) {
