@@ -100,8 +100,11 @@ DEADLINE_S=${GRAID_DEVICE_CHECK_DEADLINE_S:-280}
 # graid-bench member files: 6 of them, in /dev/shm when it has room (see bench_dir).
 MEMBER_SIZE=${GRAID_DEVICE_CHECK_MEMBER_SIZE:-256M}
 BENCH_MEMBERS=6
+# GRAID_DEVICE_CHECK_CAP_SCALE=N multiplies the step caps (not their recorded sum): for the dry
+# run on the fake CUDA runtime, whose "device" emulates every kernel on one host core.
+CAP_SCALE=${GRAID_DEVICE_CHECK_CAP_SCALE:-1}
 cap() {
-  local want=$1 left=$((DEADLINE_S - ($(date +%s) - START)))
+  local want=$(($1 * CAP_SCALE)) left=$((DEADLINE_S - ($(date +%s) - START)))
   ((left < 5)) && left=1
   echo $((want < left ? want : left))
 }
