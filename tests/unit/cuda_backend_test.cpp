@@ -283,26 +283,22 @@ TEST_F(CudaMapped, MappedMemoryBatchesMatchRef) {
   EXPECT_EQ(backend_->stats().cpu_batches, 0u);
 }
 
-class CudaBitSerial : public CudaDevice {
+// The backend with another constant multiply than the default log/exp tables.
+template <kernels::GfMul M>
+class CudaGfMul : public CudaDevice {
   CudaBackendOptions options() override {
     CudaBackendOptions o;
-    o.gf_mul = kernels::GfMul::kBitSerial;
+    o.gf_mul = M;
     return o;
   }
 };
+using CudaBitSerial = CudaGfMul<kernels::GfMul::kBitSerial>;
+using CudaNibble = CudaGfMul<kernels::GfMul::kNibble>;
 
 TEST_F(CudaBitSerial, TableFreeMultiplyBatchesMatchRef) {
   random_batches(*backend_, 12, 5);
   EXPECT_EQ(backend_->stats().cpu_batches, 0u);
 }
-
-class CudaNibble : public CudaDevice {
-  CudaBackendOptions options() override {
-    CudaBackendOptions o;
-    o.gf_mul = kernels::GfMul::kNibble;
-    return o;
-  }
-};
 
 TEST_F(CudaNibble, NibbleTableMultiplyBatchesMatchRef) {
   random_batches(*backend_, 12, 6);
