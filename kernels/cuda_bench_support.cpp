@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "cuda_launch.h"
@@ -59,6 +60,23 @@ class BenchDevice final : public CudaBenchDevice {
     GRAID_CUDA_TRY(d.allocate(bytes), "cudaMalloc");
     return time_loop(iters, [&] {
       return cudaMemcpyAsync(d.get(), h.get(), bytes, cudaMemcpyHostToDevice, stream_.get());
+    });
+  }
+
+  Result<double> time_h2d_pieces(std::size_t bytes, std::size_t piece, int iters) override {
+    if (piece == 0) return Status(Errc::kInvalidArgument, "piece of 0 bytes");
+    CudaPinnedMemory h;
+    CudaDeviceMemory d;
+    GRAID_CUDA_TRY(h.allocate(bytes), "cudaMallocHost");
+    GRAID_CUDA_TRY(d.allocate(bytes), "cudaMalloc");
+    return time_loop(iters, [&] {
+      for (std::size_t off = 0; off < bytes; off += piece) {
+        const cudaError_t e =
+            cudaMemcpyAsync(d.get() + off, h.get() + off, std::min(piece, bytes - off),
+                            cudaMemcpyHostToDevice, stream_.get());
+        if (e != cudaSuccess) return e;
+      }
+      return cudaSuccess;
     });
   }
 

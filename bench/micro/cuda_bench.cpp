@@ -11,6 +11,9 @@
 // What is measured:
 //   baseline/d2d     cudaMemcpy device->device of 256 MiB; GB/s counts bytes read + written.
 //   baseline/h2d     cudaMemcpy from pinned host memory to the device, 256 MiB.
+//   baseline/h2d_pieces:64K  the same 256 MiB as separate 64 KiB cudaMemcpyAsync calls: the
+//                    summary's "h2d cost per 64 KiB copy" is its extra device time per copy over
+//                    the single copy (what chunks that do not merge cost the copy engine).
 //   kernel/...       the parity kernel alone on device-resident stripes (~256 MiB of chunks per
 //                    launch), CUDA-event timed. GBps = bytes the kernel reads + writes per second;
 //                    ratio_d2d = GBps / baseline d2d GB/s (target >= 0.8, DESIGN.md §4);
@@ -195,6 +198,26 @@ void baseline_h2d(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBaselineBytes));
 }
 
+// 64 KiB pieces: the engine's chunk size, the pieces a batch's copies come in when they do not
+// merge.
+void baseline_h2d_pieces(benchmark::State& state) {
+  Shared& s = shared();
+  constexpr std::size_t kPiece = 65536;
+  for (auto _ : state) {
+    Result<double> t = s.device->time_h2d_pieces(kBaselineBytes, kPiece, 3);
+    if (!t.is_ok()) {
+      state.SkipWithError(t.status().to_string().c_str());
+      return;
+    }
+    state.SetIterationTime(*t);
+    const double pieces = static_cast<double>((kBaselineBytes + kPiece - 1) / kPiece);
+    const double one = static_cast<double>(kBaselineBytes) / (s.base.h2d_gbps * 1e9);
+    state.counters["us_per_copy_over_one"] = (*t - one) / pieces * 1e6;
+    s.summary["h2d cost per 64 KiB copy over one 256 MiB copy, us"] = (*t - one) / pieces * 1e6;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBaselineBytes));
+}
+
 // `gf`: how the kernel multiplies by reconstruct's constants (names end in _bitserial for
 // GfMul::kBitSerial, _nibble for kNibble; encode and verify do not multiply by constants, so only
 // rec2 differs).
@@ -343,6 +366,9 @@ void register_all() {
   Shared& s = shared();
   benchmark::RegisterBenchmark("baseline/d2d", baseline_d2d)->UseManualTime()->Iterations(3);
   benchmark::RegisterBenchmark("baseline/h2d", baseline_h2d)->UseManualTime()->Iterations(3);
+  benchmark::RegisterBenchmark("baseline/h2d_pieces:64K", baseline_h2d_pieces)
+      ->UseManualTime()
+      ->Iterations(2);
   using kernels::GfMul;
   const std::pair<Op, GfMul> kernel_cases[] = {
       {Op::kEncP, GfMul::kLogExp}, {Op::kEncPQ, GfMul::kLogExp},

@@ -153,6 +153,8 @@ void note_write(State& s, const void* p, std::size_t n, FakeCudaStream* stream) 
 // REQUIRES: mu held.
 void check_read(State& s, const void* p, std::size_t n, const FakeCudaStream* stream,
                 const char* what) {
+  if (s.pending.empty() || find(s.device, p, 1) == nullptr)
+    return;  // only device memory is tracked
   const std::uintptr_t b = addr(p);
   for (const PendingWrite& w : s.pending) {
     if (b < w.end && w.begin < b + n && !ordered(w.stream, stream)) {

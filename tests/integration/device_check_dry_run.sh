@@ -43,6 +43,7 @@ grep -q '"carried_loader": "host glibc"' "$out/summary.json" || fail "loader not
 grep -q '== cuda_bench summary' "$out/summary.txt" || fail "no cuda_bench summary"
 grep -q 'ratio_d2d' "$out/summary.txt" || fail "no kernel ratio in the summary"
 grep -q 'ratio_peak' "$out/summary.txt" || fail "no kernel ratio to peak bandwidth in the summary"
+grep -q 'h2d cost per 64 KiB copy' "$out/summary.txt" || fail "no per-copy cost in the summary"
 grep -q 'host CPU per GB, cpu / cuda' "$out/summary.txt" || fail "no host CPU ratio"
 grep -q 'single-job latency crossover, cuda' "$out/summary.txt" || fail "no crossover line"
 grep -q 'parity on the GPU' "$out/summary.txt" || fail "the demo did not run on the device"
