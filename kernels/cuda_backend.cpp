@@ -40,6 +40,40 @@ using kernels::StripePlan;
 
 constexpr std::size_t kAlign = 256;  // device allocations' alignment; keeps regions 16-aligned
 
+// cudaMemcpyBatchAsync arrived in CUDA 12.8 with a failIdx argument, which CUDA 13 dropped
+// (kernels/CMakeLists.txt says at configure time which one a build gets). Before 12.8 there is
+// no batched copy: copies always go run by run.
+#if CUDART_VERSION >= 12080
+constexpr bool kHaveBatchedCopy = true;
+#else
+constexpr bool kHaveBatchedCopy = false;
+#endif
+
+// One cudaMemcpyBatchAsync of `count` copies in stream order, whichever its signature.
+cudaError_t memcpy_batch(void* const* dsts, const void* const* srcs, const std::size_t* sizes,
+                         std::size_t count, cudaStream_t stream) {
+#if CUDART_VERSION >= 12080
+  cudaMemcpyAttributes attr{};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  std::size_t attr_index = 0;
+#if CUDART_VERSION >= 13000
+  return cudaMemcpyBatchAsync(dsts, srcs, sizes, count, &attr, &attr_index, 1, stream);
+#else
+  std::size_t fail_index = 0;
+  return cudaMemcpyBatchAsync(const_cast<void**>(dsts), const_cast<void**>(srcs),
+                              const_cast<std::size_t*>(sizes), count, &attr, &attr_index, 1,
+                              &fail_index, stream);
+#endif
+#else
+  (void)dsts;
+  (void)srcs;
+  (void)sizes;
+  (void)count;
+  (void)stream;
+  return cudaErrorNotSupported;
+#endif
+}
+
 constexpr std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
@@ -290,12 +324,9 @@ class CudaBackendImpl final : public CudaBackend {
         slot.srcs.push_back(src_of(r));
         slot.sizes.push_back(r.len);
       }
-      cudaMemcpyAttributes attr{};
-      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-      std::size_t attr_index = 0;
       const cudaError_t e = hooked(what, [&] {
-        return cudaMemcpyBatchAsync(slot.dsts.data(), slot.srcs.data(), slot.sizes.data(),
-                                    slot.runs.size(), &attr, &attr_index, 1, stream);
+        return memcpy_batch(slot.dsts.data(), slot.srcs.data(), slot.sizes.data(), slot.runs.size(),
+                            stream);
       });
       if (e == cudaSuccess) {
         copy_calls_.fetch_add(1, std::memory_order_relaxed);
@@ -518,7 +549,8 @@ class CudaBackendImpl final : public CudaBackend {
   std::atomic<std::uint64_t> bytes_from_device_{0};
   std::atomic<std::uint64_t> staged_bytes_{0};
   std::atomic<std::uint64_t> copy_calls_{0};
-  std::atomic<bool> batched_copies_{options_.batched_copies};  // off for good if refused
+  std::atomic<bool> batched_copies_{kHaveBatchedCopy &&
+                                    options_.batched_copies};  // off for good if refused
 };
 
 }  // namespace

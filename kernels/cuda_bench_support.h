@@ -32,6 +32,10 @@ class CudaBenchDevice {
   virtual Result<double> time_d2d_copy(std::size_t bytes, int iters) = 0;
   // Seconds per copy of `bytes` from pinned host memory to the device.
   virtual Result<double> time_h2d_copy(std::size_t bytes, int iters) = 0;
+  // Seconds to move `bytes` from pinned host memory to the device as separate cudaMemcpyAsync
+  // calls of `piece` bytes each (mean over `iters`): beside time_h2d_copy(bytes), what a copy
+  // costs the copy engine per piece (the chunks of a batch that do not merge).
+  virtual Result<double> time_h2d_pieces(std::size_t bytes, std::size_t piece, int iters) = 0;
 
   // Lays out `stripes` stripes of one shape in device memory (pseudo-random contents) with their
   // descriptor, ready for time_kernel(). `missing` as in StripeJob, for kReconstruct.

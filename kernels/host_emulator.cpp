@@ -10,6 +10,8 @@ void emulate_batch(const KernelBatch& batch, GfMul gf) noexcept {
     for (std::uint32_t lane = 0; lane < kTileLanes; ++lane) {
       if (gf == GfMul::kBitSerial) {
         run_tile_lane<GfMul::kBitSerial>(batch, kHostGfTables, tile, lane);
+      } else if (gf == GfMul::kNibble) {
+        run_tile_lane<GfMul::kNibble>(batch, kHostGfTables, tile, lane);
       } else {
         run_tile_lane<GfMul::kLogExp>(batch, kHostGfTables, tile, lane);
       }

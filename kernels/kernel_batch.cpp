@@ -146,6 +146,8 @@ KernelStripe materialize(const StripePlan& plan, const ChunkAddrs& addrs) noexce
     note(s.out[r]);
     s.coef[r][0] = plan.coef[r][0];
     s.coef[r][1] = plan.coef[r][1];
+    make_nibble_table(s.coef[r][0], s.nibble[r][0]);
+    make_nibble_table(s.coef[r][1], s.nibble[r][1]);
   }
   if (aligned) s.flags |= kAligned16;
   return s;

@@ -117,28 +117,85 @@ GRAID_HD constexpr std::uint32_t gf_mul_x4_bitserial(std::uint32_t v, std::uint8
   return r;
 }
 
+// The 16-entry nibble tables of a constant c, 4 entries to a word (entry n in byte n % 4 of word
+// n / 4): words 0-3 hold c * n, words 4-7 hold c * (n << 4), for n = 0..15. Then c * x =
+// lo[x & 15] ^ hi[x >> 4]. The host puts them in each stripe's descriptor (kernel_batch.cpp).
+GRAID_HD constexpr void make_nibble_table(std::uint8_t c, std::uint32_t out[8]) {
+  for (unsigned w = 0; w < 8; ++w) {
+    std::uint32_t word = 0;
+    for (unsigned b = 0; b < 4; ++b) {
+      const unsigned n = (w % 4) * 4 + b;
+      const std::uint8_t x = static_cast<std::uint8_t>(w < 4 ? n : n << 4);
+      word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(gf_mul_x4_bitserial(x, c)))
+              << (8 * b);
+    }
+    out[w] = word;
+  }
+}
+
+// PTX prmt (__byte_perm) in its default mode, for selectors 0-7: byte i of the result is byte
+// (s >> 4i) & 7 of the 8 bytes y:x (x the low four).
+GRAID_HD inline std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const std::uint64_t both = (static_cast<std::uint64_t>(y) << 32) | x;
+  std::uint32_t r = 0;
+  for (unsigned i = 0; i < 4; ++i)
+    r |= static_cast<std::uint32_t>((both >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+  return r;
+#endif
+}
+
+// Looks up the four nibbles of `n` (one per byte, 0..15) in the 16-entry table t[0..3]: two byte
+// permutes (entries 0-7 and 8-15) and a per-byte select on bit 3.
+GRAID_HD inline std::uint32_t nibble_lookup_x4(const std::uint32_t* t, std::uint32_t n) {
+  const std::uint32_t low3 = n & 0x07070707u;
+  const std::uint32_t spread = low3 | (low3 >> 4);
+  const std::uint32_t sel = (spread & 0xffu) | ((spread >> 8) & 0xff00u);
+  const std::uint32_t from_low = byte_perm(t[0], t[1], sel);
+  const std::uint32_t from_high = byte_perm(t[2], t[3], sel);
+  const std::uint32_t high = ((n >> 3) & 0x01010101u) * 0xffu;
+  return (from_low & ~high) | (from_high & high);
+}
+
+// Multiplies the four bytes of `v` by the constant whose nibble tables are `t` (make_nibble_table):
+// no shared-memory byte lookups (no bank conflicts), 4 byte permutes and a few logic operations.
+GRAID_HD inline std::uint32_t gf_mul_x4_nibble(const std::uint32_t* t, std::uint32_t v) {
+  return nibble_lookup_x4(t, v & 0x0f0f0f0fu) ^ nibble_lookup_x4(t + 4, (v >> 4) & 0x0f0f0f0fu);
+}
+
 // How the bodies multiply by reconstruct's arbitrary constants (encode and verify multiply only by
-// 0, 1 and g, which need neither). Both give identical bytes; which is faster on a GPU is for
-// cuda_bench to measure (kernel/rec2 vs kernel/rec2_bitserial).
+// 0, 1 and g, which need none). All give identical bytes; which is faster on a GPU is for
+// cuda_bench to measure (kernel/rec2 vs kernel/rec2_bitserial vs kernel/rec2_nibble).
 enum class GfMul : std::uint8_t {
   kLogExp,     // log/exp tables (in shared memory on the GPU): two lookups per byte
   kBitSerial,  // no table: gf_mul_x4_bitserial
+  kNibble,     // the stripe's nibble tables (in its descriptor) with byte permutes
 };
 
+// `nib`: c's nibble tables, read only with GfMul::kNibble.
 template <GfMul M>
 GRAID_HD inline std::uint32_t gf_mul_word(const GfTables& t, std::uint32_t v, std::uint8_t c,
-                                          unsigned log_c) {
+                                          unsigned log_c, const std::uint32_t* nib) {
   if constexpr (M == GfMul::kBitSerial) {
     return gf_mul_x4_bitserial(v, c);
+  } else if constexpr (M == GfMul::kNibble) {
+    if (c == 0) return 0;
+    if (c == 1) return v;
+    return gf_mul_x4_nibble(nib, v);
   } else {
     return gf_mul_x4(t, v, c, log_c);
   }
 }
 
 template <GfMul M>
-GRAID_HD inline std::uint8_t gf_mul_byte(const GfTables& t, std::uint8_t c, std::uint8_t v) {
+GRAID_HD inline std::uint8_t gf_mul_byte(const GfTables& t, std::uint8_t c, std::uint8_t v,
+                                         const std::uint32_t* nib) {
   if constexpr (M == GfMul::kBitSerial) {
     return static_cast<std::uint8_t>(gf_mul_x4_bitserial(v, c));
+  } else if constexpr (M == GfMul::kNibble) {
+    return static_cast<std::uint8_t>(gf_mul_x4_nibble(nib, v));
   } else {
     return gf_mul(t, c, v);
   }
@@ -165,6 +222,7 @@ struct KernelStripe {
   std::uint8_t rows;                         // 1 or 2
   std::uint8_t flags;                        // KernelStripeFlags
   std::uint8_t coef[2][2];                   // row r = coef[r][0] * S_P ^ coef[r][1] * S_Q
+  std::uint32_t nibble[2][2][8];             // make_nibble_table(coef[r][j]), for GfMul::kNibble
 };
 
 // What one launch processes. `mismatch[s]` is set to 1 when a kCompare stripe s differs (the
@@ -187,9 +245,12 @@ struct Lane16 {
   std::uint32_t w[4];
 };
 
+// Loads and stores of a lane. On the GPU each chunk byte is read or written once per launch, so
+// the loads and stores are streaming (__ldcs/__stcs: evict-first, they do not push what other
+// lanes still need out of L2); a hint only, the bytes are the same.
 GRAID_HD inline Lane16 load_lane16(const std::uint8_t* p) {
 #if defined(__CUDA_ARCH__)
-  const uint4 v = *reinterpret_cast<const uint4*>(p);  // one 128-bit load; p is 16-aligned
+  const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p));  // one 128-bit load; 16-aligned
   return Lane16{{v.x, v.y, v.z, v.w}};
 #else
   Lane16 r;
@@ -198,12 +259,32 @@ GRAID_HD inline Lane16 load_lane16(const std::uint8_t* p) {
 #endif
 }
 
+// The lane of `p`, or zeros for a chunk that is not an input (XOR leaves the sums alone, so a
+// missing chunk costs no branch between the loads of a group).
+GRAID_HD inline Lane16 load_lane16_or_zero(const std::uint8_t* p, std::uint64_t offset) {
+  return p != nullptr ? load_lane16(p + offset) : Lane16{{0, 0, 0, 0}};
+}
+
 GRAID_HD inline void store_lane16(std::uint8_t* p, const Lane16& v) {
 #if defined(__CUDA_ARCH__)
-  *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+  __stcs(reinterpret_cast<uint4*>(p), make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]));
 #else
   std::memcpy(p, v.w, sizeof v.w);
 #endif
+}
+
+// Data chunks whose loads a lane issues together before combining any of them: with one 16-byte
+// load per source behind its own pointer load and null check, a thread had 1-2 loads in flight,
+// too few bytes in flight per SM for HBM. Four keeps the register count moderate (measured with
+// nvcc -Xptxas -v, docs/performance.md).
+inline constexpr int kLoadsInFlight = 4;
+
+// One Horner step of the lane sums with data chunk `d`: S_P ^= d; S_Q = S_Q * g ^ d.
+GRAID_HD inline void horner_step(Lane16& sp, Lane16& sq, const Lane16& d, bool need_q) {
+  for (int w = 0; w < 4; ++w) {
+    sp.w[w] ^= d.w[w];
+    if (need_q) sq.w[w] = gf_mul2_x4(sq.w[w]) ^ d.w[w];
+  }
 }
 
 // 16 bytes at `offset` of stripe `s`, every pointer 16-byte aligned (kAligned16) and the lane
@@ -212,29 +293,32 @@ template <GfMul M>
 GRAID_HD inline void run_lane16(const KernelStripe& s, const GfTables& t, std::uint64_t offset,
                                 std::uint32_t* mismatch) {
   const bool need_q = (s.flags & kNeedQ) != 0;
+  // Stored P and Q first: their loads are in flight with the first group's.
+  const Lane16 p_in = load_lane16_or_zero(s.p_in, offset);
+  const Lane16 q_in = load_lane16_or_zero(s.q_in, offset);
   Lane16 sp{{0, 0, 0, 0}};
   Lane16 sq{{0, 0, 0, 0}};
-  for (int i = static_cast<int>(s.k) - 1; i >= 0; --i) {
-    if (need_q) {
-      for (int w = 0; w < 4; ++w)
-        sq.w[w] = gf_mul2_x4(sq.w[w]);
-    }
-    if (s.data[i] == nullptr) continue;
-    const Lane16 d = load_lane16(s.data[i] + offset);
-    for (int w = 0; w < 4; ++w) {
-      sp.w[w] ^= d.w[w];
-      if (need_q) sq.w[w] ^= d.w[w];
-    }
+  // Horner from D(k-1) down to D0, kLoadsInFlight chunks at a time: every load of a group is
+  // issued before the first is combined.
+  int i = static_cast<int>(s.k) - 1;
+  for (; i >= kLoadsInFlight - 1; i -= kLoadsInFlight) {
+    Lane16 d[kLoadsInFlight];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < kLoadsInFlight; ++j)
+      d[j] = load_lane16_or_zero(s.data[i - j], offset);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < kLoadsInFlight; ++j)
+      horner_step(sp, sq, d[j], need_q);
   }
-  if (s.p_in != nullptr) {
-    const Lane16 p = load_lane16(s.p_in + offset);
-    for (int w = 0; w < 4; ++w)
-      sp.w[w] ^= p.w[w];
-  }
-  if (s.q_in != nullptr) {
-    const Lane16 q = load_lane16(s.q_in + offset);
-    for (int w = 0; w < 4; ++w)
-      sq.w[w] ^= q.w[w];
+  for (; i >= 0; --i)
+    horner_step(sp, sq, load_lane16_or_zero(s.data[i], offset), need_q);
+  for (int w = 0; w < 4; ++w) {
+    sp.w[w] ^= p_in.w[w];
+    sq.w[w] ^= q_in.w[w];
   }
   for (unsigned r = 0; r < s.rows; ++r) {
     const std::uint8_t cp = s.coef[r][0];
@@ -242,8 +326,10 @@ GRAID_HD inline void run_lane16(const KernelStripe& s, const GfTables& t, std::u
     const unsigned log_p = t.log[cp];
     const unsigned log_q = t.log[cq];
     Lane16 v;
-    for (int w = 0; w < 4; ++w)
-      v.w[w] = gf_mul_word<M>(t, sp.w[w], cp, log_p) ^ gf_mul_word<M>(t, sq.w[w], cq, log_q);
+    for (int w = 0; w < 4; ++w) {
+      v.w[w] = gf_mul_word<M>(t, sp.w[w], cp, log_p, s.nibble[r][0]) ^
+               gf_mul_word<M>(t, sq.w[w], cq, log_q, s.nibble[r][1]);
+    }
     if (s.flags & kCompare) {
       const Lane16 have = load_lane16(s.out[r] + offset);
       for (int w = 0; w < 4; ++w) {
@@ -274,8 +360,9 @@ GRAID_HD inline void run_lane_bytes(const KernelStripe& s, const GfTables& t, st
     if (s.p_in != nullptr) sp ^= s.p_in[o];
     if (s.q_in != nullptr) sq ^= s.q_in[o];
     for (unsigned r = 0; r < s.rows; ++r) {
-      const std::uint8_t v = static_cast<std::uint8_t>(gf_mul_byte<M>(t, s.coef[r][0], sp) ^
-                                                       gf_mul_byte<M>(t, s.coef[r][1], sq));
+      const std::uint8_t v =
+          static_cast<std::uint8_t>(gf_mul_byte<M>(t, s.coef[r][0], sp, s.nibble[r][0]) ^
+                                    gf_mul_byte<M>(t, s.coef[r][1], sq, s.nibble[r][1]));
       if (s.flags & kCompare) {
         if (s.out[r][o] != v) *mismatch = 1;
       } else {
@@ -313,19 +400,27 @@ GRAID_HD inline std::uint32_t stripe_of_tile(const KernelBatch& b, std::uint64_t
   return lo;
 }
 
+// What thread `lane` (< kTileLanes) does for tile `tile_in_stripe` of `stripe` (wherever the
+// descriptor was read from: the GPU kernel copies it into shared memory once per block and tile).
+template <GfMul M>
+GRAID_HD inline void run_stripe_lane(const KernelStripe& stripe, const GfTables& t,
+                                     std::uint64_t tile_in_stripe, std::uint32_t lane,
+                                     std::uint32_t* mismatch) {
+  const std::uint64_t offset =
+      tile_in_stripe * kTileBytes + static_cast<std::uint64_t>(lane) * kLaneBytes;
+  if (offset >= stripe.len) return;
+  const std::uint64_t left = stripe.len - offset;
+  const std::uint32_t width = left < kLaneBytes ? static_cast<std::uint32_t>(left) : kLaneBytes;
+  run_lane<M>(stripe, t, offset, width, mismatch);
+}
+
 // What thread `lane` (< kTileLanes) of the block working on `tile` does. REQUIRES: tile <
 // b.tile_count. `t` is only read with GfMul::kLogExp.
 template <GfMul M = GfMul::kLogExp>
 GRAID_HD inline void run_tile_lane(const KernelBatch& b, const GfTables& t, std::uint64_t tile,
                                    std::uint32_t lane) {
   const std::uint32_t s = stripe_of_tile(b, tile);
-  const KernelStripe& stripe = b.stripes[s];
-  const std::uint64_t offset =
-      (tile - b.tile_begin[s]) * kTileBytes + static_cast<std::uint64_t>(lane) * kLaneBytes;
-  if (offset >= stripe.len) return;
-  const std::uint64_t left = stripe.len - offset;
-  const std::uint32_t width = left < kLaneBytes ? static_cast<std::uint32_t>(left) : kLaneBytes;
-  run_lane<M>(stripe, t, offset, width, &b.mismatch[s]);
+  run_stripe_lane<M>(b.stripes[s], t, tile - b.tile_begin[s], lane, &b.mismatch[s]);
 }
 
 }  // namespace graid::kernels

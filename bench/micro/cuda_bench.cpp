@@ -1,7 +1,7 @@
 // GPU parity benchmarks: the cuda backend beside the cpu backend, every figure as a ratio to a
 // baseline measured on the same machine in the same run.
 //
-//   cuda_bench                                   # everything, ~2-3 minutes on an H200
+//   cuda_bench                                   # everything (estimated ~40 s on an H200)
 //   cuda_bench --benchmark_filter='kernel/'      # kernel-only part
 //   cuda_bench --benchmark_out=x.json --benchmark_out_format=json
 //
@@ -11,11 +11,17 @@
 // What is measured:
 //   baseline/d2d     cudaMemcpy device->device of 256 MiB; GB/s counts bytes read + written.
 //   baseline/h2d     cudaMemcpy from pinned host memory to the device, 256 MiB.
+//   baseline/h2d_pieces:64K  the same 256 MiB as separate 64 KiB cudaMemcpyAsync calls: the
+//                    summary's "h2d cost per 64 KiB copy" is its extra device time per copy over
+//                    the single copy (what chunks that do not merge cost the copy engine).
 //   kernel/...       the parity kernel alone on device-resident stripes (~256 MiB of chunks per
 //                    launch), CUDA-event timed. GBps = bytes the kernel reads + writes per second;
-//                    ratio_d2d = GBps / baseline d2d GB/s (target >= 0.8, DESIGN.md §4).
+//                    ratio_d2d = GBps / baseline d2d GB/s (target >= 0.8, DESIGN.md §4);
+//                    ratio_peak = GBps / the peak DRAM bandwidth from the device attributes
+//                    (2 x memory clock x bus width), beside it.
 //                    kernel/rec2_pq_bitserial/...: the same reconstruct with the table-free
-//                    constant multiply (GfMul::kBitSerial) instead of log/exp in shared memory.
+//                    constant multiply (GfMul::kBitSerial) instead of log/exp in shared memory;
+//                    kernel/rec2_pq_nibble/...: per-constant nibble tables with byte permutes.
 //   e2e/cuda/...     ParityBackend::execute() on stripes in registered (pinned) host memory:
 //                    copies in, kernel, copies out, wait. Wall time. in_GBps = input bytes moved
 //                    to the device per second; ratio_h2d = in_GBps / baseline h2d GB/s (target
@@ -74,6 +80,7 @@ const std::size_t kHostPoolBytes = (bench_mib() << 20) / 4 * 5;
 struct Baselines {
   double d2d_gbps = 0;
   double h2d_gbps = 0;
+  double peak_gbps = 0;  // CudaDeviceInfo::peak_memory_gbps(); 0 when not reported
 };
 
 // The end-to-end contenders: the cpu backend, and the cuda backend three ways.
@@ -191,11 +198,35 @@ void baseline_h2d(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBaselineBytes));
 }
 
+// 64 KiB pieces: the engine's chunk size, the pieces a batch's copies come in when they do not
+// merge.
+void baseline_h2d_pieces(benchmark::State& state) {
+  Shared& s = shared();
+  constexpr std::size_t kPiece = 65536;
+  for (auto _ : state) {
+    Result<double> t = s.device->time_h2d_pieces(kBaselineBytes, kPiece, 3);
+    if (!t.is_ok()) {
+      state.SkipWithError(t.status().to_string().c_str());
+      return;
+    }
+    state.SetIterationTime(*t);
+    const double pieces = static_cast<double>((kBaselineBytes + kPiece - 1) / kPiece);
+    const double one = static_cast<double>(kBaselineBytes) / (s.base.h2d_gbps * 1e9);
+    state.counters["us_per_copy_over_one"] = (*t - one) / pieces * 1e6;
+    s.summary["h2d cost per 64 KiB copy over one 256 MiB copy, us"] = (*t - one) / pieces * 1e6;
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kBaselineBytes));
+}
+
 // `gf`: how the kernel multiplies by reconstruct's constants (names end in _bitserial for
-// GfMul::kBitSerial; encode and verify do not multiply by constants, so only rec2 differs).
+// GfMul::kBitSerial, _nibble for kNibble; encode and verify do not multiply by constants, so only
+// rec2 differs).
 std::string kernel_name(Op op, std::uint32_t k, std::size_t len, kernels::GfMul gf) {
   return fmt::format("kernel/{}{}/k:{}/chunk:{}K", op_name(op),
-                     gf == kernels::GfMul::kBitSerial ? "_bitserial" : "", k, len / 1024);
+                     gf == kernels::GfMul::kBitSerial ? "_bitserial"
+                     : gf == kernels::GfMul::kNibble  ? "_nibble"
+                                                      : "",
+                     k, len / 1024);
 }
 
 void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t len,
@@ -227,6 +258,10 @@ void kernel_only(benchmark::State& state, Op op, std::uint32_t k, std::size_t le
   state.counters["ratio_d2d"] = gbps / s.base.d2d_gbps;
   state.counters["stripes"] = stripes;
   s.summary[kernel_name(op, k, len, gf) + " ratio_d2d"] = gbps / s.base.d2d_gbps;
+  if (s.base.peak_gbps > 0) {
+    state.counters["ratio_peak"] = gbps / s.base.peak_gbps;
+    s.summary[kernel_name(op, k, len, gf) + " ratio_peak"] = gbps / s.base.peak_gbps;
+  }
 }
 
 // `batch` stripes of the op's shape, laid out in the registered pool (coloured like the engine's
@@ -331,12 +366,14 @@ void register_all() {
   Shared& s = shared();
   benchmark::RegisterBenchmark("baseline/d2d", baseline_d2d)->UseManualTime()->Iterations(3);
   benchmark::RegisterBenchmark("baseline/h2d", baseline_h2d)->UseManualTime()->Iterations(3);
+  benchmark::RegisterBenchmark("baseline/h2d_pieces:64K", baseline_h2d_pieces)
+      ->UseManualTime()
+      ->Iterations(2);
   using kernels::GfMul;
-  const std::pair<Op, GfMul> kernel_cases[] = {{Op::kEncP, GfMul::kLogExp},
-                                               {Op::kEncPQ, GfMul::kLogExp},
-                                               {Op::kRec2, GfMul::kLogExp},
-                                               {Op::kRec2, GfMul::kBitSerial},
-                                               {Op::kVerifyPQ, GfMul::kLogExp}};
+  const std::pair<Op, GfMul> kernel_cases[] = {
+      {Op::kEncP, GfMul::kLogExp}, {Op::kEncPQ, GfMul::kLogExp},
+      {Op::kRec2, GfMul::kLogExp}, {Op::kRec2, GfMul::kBitSerial},
+      {Op::kRec2, GfMul::kNibble}, {Op::kVerifyPQ, GfMul::kLogExp}};
   for (const auto& [op, gf] : kernel_cases) {
     for (std::uint32_t k : {4u, 8u, 16u}) {
       for (std::size_t len : {std::size_t{4096}, std::size_t{65536}, std::size_t{1} << 20}) {
@@ -419,8 +456,9 @@ void print_summary() {
   Shared& s = shared();
   std::printf("\n== cuda_bench summary (%s, %s) ==\n", s.device->info().name.c_str(),
               s.device->info().pci_bus_id.c_str());
-  std::printf("baseline d2d %.1f GB/s (read+write), h2d %.1f GB/s\n", s.base.d2d_gbps,
-              s.base.h2d_gbps);
+  std::printf("baseline d2d %.1f GB/s (read+write; %.3f of peak %.1f GB/s), h2d %.1f GB/s\n",
+              s.base.d2d_gbps, s.base.peak_gbps > 0 ? s.base.d2d_gbps / s.base.peak_gbps : 0.0,
+              s.base.peak_gbps, s.base.h2d_gbps);
   for (const auto& [name, value] : s.summary)
     std::printf("%-60s %8.3f\n", name.c_str(), value);
   for (const char* op : {"enc_p", "enc_pq", "rec2_pq"}) {
@@ -489,12 +527,14 @@ int run(int argc, char** argv) {
   }
   s.base.d2d_gbps = 2.0 * kBaselineBytes / *d2d / 1e9;
   s.base.h2d_gbps = static_cast<double>(kBaselineBytes) / *h2d / 1e9;
+  s.base.peak_gbps = s.device->info().peak_memory_gbps();
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("gpu", s.device->info().name);
   benchmark::AddCustomContext("baseline_d2d_GBps", fmt::format("{:.1f}", s.base.d2d_gbps));
   benchmark::AddCustomContext("baseline_h2d_GBps", fmt::format("{:.1f}", s.base.h2d_gbps));
+  benchmark::AddCustomContext("peak_memory_GBps", fmt::format("{:.1f}", s.base.peak_gbps));
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -15,6 +15,14 @@
 #include <cstddef>
 
 #define GRAID_FAKE_CUDA_RUNTIME 1
+// The runtime version the fake stands for. GRAID_FAKE_CUDART_VERSION picks another, for
+// compile checks of the code paths of older toolkits (tests/fake_cuda/CMakeLists.txt): 12080
+// (12.8 and 12.9: cudaMemcpyBatchAsync takes a failIdx) or below 12080 (no batched copy at all).
+#ifdef GRAID_FAKE_CUDART_VERSION
+#define CUDART_VERSION GRAID_FAKE_CUDART_VERSION
+#else
+#define CUDART_VERSION 13000
+#endif
 
 enum cudaError_t {
   cudaSuccess = 0,
@@ -45,6 +53,7 @@ enum cudaDeviceAttr {
   cudaDevAttrCanUseHostPointerForRegisteredMem = 91,
 };
 
+#if CUDART_VERSION >= 12080
 enum cudaMemcpySrcAccessOrder {
   cudaMemcpySrcAccessOrderInvalid = 0,
   cudaMemcpySrcAccessOrderStream = 1,
@@ -63,6 +72,8 @@ struct cudaMemcpyAttributes {
   cudaMemLocation dstLocHint;
   unsigned int flags;
 };
+
+#endif  // CUDART_VERSION >= 12080
 
 struct cudaDeviceProp {
   char name[256];
@@ -86,7 +97,9 @@ inline constexpr unsigned cudaHostRegisterMapped = 0x02;
 
 const char* cudaGetErrorName(cudaError_t e);
 const char* cudaGetErrorString(cudaError_t e);
+// Per thread, as in the real runtime: every failing call sets it; Get returns and clears it.
 cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
 
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
@@ -109,6 +122,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaEventCreate(cudaEvent_t* e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
@@ -120,7 +134,13 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcp
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind);
 cudaError_t cudaMemset(void* p, int value, std::size_t n);
 cudaError_t cudaMemsetAsync(void* p, int value, std::size_t n, cudaStream_t s);
+#if CUDART_VERSION >= 13000
 cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs,
                                  const std::size_t* sizes, std::size_t count,
                                  cudaMemcpyAttributes* attrs, std::size_t* attrs_idxs,
                                  std::size_t num_attrs, cudaStream_t s);
+#elif CUDART_VERSION >= 12080
+cudaError_t cudaMemcpyBatchAsync(void** dsts, void** srcs, std::size_t* sizes, std::size_t count,
+                                 cudaMemcpyAttributes* attrs, std::size_t* attrs_idxs,
+                                 std::size_t num_attrs, std::size_t* fail_idx, cudaStream_t s);
+#endif

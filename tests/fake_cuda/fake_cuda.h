@@ -10,6 +10,7 @@ struct Knobs {
   int devices = 1;                   // 0: cudaGetDeviceCount says cudaErrorNoDevice
   bool batch_copy_supported = true;  // false: cudaMemcpyBatchAsync -> cudaErrorNotSupported
   std::size_t device_memory = std::size_t{4} << 30;  // cudaMalloc beyond this in total: OOM
+  bool refuse_host_register = false;  // true: cudaHostRegister -> cudaErrorNotSupported
 };
 
 struct Counters {

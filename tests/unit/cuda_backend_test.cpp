@@ -27,6 +27,7 @@
 #include "parity/stripe_buffers.h"
 #ifdef GRAID_FAKE_CUDA
 #include "fake_cuda.h"
+#include "kernels/cuda_bench_support.h"
 #endif
 
 namespace graid {
@@ -282,16 +283,25 @@ TEST_F(CudaMapped, MappedMemoryBatchesMatchRef) {
   EXPECT_EQ(backend_->stats().cpu_batches, 0u);
 }
 
-class CudaBitSerial : public CudaDevice {
+// The backend with another constant multiply than the default log/exp tables.
+template <kernels::GfMul M>
+class CudaGfMul : public CudaDevice {
   CudaBackendOptions options() override {
     CudaBackendOptions o;
-    o.gf_mul = kernels::GfMul::kBitSerial;
+    o.gf_mul = M;
     return o;
   }
 };
+using CudaBitSerial = CudaGfMul<kernels::GfMul::kBitSerial>;
+using CudaNibble = CudaGfMul<kernels::GfMul::kNibble>;
 
 TEST_F(CudaBitSerial, TableFreeMultiplyBatchesMatchRef) {
   random_batches(*backend_, 12, 5);
+  EXPECT_EQ(backend_->stats().cpu_batches, 0u);
+}
+
+TEST_F(CudaNibble, NibbleTableMultiplyBatchesMatchRef) {
+  random_batches(*backend_, 12, 6);
   EXPECT_EQ(backend_->stats().cpu_batches, 0u);
 }
 
@@ -622,6 +632,36 @@ TEST(CudaFake, PackedChunksMergeIntoOneCopy) {
     EXPECT_TRUE(matches_ref(*c));
   }
   b->reset();
+}
+
+// A refused registration is tolerated by design (the chunks are staged instead), but the runtime
+// also keeps it as the thread's last error: read after the next launch, it made a healthy device
+// look dead for good.
+TEST(CudaFake, RefusedRegistrationDoesNotKillTheDevice) {
+  auto b = make_cuda_backend();
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  Result<AlignedBuffer> buf = AlignedBuffer::allocate(std::size_t{1} << 20, 4096);
+  ASSERT_TRUE(buf.is_ok());
+  {
+    KnobsFor knobs({.refuse_host_register = true});
+    EXPECT_FALSE((*b)->add_region(buf->span()).is_ok());
+  }
+  random_batches(**b, 3, 41);
+  EXPECT_FALSE((*b)->dead()) << "a refused registration is not a device failure";
+  const CudaBackendStats st = (*b)->stats();
+  EXPECT_EQ(st.cpu_batches, 0u);
+  EXPECT_EQ(st.device_batches, 3u);
+}
+
+// cuda_bench's set-up must be on the device before its first timed launch: the fake tracks stream
+// order and reports a launch that reads memory written on a stream it does not wait for (the
+// set-up once went on the legacy default stream, the launches on a non-blocking one).
+TEST(CudaFake, BenchBatchIsUploadedBeforeItsFirstLaunch) {
+  Result<std::unique_ptr<kernels::CudaBenchDevice>> d = kernels::CudaBenchDevice::open();
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  ASSERT_TRUE((*d)->prepare_batch(ParityOp::kEncode, ParityScheme::kPQ, 4, 65536, 8).is_ok());
+  ASSERT_TRUE((*d)->time_kernel(2).is_ok());
+  EXPECT_EQ(fake_cuda::take_violations(), "");
 }
 
 TEST(CudaFake, OutOfDeviceMemoryRunsThatBatchOnTheCpuOnly) {

@@ -121,31 +121,40 @@ TEST(KernelGf, TablesMatchTheEngineField) {
     ASSERT_EQ(kHostGfTables.log[a], gf256::log(static_cast<std::uint8_t>(a))) << a;
 }
 
+// Whether `mul` (the four bytes of a word times the constant c) matches the engine's byte
+// multiply for every byte value. Four different bytes per word, so a mix-up between byte lanes
+// shows; `salt` varies the other three bytes between the forms checked.
+template <typename Mul>
+::testing::AssertionResult word_multiply_matches(std::uint8_t c, Mul&& mul, unsigned salt) {
+  for (unsigned a = 0; a < 256; ++a) {
+    const std::uint32_t v = a | (((a ^ salt) & 0xffu) << 8) | (((a * (salt | 1u)) & 0xffu) << 16) |
+                            (((a + salt) & 0xffu) << 24);
+    const std::uint32_t got = mul(v);
+    for (unsigned b = 0; b < 4; ++b) {
+      const auto byte = static_cast<std::uint8_t>(v >> (8 * b));
+      if (static_cast<std::uint8_t>(got >> (8 * b)) != gf256::mul(c, byte)) {
+        return ::testing::AssertionFailure() << "c=" << unsigned{c} << " a=" << a << " lane " << b;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(KernelGf, WordMultipliesMatchByteMultiplies) {
   for (unsigned c = 0; c < 256; ++c) {
     const auto cc = static_cast<std::uint8_t>(c);
     const unsigned log_c = kHostGfTables.log[cc];
-    for (unsigned a = 0; a < 256; a += 1) {
-      // Four different bytes per word, so a mix-up between byte lanes shows.
-      const std::uint32_t v =
-          a | ((a ^ 0x5au) << 8) | (((a * 7u) & 0xffu) << 16) | (((255u - a) & 0xffu) << 24);
-      const std::uint32_t got = gf_mul_x4(kHostGfTables, v, cc, log_c);
-      for (unsigned b = 0; b < 4; ++b) {
-        const auto byte = static_cast<std::uint8_t>(v >> (8 * b));
-        ASSERT_EQ(static_cast<std::uint8_t>(got >> (8 * b)), gf256::mul(cc, byte))
-            << "c=" << c << " a=" << a << " lane " << b;
-      }
-    }
-    for (unsigned a = 0; a < 256; a += 1) {
-      const std::uint32_t v =
-          a | ((a ^ 0xa5u) << 8) | (((a * 13u) & 0xffu) << 16) | (((a + 77u) & 0xffu) << 24);
-      const std::uint32_t got = gf_mul_x4_bitserial(v, cc);
-      for (unsigned b = 0; b < 4; ++b) {
-        const auto byte = static_cast<std::uint8_t>(v >> (8 * b));
-        ASSERT_EQ(static_cast<std::uint8_t>(got >> (8 * b)), gf256::mul(cc, byte))
-            << "bit-serial c=" << c << " a=" << a << " lane " << b;
-      }
-    }
+    ASSERT_TRUE(word_multiply_matches(
+        cc, [&](std::uint32_t v) { return gf_mul_x4(kHostGfTables, v, cc, log_c); }, 0x5a))
+        << "log/exp";
+    ASSERT_TRUE(word_multiply_matches(
+        cc, [&](std::uint32_t v) { return gf_mul_x4_bitserial(v, cc); }, 0xa5))
+        << "bit-serial";
+    std::uint32_t nib[8];
+    make_nibble_table(cc, nib);
+    ASSERT_TRUE(word_multiply_matches(
+        cc, [&](std::uint32_t v) { return gf_mul_x4_nibble(nib, v); }, 0x3c))
+        << "nibble";
     const auto x = static_cast<std::uint8_t>(c);
     ASSERT_EQ(gf_mul2(x), gf256::mul(2, x)) << c;
     ASSERT_EQ(gf_mul(kHostGfTables, x, 0x8e), gf256::mul(x, 0x8e)) << c;
@@ -395,9 +404,12 @@ TEST_P(KernelBodies, InvalidJobFailsTheBatchBeforeAnyWrite) {
 // ---- descriptor and indexing -----------------------------------------------------------------
 
 std::string gf_name(const ::testing::TestParamInfo<GfMul>& p) {
-  return p.param == GfMul::kLogExp ? "LogExp" : "BitSerial";
+  return p.param == GfMul::kLogExp      ? "LogExp"
+         : p.param == GfMul::kBitSerial ? "BitSerial"
+                                        : "Nibble";
 }
-INSTANTIATE_TEST_SUITE_P(Gf, KernelBodies, ::testing::Values(GfMul::kLogExp, GfMul::kBitSerial),
+INSTANTIATE_TEST_SUITE_P(Gf, KernelBodies,
+                         ::testing::Values(GfMul::kLogExp, GfMul::kBitSerial, GfMul::kNibble),
                          gf_name);
 
 TEST(KernelDescriptor, TilesMapToTheirStripes) {
