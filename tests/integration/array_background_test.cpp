@@ -13,6 +13,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
+std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937_64 rng(seed);
+  for (auto& b : v)
+    b = static_cast<std::byte>(rng());
+  return v;
+}
+
 // A page-aligned copy of `bytes` for I/O.
 AlignedBuffer aligned(std::span<const std::byte> bytes) {
   AlignedBuffer buf = std::move(*AlignedBuffer::allocate(bytes.size(), 4096));
@@ -49,6 +57,63 @@ class ArrayBackgroundTest : public ::testing::Test {
   std::shared_ptr<MetadataGate> gate_ = std::make_shared<MetadataGate>();
   std::unique_ptr<ParityBackend> parity_;
 };
+
+TEST_F(ArrayBackgroundTest, AMemberHungInAMetadataWriteIsFailedAfterTheTimeout) {
+  ArrayOptions o = options();
+  o.metadata_timeout = 300ms;
+  auto array = make(RaidLevel::kRaid5, 4, /*gated=*/2, o);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  auto ctx = std::move(*IoContext::create(64));
+  auto queue = std::move(*(*array)->attach(*ctx));
+  const std::uint32_t stripe_bytes = 3 * 4096;
+  // Region 0's bit is set now; writes there need no metadata I/O.
+  auto first = aligned(pattern(stripe_bytes, 1));
+  ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, stripe_bytes, first.data()).is_ok());
+
+  // Member 2 hangs in every metadata write and flush from now on (5 s at most, so the test
+  // ends on a build without the timeout too).
+  gate_->arm([](std::uint64_t) { return true; }, SIZE_MAX, 5s);
+  std::atomic<bool> stalled_write_done{false};
+  std::atomic<std::uint64_t> served_meanwhile{0};
+  std::thread other([&] {
+    // Another thread keeps writing region 0 while this thread's write waits on member 2.
+    auto other_ctx = std::move(*IoContext::create(64));
+    auto other_queue = std::move(*(*array)->attach(*other_ctx));
+    auto data = aligned(pattern(stripe_bytes, 2));
+    ASSERT_TRUE(gate_->wait_for_held(1, 5s));
+    while (!stalled_write_done.load()) {
+      ASSERT_TRUE(run_one(*other_queue, IoKind::kWrite, 0, stripe_bytes, data.data()).is_ok());
+      if (gate_->held() > 0) ++served_meanwhile;
+    }
+  });
+  // Region 2 (member bytes from 2 MiB) is clear: its first write updates the bitmap.
+  const std::uint64_t at = 2 * 3 * (1u << 20);
+  auto data = aligned(pattern(stripe_bytes, 3));
+  const auto start = std::chrono::steady_clock::now();
+  Status st = run_one(*queue, IoKind::kWrite, at, stripe_bytes, data.data());
+  const auto took = std::chrono::steady_clock::now() - start;
+  stalled_write_done = true;
+  other.join();
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 3s) << "the write waited for the hung member, not for the timeout";
+  EXPECT_GT(served_meanwhile.load(), 0u) << "other threads stopped while a member hung";
+  EXPECT_EQ((*array)->member_health(2), MemberHealth::kFailed);
+  EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
+  // The array serves on without member 2 (reads of its strips are reconstructed).
+  auto back = aligned(std::vector<std::byte>(stripe_bytes));
+  ASSERT_TRUE(run_one(*queue, IoKind::kRead, at, stripe_bytes, back.data()).is_ok());
+  EXPECT_EQ(std::memcmp(back.data(), data.data(), stripe_bytes), 0);
+  EXPECT_EQ(gate_->held(), 1u);  // the bitmap page write, still inside member 2
+
+  queue.reset();
+  EXPECT_TRUE((*array)->stop().is_ok());
+  array->reset();
+  // The hung write returns after the array is gone: its device and buffer must still be alive
+  // (ASan reports it otherwise), and it must not wedge anything.
+  gate_->open();
+  EXPECT_TRUE(gate_->wait_for_returned(1, 5s));
+}
 
 // Writers on two threads hammer the first stripes while the check runs again and again: every
 // check must see each stripe either before or after a write, never half done.

@@ -183,6 +183,9 @@ struct ArrayOptions {
   // Flushes clear write-intent bits of idle regions at most this often (each clear writes and
   // flushes bitmap pages); after a crash only regions written since their last clear re-sync.
   std::chrono::milliseconds bitmap_clear_interval{500};
+  // A member that takes longer than this over one superblock or write-intent bitmap update
+  // (write + flush, all members in parallel) is failed, so a hung drive cannot stall the array.
+  std::chrono::milliseconds metadata_timeout{30000};
 };
 
 class Array {
