@@ -1,6 +1,9 @@
 // Metadata I/O on every member at once. See metadata_io.h for the design and the lifetime rule.
 #include "meta/metadata_io.h"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -33,7 +36,17 @@ struct Job {
 class Pool : public std::enable_shared_from_this<Pool> {
  public:
   static Pool& instance() {
-    static const std::shared_ptr<Pool> pool = std::make_shared<Pool>();
+    static const std::shared_ptr<Pool> pool = [] {
+      auto p = std::make_shared<Pool>();
+      // fork() copies the pool's counts and queue but none of its threads: the child starts
+      // with an empty pool (and a mutex no worker can be holding: prepare takes it). Idle
+      // workers wait on an atomic (a futex), not a condition variable: glibc's condition
+      // variables can block a signal or destroy on waiters that, in a child, do not exist.
+      // (Forking while an update is in flight is not supported.)
+      ::pthread_atfork([] { instance().mutex_.lock(); }, [] { instance().mutex_.unlock(); },
+                       [] { instance().reset_in_child(); });
+      return p;
+    }();
     return *pool;
   }
 
@@ -51,7 +64,15 @@ class Pool : public std::enable_shared_from_this<Pool> {
       }
       ++threads_;
     }
-    work_cv_.notify_all();
+    work_seq_.fetch_add(1);
+    work_seq_.notify_all();
+  }
+
+  void reset_in_child() {
+    queue_.clear();
+    threads_ = 0;
+    busy_ = 0;
+    mutex_.unlock();
   }
 
   std::size_t threads() {
@@ -63,12 +84,22 @@ class Pool : public std::enable_shared_from_this<Pool> {
   void work() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      work_cv_.wait(lock, [&] { return !queue_.empty(); });
+      while (queue_.empty()) {
+        const std::uint32_t seen = work_seq_.load();
+        lock.unlock();
+        work_seq_.wait(seen);  // returns at once if submit() bumped it since
+        lock.lock();
+      }
       Job job = std::move(queue_.front());
       queue_.pop_front();
       ++busy_;
       lock.unlock();
       Status st = (*job.op)(*job.member, job.index);
+      // Idle again before the caller can see the result: a caller that starts its next update at
+      // once then finds this worker free and starts no thread.
+      lock.lock();
+      --busy_;
+      lock.unlock();
       {
         std::lock_guard batch_lock(job.batch->mutex);
         job.batch->results[job.index] = std::move(st);
@@ -78,15 +109,14 @@ class Pool : public std::enable_shared_from_this<Pool> {
       }
       job = {};  // drop the member, buffers and batch before idling
       lock.lock();
-      --busy_;
     }
   }
 
   std::mutex mutex_;
-  std::condition_variable work_cv_;
-  std::deque<Job> queue_;    // GUARDED_BY(mutex_)
-  std::size_t threads_ = 0;  // GUARDED_BY(mutex_)
-  std::size_t busy_ = 0;     // GUARDED_BY(mutex_)
+  std::atomic<std::uint32_t> work_seq_{0};  // bumped by every submit()
+  std::deque<Job> queue_;                   // GUARDED_BY(mutex_)
+  std::size_t threads_ = 0;                 // GUARDED_BY(mutex_)
+  std::size_t busy_ = 0;                    // GUARDED_BY(mutex_)
 };
 
 }  // namespace
