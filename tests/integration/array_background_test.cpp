@@ -13,14 +13,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
-  std::vector<std::byte> v(n);
-  std::mt19937_64 rng(seed);
-  for (auto& b : v)
-    b = static_cast<std::byte>(rng());
-  return v;
-}
-
 // A page-aligned copy of `bytes` for I/O.
 AlignedBuffer aligned(std::span<const std::byte> bytes) {
   AlignedBuffer buf = std::move(*AlignedBuffer::allocate(bytes.size(), 4096));
@@ -67,7 +59,7 @@ TEST_F(ArrayBackgroundTest, AMemberHungInAMetadataWriteIsFailedAfterTheTimeout) 
   auto queue = std::move(*(*array)->attach(*ctx));
   const std::uint32_t stripe_bytes = 3 * 4096;
   // Region 0's bit is set now; writes there need no metadata I/O.
-  auto first = aligned(pattern(stripe_bytes, 1));
+  auto first = aligned(random_bytes(stripe_bytes, 1));
   ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, stripe_bytes, first.data()).is_ok());
 
   // Member 2 hangs in every metadata write and flush from now on (5 s at most, so the test
@@ -79,7 +71,7 @@ TEST_F(ArrayBackgroundTest, AMemberHungInAMetadataWriteIsFailedAfterTheTimeout) 
     // Another thread keeps writing region 0 while this thread's write waits on member 2.
     auto other_ctx = std::move(*IoContext::create(64));
     auto other_queue = std::move(*(*array)->attach(*other_ctx));
-    auto data = aligned(pattern(stripe_bytes, 2));
+    auto data = aligned(random_bytes(stripe_bytes, 2));
     ASSERT_TRUE(gate_->wait_for_held(1, 5s));
     while (!stalled_write_done.load()) {
       ASSERT_TRUE(run_one(*other_queue, IoKind::kWrite, 0, stripe_bytes, data.data()).is_ok());
@@ -88,7 +80,7 @@ TEST_F(ArrayBackgroundTest, AMemberHungInAMetadataWriteIsFailedAfterTheTimeout) 
   });
   // Region 2 (member bytes from 2 MiB) is clear: its first write updates the bitmap.
   const std::uint64_t at = 2 * 3 * (1u << 20);
-  auto data = aligned(pattern(stripe_bytes, 3));
+  auto data = aligned(random_bytes(stripe_bytes, 3));
   const auto start = std::chrono::steady_clock::now();
   Status st = run_one(*queue, IoKind::kWrite, at, stripe_bytes, data.data());
   const auto took = std::chrono::steady_clock::now() - start;

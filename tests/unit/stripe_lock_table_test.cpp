@@ -37,6 +37,15 @@ struct Grant final : Task {
   }
 };
 
+// An I/O-side waiter for `stripe` whose grant runs on `ctx`.
+StripeLockTable::Waiter io_waiter(std::uint64_t stripe, IoContext& ctx, Grant& grant) {
+  StripeLockTable::Waiter w;
+  w.stripe = stripe;
+  w.home = &ctx;
+  w.grant = &grant;
+  return w;
+}
+
 // Polls `ctx` until `done` (or 5 s pass).
 template <typename Pred>
 bool poll_until(IoContext& ctx, Pred done) {
@@ -58,10 +67,7 @@ TEST(StripeRangeLock, WaitsForAStripeHolderAndThenExcludesStripeWaiters) {
   StripeLockTable table;
   auto ctx = std::move(*IoContext::create(8));
   Grant io_grant;
-  StripeLockTable::Waiter io;
-  io.stripe = 5;
-  io.home = ctx.get();
-  io.grant = &io_grant;
+  StripeLockTable::Waiter io = io_waiter(5, *ctx, io_grant);
   ASSERT_TRUE(table.acquire(io));
 
   std::atomic<bool> locked{false};
@@ -83,10 +89,7 @@ TEST(StripeRangeLock, WaitsForAStripeHolderAndThenExcludesStripeWaiters) {
 
   // Now an I/O waiter on a stripe of the window queues behind the job...
   Grant io2_grant;
-  StripeLockTable::Waiter io2;
-  io2.stripe = 3;
-  io2.home = ctx.get();
-  io2.grant = &io2_grant;
+  StripeLockTable::Waiter io2 = io_waiter(3, *ctx, io2_grant);
   EXPECT_FALSE(table.acquire(io2));
   ctx->poll(false);
   EXPECT_FALSE(io2_grant.ran.load());
@@ -113,11 +116,8 @@ TEST(StripeRangeLock, HandsOverInArrivalOrder) {
     g->log = &log;
     g->name = name;
   }
-  StripeLockTable::Waiter w1, w2;
-  w1.stripe = w2.stripe = 2;
-  w1.home = w2.home = ctx.get();
-  w1.grant = &g1;
-  w2.grant = &g2;
+  StripeLockTable::Waiter w1 = io_waiter(2, *ctx, g1);
+  StripeLockTable::Waiter w2 = io_waiter(2, *ctx, g2);
   EXPECT_FALSE(table.acquire(w1));  // first in line
   std::atomic<bool> b_locked{false};
   std::thread job_b([&] {
@@ -175,10 +175,7 @@ TEST(StripeRangeLock, OverlappingJobsAndStripeHoldersNeverDeadlockOrShare) {
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 2000; ++i) {
       Grant g;
-      StripeLockTable::Waiter w;
-      w.stripe = rng() % kStripes;
-      w.home = ctx.get();
-      w.grant = &g;
+      StripeLockTable::Waiter w = io_waiter(rng() % kStripes, *ctx, g);
       if (!table.acquire(w)) {
         while (!g.ran.load())
           ctx->poll(true);
