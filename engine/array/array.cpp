@@ -5,6 +5,7 @@
 
 #include "array/array_queue_impl.h"
 #include "array/consistency.h"
+#include "array/superblock_io.h"
 
 namespace graid {
 
@@ -105,11 +106,10 @@ Result<std::unique_ptr<ArrayQueue>> Array::attach(IoContext& ctx) {
 
 Status Array::stop() {
   State& s = *state_;
-  for (std::uint32_t m = 0; m < s.members.size(); ++m) {
-    if (s.is_failed(m)) continue;
-    Status st = s.members[m]->flush_sync();
-    if (!st) {
-      Status fs = s.fail_member(m, st.to_string());
+  const std::vector<Status> flushed = flush_members(live_members(s), s.metadata_timeout);
+  for (std::uint32_t m = 0; m < flushed.size(); ++m) {
+    if (!flushed[m]) {
+      Status fs = s.fail_member(m, flushed[m].to_string());
       (void)fs;
     }
   }

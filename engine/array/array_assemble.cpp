@@ -114,6 +114,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   state->async_parity = options.async_parity;
   state->host_memory = options.host_memory;
   state->bitmap_clear_interval = options.bitmap_clear_interval;
+  state->metadata_timeout = options.metadata_timeout;
   state->data_offset = sb.data_offset;
   state->data_size = sb.data_size;
   state->capacity = geometry->data_capacity(sb.data_size);
@@ -201,12 +202,13 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   state->read_errors.emplace(n, options.max_read_errors);
 
   if (sb.level != RaidLevel::kRaid0) {
-    auto ptrs = live_pointers(*state);
+    const auto live = live_members(*state);
     meta::BitmapParams params;
     params.array_uuid = sb.array_uuid.bytes;
+    params.metadata_timeout = state->metadata_timeout;
     params.data_offset = sb.data_offset;
     params.data_size = sb.data_size;
-    auto bitmap = meta::WriteIntentBitmap::load(ptrs, params);
+    auto bitmap = meta::WriteIntentBitmap::load(live, params);
     if (!bitmap) return bitmap.status();
     state->bitmap.emplace(std::move(*bitmap));
   }
@@ -259,9 +261,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
       rep.resynced_bytes += *synced;
     }
     rep.unsynced_stripes = unsynced;
+    const std::vector<Status> flushed =
+        flush_members(live_members(*state), state->metadata_timeout);
     for (std::uint32_t m = 0; m < n; ++m) {
-      if (state->is_failed(m)) continue;
-      if (Status st = state->members[m]->flush_sync(); !st) {
+      if (const Status& st = flushed[m]; !st) {
         Status fs = state->fail_member(m, fmt::format("flush after re-sync: {}", st.message()));
         (void)fs;
         if (state->array_failed()) return st;

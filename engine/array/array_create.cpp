@@ -69,6 +69,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   state->async_parity = options.async_parity;
   state->host_memory = options.host_memory;
   state->bitmap_clear_interval = options.bitmap_clear_interval;
+  state->metadata_timeout = options.metadata_timeout;
   state->data_offset = data_offset;
   state->data_size = data_size;
   state->capacity = geometry->data_capacity(data_size);
@@ -94,16 +95,18 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   sb.member_uuid = sb.members[0].uuid;
   GRAID_RETURN_IF_ERROR(meta::validate(sb));
   sb.events = 0;  // write_superblocks_locked() makes it 1
-  state->members = std::move(members);
+  state->members.assign(std::make_move_iterator(members.begin()),
+                        std::make_move_iterator(members.end()));
 
   if (create.level != RaidLevel::kRaid0) {
-    auto ptrs = live_pointers(*state);
+    const auto live = live_members(*state);
     meta::BitmapParams params;
     params.array_uuid = sb.array_uuid.bytes;
+    params.metadata_timeout = state->metadata_timeout;
     params.data_offset = data_offset;
     params.data_size = data_size;
     params.region_bytes = create.bitmap_region_bytes;
-    auto bitmap = meta::WriteIntentBitmap::create_fresh(ptrs, params);
+    auto bitmap = meta::WriteIntentBitmap::create_fresh(live, params);
     if (!bitmap) return bitmap.status();
     GRAID_RETURN_IF_ERROR(bitmap->write_all());
     state->bitmap.emplace(std::move(*bitmap));

@@ -46,8 +46,10 @@ struct Array::State {
   void zeroing_refused(MemberOp op, std::uint32_t member, std::int32_t result);
   std::optional<ReadErrorCounts> read_errors;  // corrected read errors per member
 
-  // Indexed by member slot; null where assembly found no device for the slot.
-  std::vector<std::unique_ptr<MemberDevice>> members;
+  // Indexed by member slot; null where assembly found no device for the slot. Shared so that a
+  // metadata write stuck in a hung member keeps its device alive after the array is gone (see
+  // meta/metadata_io.h).
+  std::vector<std::shared_ptr<MemberDevice>> members;
   // 1 = failed. Read on every I/O; written under control_mutex.
   std::unique_ptr<std::atomic<std::uint8_t>[]> failed;
   std::atomic<std::uint32_t> failed_count{0};
@@ -106,6 +108,8 @@ struct Array::State {
   bool begin_bitmap_clear();
   void end_bitmap_clear(bool flushed);
   std::chrono::milliseconds bitmap_clear_interval{500};
+  // How long a member may take over a superblock or bitmap write + flush before it is failed.
+  std::chrono::milliseconds metadata_timeout{30000};
   std::atomic<bool> bitmap_clearing{false};
   std::atomic<std::int64_t> bitmap_cleared_at_ns{0};  // steady clock
 

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "stripe/stripe_range_lock.h"
+
 namespace graid {
 
 namespace {
@@ -198,46 +200,62 @@ Status initialise(Array::State& s, std::uint64_t from) {
   return Status::ok();
 }
 
-Result<std::uint64_t> count_inconsistent_stripes(Array::State& s) {
+namespace {
+
+// Whether one stripe's parity (or every mirror copy) matches its data; false also for a stripe
+// with a failed member (not checkable, so not counted). REQUIRES: the stripe locked.
+Result<bool> stripe_inconsistent(Array::State& s, std::uint64_t stripe, StripeBuffers& bufs) {
   const Geometry& g = s.geometry;
   const std::uint32_t strip = g.strip_bytes();
-  if (g.level() == RaidLevel::kRaid0) return std::uint64_t{0};
-  auto bufs = StripeBuffers::make(g.members(), strip);
-  if (!bufs) return bufs.status();
   const std::uint32_t k = g.data_strips();
-  std::uint64_t bad = 0;
-  for (std::uint64_t stripe = 0; stripe < g.stripes(s.data_size); ++stripe) {
-    const std::uint64_t at = s.device_offset(stripe * strip);
-    if (g.parity_strips() > 0) {
-      bool all_alive = true;
-      for (std::uint32_t c = 0; c < k + g.parity_strips(); ++c) {
-        all_alive &= !s.is_failed(chunk_member(g, stripe, c));
-      }
-      if (!all_alive) continue;
-      for (std::uint32_t c = 0; c < k + g.parity_strips(); ++c) {
-        GRAID_RETURN_IF_ERROR(
-            s.members[chunk_member(g, stripe, c)]->read_sync(at, bufs->chunk[c].span()));
-      }
-      StripeJob job = parity_job(g, *bufs, ParityOp::kVerify);
-      GRAID_RETURN_IF_ERROR(s.parity->execute(std::span(&job, 1)));
-      if (!job.parity_ok) ++bad;
-    } else {
-      bool stripe_bad = false;
-      for (std::uint32_t d = 0; d < k; ++d) {
-        bool have_first = false;
-        for (std::uint32_t c = 0; c < g.copies(); ++c) {
-          const std::uint32_t m = g.data_member(stripe, d, c);
-          if (s.is_failed(m)) continue;
-          AlignedBuffer& dst = have_first ? bufs->chunk[1] : bufs->chunk[0];
-          GRAID_RETURN_IF_ERROR(s.members[m]->read_sync(at, dst.span()));
-          if (have_first && std::memcmp(bufs->chunk[0].data(), dst.data(), strip) != 0) {
-            stripe_bad = true;
-          }
-          have_first = true;
-        }
-      }
-      if (stripe_bad) ++bad;
+  const std::uint64_t at = s.device_offset(stripe * strip);
+  if (g.parity_strips() > 0) {
+    for (std::uint32_t c = 0; c < k + g.parity_strips(); ++c) {
+      if (s.is_failed(chunk_member(g, stripe, c))) return false;
     }
+    for (std::uint32_t c = 0; c < k + g.parity_strips(); ++c) {
+      GRAID_RETURN_IF_ERROR(
+          s.members[chunk_member(g, stripe, c)]->read_sync(at, bufs.chunk[c].span()));
+    }
+    StripeJob job = parity_job(g, bufs, ParityOp::kVerify);
+    GRAID_RETURN_IF_ERROR(s.parity->execute(std::span(&job, 1)));
+    return !job.parity_ok;
+  }
+  bool bad = false;
+  for (std::uint32_t d = 0; d < k; ++d) {
+    bool have_first = false;
+    for (std::uint32_t c = 0; c < g.copies(); ++c) {
+      const std::uint32_t m = g.data_member(stripe, d, c);
+      if (s.is_failed(m)) continue;
+      AlignedBuffer& dst = have_first ? bufs.chunk[1] : bufs.chunk[0];
+      GRAID_RETURN_IF_ERROR(s.members[m]->read_sync(at, dst.span()));
+      if (have_first && std::memcmp(bufs.chunk[0].data(), dst.data(), strip) != 0) bad = true;
+      have_first = true;
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+Result<std::uint64_t> count_inconsistent_stripes(Array::State& s) {
+  const Geometry& g = s.geometry;
+  if (g.level() == RaidLevel::kRaid0) return std::uint64_t{0};
+  auto bufs = StripeBuffers::make(g.members(), g.strip_bytes());
+  if (!bufs) return bufs.status();
+  // Window by window under stripe locks, so no write is half done on a stripe being read (a
+  // read between a write's data and parity updates would see a false mismatch).
+  StripeRangeLock window(s.locks);
+  const std::uint64_t stripes = g.stripes(s.data_size);
+  std::uint64_t bad = 0;
+  for (std::uint64_t first = 0; first < stripes; first += kCheckWindowStripes) {
+    window.lock(first, std::min(kCheckWindowStripes, stripes - first));
+    for (std::uint64_t stripe = first; stripe < first + window.count(); ++stripe) {
+      auto inconsistent = stripe_inconsistent(s, stripe, *bufs);
+      if (!inconsistent) return inconsistent.status();
+      bad += *inconsistent ? 1 : 0;
+    }
+    window.unlock();
   }
   return bad;
 }

@@ -1,7 +1,8 @@
 // Whole-array passes with blocking I/O: re-syncing parity/mirrors over a range after an unclean
-// stop, and counting inconsistent stripes (the consistency check). They run while no queue does
-// I/O on the range (assembly, tests); the background, windowed and throttled versions come with
-// the background-jobs work.
+// stop, and counting inconsistent stripes (the consistency check). The re-sync passes run while
+// no queue does I/O on the range (assembly); the check locks the stripes it reads, window by
+// window (StripeRangeLock), so it may run while queues do I/O. Throttling and checkpoints come
+// with the background-jobs work.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,13 @@ std::uint64_t count_unsyncable_stripes(const Array::State& state, std::uint64_t 
 // initialisation was cut short.
 Status initialise(Array::State& state, std::uint64_t from);
 
-// Stripes whose parity (or mirror copies) do not match their data, over the whole array.
-// Stripes with a failed member are not checkable and are skipped.
+// Stripes per window count_inconsistent_stripes() locks at a time: big enough to amortise the
+// locking, small enough that writes to those stripes wait only for a few strip reads each.
+inline constexpr std::uint64_t kCheckWindowStripes = 16;
+
+// Stripes whose parity (or mirror copies) do not match their data, over the whole array, read
+// under stripe locks taken kCheckWindowStripes at a time: safe while I/O runs (a write in flight
+// is never seen half done). Stripes with a failed member are not checkable and are skipped.
 Result<std::uint64_t> count_inconsistent_stripes(Array::State& state);
 
 }  // namespace graid

@@ -25,10 +25,10 @@ Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> device
   return Status::ok();
 }
 
-Result<std::uint32_t> array_logical_block(std::span<const std::unique_ptr<MemberDevice>> devices,
+Result<std::uint32_t> array_logical_block(std::span<MemberDevice* const> devices,
                                           std::uint32_t strip_bytes) {
   std::uint32_t block = 512;
-  for (const auto& d : devices) {
+  for (MemberDevice* d : devices) {
     if (!d) continue;
     const std::uint32_t b = d->logical_block_size();
     if (b == 0 || (b & (b - 1)) != 0 || strip_bytes % b != 0) {

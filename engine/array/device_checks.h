@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "graid/member.h"
 #include "graid/status.h"
@@ -16,7 +17,17 @@ Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> device
 
 // The logical block size an array over `devices` must use: the largest of theirs. kInvalidArgument
 // when it is not a power of two or does not divide `strip_bytes`.
-Result<std::uint32_t> array_logical_block(std::span<const std::unique_ptr<MemberDevice>> devices,
+Result<std::uint32_t> array_logical_block(std::span<MemberDevice* const> devices,
                                           std::uint32_t strip_bytes);
+
+// The same over owning pointers (unique_ptr or shared_ptr; null entries are skipped).
+template <typename Owning>
+Result<std::uint32_t> array_logical_block(const std::vector<Owning>& devices,
+                                          std::uint32_t strip_bytes) {
+  std::vector<MemberDevice*> raw;
+  for (const auto& d : devices)
+    raw.push_back(d.get());
+  return array_logical_block(std::span<MemberDevice* const>(raw), strip_bytes);
+}
 
 }  // namespace graid

@@ -26,8 +26,8 @@ Status Array::State::write_superblocks_locked() {
   for (std::uint32_t round = 0; round <= geometry.members(); ++round) {
     ++sb.events;
     sb.utime_ns = wall_clock_ns();
-    const std::vector<MemberDevice*> targets = live_pointers(*this);
-    const std::vector<Status> written = write_superblock_copies(targets, sb);
+    const std::vector<std::shared_ptr<MemberDevice>> targets = live_members(*this);
+    const std::vector<Status> written = write_superblock_copies(targets, sb, metadata_timeout);
     bool any_failed = false;
     for (std::uint32_t m = 0; m < written.size(); ++m) {
       if (written[m]) continue;

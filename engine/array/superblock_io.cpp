@@ -1,7 +1,8 @@
 #include "array/superblock_io.h"
 
 #include <chrono>
-#include <thread>
+
+#include "meta/metadata_io.h"
 
 namespace graid {
 
@@ -18,53 +19,42 @@ Result<meta::Superblock> read_superblock(MemberDevice& m) {
   return meta::decode(buf->span());
 }
 
-std::vector<MemberDevice*> live_pointers(const Array::State& s) {
-  std::vector<MemberDevice*> out;
+std::vector<std::shared_ptr<MemberDevice>> live_members(const Array::State& s) {
+  std::vector<std::shared_ptr<MemberDevice>> out;
   for (std::uint32_t m = 0; m < s.members.size(); ++m) {
-    out.push_back(s.is_failed(m) ? nullptr : s.members[m].get());
+    out.push_back(s.is_failed(m) ? nullptr : s.members[m]);
   }
   return out;
 }
 
-std::vector<Status> write_superblock_copies(std::span<MemberDevice* const> members,
-                                            const meta::Superblock& sb) {
-  std::vector<Status> result(members.size());
-  std::vector<AlignedBuffer> images;
-  images.reserve(members.size());
+std::vector<Status> write_superblock_copies(std::span<const std::shared_ptr<MemberDevice>> members,
+                                            const meta::Superblock& sb,
+                                            std::chrono::milliseconds timeout) {
+  // Shared with the workers: a write that outlives the timeout still has its image.
+  auto images = std::make_shared<std::vector<AlignedBuffer>>();
+  images->reserve(members.size());
   for (std::uint32_t m = 0; m < members.size(); ++m) {
     auto buf = AlignedBuffer::allocate(meta::kSuperblockSize, 4096);
-    if (!buf) {
-      result.assign(members.size(), buf.status());
-      return result;
-    }
-    images.push_back(std::move(*buf));
+    if (!buf) return std::vector<Status>(members.size(), buf.status());
+    images->push_back(std::move(*buf));
     if (members[m] == nullptr) continue;
     meta::Superblock copy = sb;
     copy.member_index = m;
     copy.member_uuid = sb.members[m].uuid;
-    if (Status st = meta::encode(copy, images.back().span()); !st) {
-      result.assign(members.size(), st);
-      return result;
+    if (Status st = meta::encode(copy, images->back().span()); !st) {
+      return std::vector<Status>(members.size(), st);
     }
   }
-  auto write_one = [&](std::uint32_t m) {
-    Status st = members[m]->write_sync(meta::kSuperblockOffset, images[m].span());
-    if (st) st = members[m]->flush_sync();
-    result[m] = std::move(st);
-  };
-  std::vector<std::jthread> workers;
-  std::uint32_t last = static_cast<std::uint32_t>(members.size());
-  for (std::uint32_t m = 0; m < members.size(); ++m) {
-    if (members[m] == nullptr) continue;
-    if (last == members.size()) {
-      last = m;  // this thread writes one member itself
-      continue;
-    }
-    workers.emplace_back(write_one, m);
-  }
-  if (last != members.size()) write_one(last);
-  workers.clear();  // joins
-  return result;
+  return meta::run_on_members(members, timeout, [images](MemberDevice& dev, std::uint32_t m) {
+    GRAID_RETURN_IF_ERROR(dev.write_sync(meta::kSuperblockOffset, (*images)[m].span()));
+    return dev.flush_sync();
+  });
+}
+
+std::vector<Status> flush_members(std::span<const std::shared_ptr<MemberDevice>> members,
+                                  std::chrono::milliseconds timeout) {
+  return meta::run_on_members(members, timeout,
+                              [](MemberDevice& dev, std::uint32_t) { return dev.flush_sync(); });
 }
 
 }  // namespace graid

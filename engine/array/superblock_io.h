@@ -2,7 +2,9 @@
 // engine/array.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -17,14 +19,20 @@ std::uint64_t wall_clock_ns();
 // Reads and decodes the superblock of `m`, writing nothing.
 Result<meta::Superblock> read_superblock(MemberDevice& m);
 
-// The array's members by slot, null for failed or missing ones (what the bitmap writes to).
-std::vector<MemberDevice*> live_pointers(const Array::State& s);
+// The array's members by slot, null for failed or missing ones (what metadata is written to).
+std::vector<std::shared_ptr<MemberDevice>> live_members(const Array::State& s);
 
 // Writes `sb`, made each member's own copy (member_index, member_uuid), to every non-null
-// member of `members` (indexed by slot) and flushes it. All members are written at once, each on
-// its own thread, so an update costs one write + flush, not one per member, and one slow member
-// does not hold the others back. Returns one status per slot (ok for null slots).
-std::vector<Status> write_superblock_copies(std::span<MemberDevice* const> members,
-                                            const meta::Superblock& sb);
+// member of `members` (indexed by slot) and flushes it. All members are written at once
+// (meta::run_on_members), so an update costs one write + flush, not one per member, and one
+// slow member does not hold the others back; one that takes longer than `timeout` is reported
+// failed (kIoError). Returns one status per slot (ok for null slots).
+std::vector<Status> write_superblock_copies(std::span<const std::shared_ptr<MemberDevice>> members,
+                                            const meta::Superblock& sb,
+                                            std::chrono::milliseconds timeout);
+
+// Flushes every non-null member of `members` at once; as write_superblock_copies for the rest.
+std::vector<Status> flush_members(std::span<const std::shared_ptr<MemberDevice>> members,
+                                  std::chrono::milliseconds timeout);
 
 }  // namespace graid

@@ -8,6 +8,7 @@
 #include <cassert>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "graid/buffer.h"
@@ -82,6 +83,9 @@ std::uint64_t range_mask(std::uint64_t word, std::uint64_t first, std::uint64_t 
 std::uint64_t load_word(std::span<const std::byte> page_bytes, std::uint64_t w) {
   return get_le<std::uint64_t>(page_bytes, static_cast<std::size_t>(w * 8));
 }
+
+// fill-in for add_page(): the in-memory bits as they are.
+constexpr auto kNoExtra = [](std::uint64_t) -> std::uint64_t { return 0; };
 
 std::string member_name(std::uint32_t index, const MemberDevice* member) {
   return fmt::format("member {} ({})", index, member->path());
@@ -212,8 +216,9 @@ Result<BitmapHeader> decode_header(std::span<const std::byte> bytes) {
 // ---- State --------------------------------------------------------------------------------------
 
 struct WriteIntentBitmap::State {
-  // Immutable after construction (read without the mutex).
-  std::vector<MemberDevice*> members;
+  // Immutable after construction (read without a lock).
+  std::vector<std::shared_ptr<MemberDevice>> members;
+  std::chrono::milliseconds timeout{kDefaultMetadataTimeout};
   std::uint64_t region_bytes = 0;
   unsigned region_shift = 0;
   std::uint64_t region_count = 0;
@@ -221,28 +226,42 @@ struct WriteIntentBitmap::State {
   std::uint64_t data_size = 0;
 
   // The bits known to be set on every live member's disk (see the invariant in the header).
-  // Modified only under `mutex`; read lock-free by begin_write()'s fast path.
+  // A word changes only under its page's mutex; read lock-free by begin_write()'s fast path.
   std::unique_ptr<std::atomic<std::uint64_t>[]> bits;
   // Regions remembered by mark_clear_candidates(); begin_write() clears its regions' bits here.
   std::unique_ptr<std::atomic<std::uint64_t>[]> candidates;
   // Writes in flight per region.
   std::unique_ptr<std::atomic<std::uint32_t>[]> counters;
 
-  // Serializes every change of `bits` and every bitmap write, so pages reach the disk in the
-  // order their images were made.
+  // Locks, outermost first. Only a page's own mutex (and the header's) is held across the I/O
+  // that writes it, so a member that is slow to take page p delays only writers of page p: an
+  // I/O thread setting a bit in another page takes that page's mutex and goes ahead, and
+  // drop_member() (called while failing the slow member) never waits for I/O.
+  //   clear_mutex    one clear (mark or clear_candidates) at a time
+  //   page.mutex     per bit page, ascending when several are taken: changes of that page's
+  //                  words of `bits` and the writes of its image, so images of one page reach
+  //                  the disk in the order they were made
+  //   header_mutex   header writes, so header images (events) reach the disk in order
+  //   mutex          `live` and `header`: short critical sections, never across I/O
+  struct Page {
+    std::mutex mutex;
+    bool stale = false;  // GUARDED_BY(mutex): disk may hold bits memory cleared
+  };
+  std::mutex clear_mutex;
+  std::unique_ptr<Page[]> pages;
+  std::mutex header_mutex;
   mutable std::mutex mutex;
-  BitmapHeader header;           // GUARDED_BY(mutex) (events changes; the rest is fixed)
-  std::vector<bool> live;        // GUARDED_BY(mutex)
-  std::vector<bool> page_stale;  // GUARDED_BY(mutex): disk may hold bits memory cleared
-  AlignedBuffer io_buf;          // GUARDED_BY(mutex): one page or the header
+  BitmapHeader header;     // GUARDED_BY(mutex) (events changes; the rest is fixed)
+  std::vector<bool> live;  // GUARDED_BY(mutex)
+
   std::uint64_t word_count() const noexcept { return page_count * kWordsPerPage; }
 
-  static Result<std::unique_ptr<State>> make(std::span<MemberDevice* const> devs,
-                                             const BitmapHeader& hdr) {
-    auto buf = AlignedBuffer::allocate(kBitmapPageSize, kIoAlign);
-    if (!buf) return buf.status();
+  static Result<std::unique_ptr<State>> make(std::span<const std::shared_ptr<MemberDevice>> devs,
+                                             const BitmapHeader& hdr,
+                                             std::chrono::milliseconds timeout) {
     auto s = std::make_unique<State>();
     s->members.assign(devs.begin(), devs.end());
+    s->timeout = timeout;
     s->live.resize(devs.size());
     for (std::size_t i = 0; i < devs.size(); ++i)
       s->live[i] = devs[i] != nullptr;
@@ -256,79 +275,108 @@ struct WriteIntentBitmap::State {
     s->bits = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
     s->candidates = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
     s->counters = std::make_unique<std::atomic<std::uint32_t>[]>(s->region_count);
-    s->page_stale.assign(s->page_count, false);
-    s->io_buf = std::move(buf).value();
+    s->pages = std::make_unique<Page[]>(s->page_count);
     return s;
   }
 
-  // Encodes bit page `page` of the in-memory image, OR-ed with `extra(word)`, into io_buf.
-  // REQUIRES: mutex held.
+  // What one update writes to every target member: bit pages, then (optionally) the header,
+  // then a flush. Shared with the metadata workers, which may outlive the update (timeout).
+  struct Images {
+    std::vector<std::pair<std::uint64_t, AlignedBuffer>> pages;  // page number, image
+    std::optional<AlignedBuffer> header;
+  };
+
+  // Adds the image of bit page `page` (the in-memory bits OR-ed with `extra(word)`) to `images`.
+  // REQUIRES: the page's mutex held.
   template <typename Extra>
-  void fill_page(std::uint64_t page, const Extra& extra) {
-    const auto out = io_buf.span();
+  Status add_page(Images& images, std::uint64_t page, const Extra& extra) const {
+    auto buf = AlignedBuffer::allocate(kBitmapPageSize, kIoAlign);
+    if (!buf) return buf.status();
+    const auto out = buf->span();
     for (std::uint64_t i = 0; i < kWordsPerPage; ++i) {
       const std::uint64_t w = page * kWordsPerPage + i;
       const std::uint64_t value = bits[w].load(std::memory_order_relaxed) | extra(w);
       put_le<std::uint64_t>(out, static_cast<std::size_t>(i * 8), value);
     }
+    images.pages.emplace_back(page, std::move(*buf));
+    return Status::ok();
   }
 
-  // Writes `pages` (images from fill_page(page, extra)) and, if `with_header`, the header to
-  // every live member, then flushes each member that took every write. Every live member is
-  // attempted; returns the first failure naming its member, `failed` gets every failed index.
-  // REQUIRES: mutex held.
-  template <typename Extra>
-  Status write_everywhere(std::span<const std::uint64_t> pages, const Extra& extra,
-                          bool with_header, std::vector<std::uint32_t>* failed) {
-    Status first_error;
-    bool any_live = false;
-    auto fail = [&](std::uint32_t index, const Status& s, std::string_view what) {
-      if (failed) failed->push_back(index);
-      if (first_error.is_ok())
-        first_error = make_error(s.code(), "write-intent bitmap: {} failed to {}: {}",
-                                 member_name(index, members[index]), what, s.message());
-    };
-    for (std::uint32_t m = 0; m < members.size(); ++m) {
-      if (!live[m]) continue;
-      any_live = true;
-      MemberDevice& dev = *members[m];
-      Status s;
-      for (const std::uint64_t page : pages) {
-        fill_page(page, extra);
-        s = dev.write_sync(kBitmapPagesOffset + page * kBitmapPageSize, io_buf.span());
-        if (!s) break;
-      }
-      if (!s) {
-        fail(m, s, "write a bit page");
-        continue;
-      }
-      if (with_header) {
-        s = encode_header(header, io_buf.span());
-        if (s) s = dev.write_sync(kBitmapOffset, io_buf.span());
-        if (!s) {
-          fail(m, s, "write the header");
-          continue;
-        }
-      }
-      s = dev.flush_sync();
-      if (!s) fail(m, s, "flush");
+  // Adds the header image to `images`, first bumping events if `bump`. REQUIRES: header_mutex
+  // held (so header images reach the disk in events order).
+  Status add_header(Images& images, bool bump) {
+    auto buf = AlignedBuffer::allocate(kBitmapHeaderSize, kIoAlign);
+    if (!buf) return buf.status();
+    {
+      std::lock_guard lock(mutex);
+      if (bump) ++header.events;
+      GRAID_RETURN_IF_ERROR(encode_header(header, buf->span()));
     }
-    if (!any_live)
+    images.header = std::move(*buf);
+    return Status::ok();
+  }
+
+  // The live members now, by slot (null for dropped ones).
+  std::vector<std::shared_ptr<MemberDevice>> live_targets() const {
+    std::lock_guard lock(mutex);
+    std::vector<std::shared_ptr<MemberDevice>> out(members.size());
+    for (std::size_t m = 0; m < members.size(); ++m)
+      if (live[m]) out[m] = members[m];
+    return out;
+  }
+
+  // Writes `images` to every non-null member of `targets` at once (run_on_members: one write +
+  // flush round trip for all of them, the slowest member's) and flushes each member that took
+  // every write. A member that fails or does not finish within `timeout` is named in the
+  // returned error (the first) and in `failed`; the others have the images on stable storage.
+  Status write_to(std::span<const std::shared_ptr<MemberDevice>> targets,
+                  std::shared_ptr<const Images> images, std::vector<std::uint32_t>* failed) const {
+    if (std::none_of(targets.begin(), targets.end(), [](const auto& t) { return t != nullptr; }))
       return make_error(Errc::kIoError, "write-intent bitmap: no live member to write to");
+    const std::vector<Status> results =
+        run_on_members(targets, timeout, [images](MemberDevice& dev, std::uint32_t) -> Status {
+          for (const auto& [page, buf] : images->pages) {
+            Status s = dev.write_sync(kBitmapPagesOffset + page * kBitmapPageSize, buf.span());
+            if (!s) return make_error(s.code(), "failed to write a bit page: {}", s.message());
+          }
+          if (images->header) {
+            Status s = dev.write_sync(kBitmapOffset, images->header->span());
+            if (!s) return make_error(s.code(), "failed to write the header: {}", s.message());
+          }
+          Status s = dev.flush_sync();
+          if (!s) return make_error(s.code(), "failed to flush: {}", s.message());
+          return s;
+        });
+    Status first_error;
+    for (std::uint32_t m = 0; m < results.size(); ++m) {
+      if (results[m]) continue;
+      if (failed) failed->push_back(m);
+      if (first_error.is_ok())
+        first_error = make_error(results[m].code(), "write-intent bitmap: {}: {}",
+                                 member_name(m, members[m].get()), results[m].message());
+    }
     return first_error;
   }
 
-  std::vector<std::uint64_t> all_pages() const {
-    std::vector<std::uint64_t> pages(page_count);
+  // Takes every page's mutex, ascending.
+  std::vector<std::unique_lock<std::mutex>> lock_all_pages() {
+    std::vector<std::unique_lock<std::mutex>> held;
+    held.reserve(page_count);
     for (std::uint64_t p = 0; p < page_count; ++p)
-      pages[p] = p;
-    return pages;
+      held.emplace_back(pages[p].mutex);
+    return held;
+  }
+
+  // Images of every page (memory as it is) and the header. REQUIRES: every page's mutex and
+  // header_mutex held.
+  Result<std::shared_ptr<Images>> all_images(bool bump) {
+    auto images = std::make_shared<Images>();
+    for (std::uint64_t p = 0; p < page_count; ++p)
+      GRAID_RETURN_IF_ERROR(add_page(*images, p, kNoExtra));
+    GRAID_RETURN_IF_ERROR(add_header(*images, bump));
+    return images;
   }
 };
-
-namespace {
-constexpr auto kNoExtra = [](std::uint64_t) -> std::uint64_t { return 0; };
-}  // namespace
 
 WriteIntentBitmap::WriteIntentBitmap(std::unique_ptr<State> state) : state_(std::move(state)) {}
 WriteIntentBitmap::WriteIntentBitmap(WriteIntentBitmap&&) noexcept = default;
@@ -337,8 +385,28 @@ WriteIntentBitmap::~WriteIntentBitmap() = default;
 
 // ---- Creation and loading -----------------------------------------------------------------------
 
+namespace {
+std::vector<std::shared_ptr<MemberDevice>> unowned(std::span<MemberDevice* const> members) {
+  std::vector<std::shared_ptr<MemberDevice>> out;
+  for (MemberDevice* m : members)
+    out.push_back(unowned_member(m));
+  return out;
+}
+}  // namespace
+
 Result<WriteIntentBitmap> WriteIntentBitmap::create_fresh(std::span<MemberDevice* const> members,
                                                           const BitmapParams& params) {
+  return create_fresh(unowned(members), params);
+}
+
+Result<WriteIntentBitmap> WriteIntentBitmap::load(std::span<MemberDevice* const> members,
+                                                  const BitmapParams& params,
+                                                  BitmapLoadReport* report) {
+  return load(unowned(members), params, report);
+}
+
+Result<WriteIntentBitmap> WriteIntentBitmap::create_fresh(
+    std::span<const std::shared_ptr<MemberDevice>> members, const BitmapParams& params) {
   std::uint64_t region_bytes = params.region_bytes;
   if (region_bytes == 0) {
     auto chosen = choose_region_bytes(params.data_size, params.data_offset);
@@ -352,14 +420,14 @@ Result<WriteIntentBitmap> WriteIntentBitmap::create_fresh(std::span<MemberDevice
   header.data_size = params.data_size;
   header.data_offset = params.data_offset;
   header.events = 0;  // write_all() makes it 1
-  auto state = State::make(members, header);
+  auto state = State::make(members, header, params.metadata_timeout);
   if (!state) return state.status();
   return WriteIntentBitmap(std::move(state).value());
 }
 
-Result<WriteIntentBitmap> WriteIntentBitmap::load(std::span<MemberDevice* const> members,
-                                                  const BitmapParams& params,
-                                                  BitmapLoadReport* report) {
+Result<WriteIntentBitmap> WriteIntentBitmap::load(
+    std::span<const std::shared_ptr<MemberDevice>> members, const BitmapParams& params,
+    BitmapLoadReport* report) {
   BitmapLoadReport local;
   BitmapLoadReport& rep = report ? *report : local;
   rep = {};
@@ -370,7 +438,7 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(std::span<MemberDevice* const>
   // 1. Headers: keep those that describe this array's data area.
   std::vector<std::pair<std::uint32_t, BitmapHeader>> good;
   for (std::uint32_t m = 0; m < members.size(); ++m) {
-    MemberDevice* dev = members[m];
+    MemberDevice* dev = members[m].get();
     if (dev == nullptr) continue;
     auto reject = [&](Status s) { rep.rejected.push_back({m, std::move(s)}); };
     if (Status s = dev->read_sync(kBitmapOffset, buf.span()); !s) {
@@ -414,15 +482,15 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(std::span<MemberDevice* const>
       return make_error(Errc::kCorrupt,
                         "members disagree on the bitmap region size ({} has {}, {} has {}); "
                         "pass the region size to choose",
-                        member_name(good.front().first, members[good.front().first]),
-                        good.front().second.region_bytes, member_name(m, members[m]),
+                        member_name(good.front().first, members[good.front().first].get()),
+                        good.front().second.region_bytes, member_name(m, members[m].get()),
                         h.region_bytes);
   }
 
   BitmapHeader header = good.front().second;
   for (const auto& [m, h] : good)
     header.events = std::max(header.events, h.events);
-  auto state_or = State::make(members, header);
+  auto state_or = State::make(members, header, params.metadata_timeout);
   if (!state_or) return state_or.status();
   std::unique_ptr<State> state = std::move(state_or).value();
   State& st = *state;
@@ -438,7 +506,7 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(std::span<MemberDevice* const>
   for (const auto& [m, h] : good) {
     if (Status s = members[m]->read_sync(kBitmapPagesOffset, pages.span()); !s) {
       rep.rejected.push_back({m, make_error(s.code(), "{}: reading the bitmap pages: {}",
-                                            member_name(m, members[m]), s.message())});
+                                            member_name(m, members[m].get()), s.message())});
       continue;
     }
     std::vector<std::uint64_t> words(st.word_count());
@@ -478,24 +546,21 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(std::span<MemberDevice* const>
       }
     }
   }
+  // All of them at once, through the common path (nothing else uses the bitmap yet).
+  std::vector<std::shared_ptr<MemberDevice>> targets(members.size());
+  for (std::uint32_t m = 0; m < members.size(); ++m)
+    if (rewrite[m]) targets[m] = members[m];
   Status first_error;
-  {
-    std::lock_guard lock(st.mutex);
-    const std::vector<bool> live = st.live;
-    const std::vector<std::uint64_t> all = st.all_pages();
-    for (std::uint32_t m = 0; m < members.size(); ++m) {
-      if (!rewrite[m]) continue;
-      // Write just this member through the common path.
-      std::fill(st.live.begin(), st.live.end(), false);
-      st.live[m] = true;
-      Status s = st.write_everywhere(all, kNoExtra, /*with_header=*/true, nullptr);
-      if (s.is_ok()) {
+  if (std::any_of(targets.begin(), targets.end(), [](const auto& t) { return t != nullptr; })) {
+    const auto held = st.lock_all_pages();
+    std::lock_guard header_lock(st.header_mutex);
+    auto images = st.all_images(/*bump=*/false);
+    if (!images) return images.status();
+    std::vector<std::uint32_t> failed;
+    first_error = st.write_to(targets, std::move(*images), &failed);
+    for (std::uint32_t m = 0; m < members.size(); ++m)
+      if (rewrite[m] && std::find(failed.begin(), failed.end(), m) == failed.end())
         rep.rewritten.push_back(m);
-      } else if (first_error.is_ok()) {
-        first_error = std::move(s);
-      }
-    }
-    st.live = live;
   }
   if (!first_error.is_ok()) return first_error;
   return WriteIntentBitmap(std::move(state));
@@ -503,11 +568,16 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(std::span<MemberDevice* const>
 
 Status WriteIntentBitmap::write_all(std::vector<std::uint32_t>* failed) {
   State& st = *state_;
-  std::lock_guard lock(st.mutex);
-  ++st.header.events;
-  Status s = st.write_everywhere(st.all_pages(), kNoExtra, /*with_header=*/true, failed);
+  const auto held = st.lock_all_pages();
+  std::lock_guard header_lock(st.header_mutex);
+  auto images = st.all_images(/*bump=*/true);
+  if (!images) return images.status();
+  Status s = st.write_to(st.live_targets(), std::move(*images), failed);
   // A failed member keeps whatever it had; the others now match memory exactly.
-  if (s) std::fill(st.page_stale.begin(), st.page_stale.end(), false);
+  if (s) {
+    for (std::uint64_t p = 0; p < st.page_count; ++p)
+      st.pages[p].stale = false;
+  }
   return s;
 }
 
@@ -537,27 +607,32 @@ Status WriteIntentBitmap::begin_write(std::uint64_t member_offset, std::uint64_t
   if (all_set) return Status::ok();
 
   // Slow path: a 0 -> 1 transition must be on disk everywhere before the data write starts.
+  // Only the pages holding [first, last] are locked (ascending; at most a few): a thread setting
+  // bits in another page does not wait for this update's member I/O.
   Status status;
   {
-    std::lock_guard lock(st.mutex);
-    std::vector<std::uint64_t> pages;
-    for (std::uint64_t w = first / 64; w <= last / 64; ++w) {
-      const std::uint64_t mask = range_mask(w, first, last);
-      const std::uint64_t page = w / kWordsPerPage;
-      const bool clear = (st.bits[w].load(std::memory_order_relaxed) & mask) != mask;
-      if ((clear || st.page_stale[page]) && (pages.empty() || pages.back() != page))
-        pages.push_back(page);
+    const std::uint64_t first_page = first / kBitsPerPage;
+    const std::uint64_t last_page = last / kBitsPerPage;
+    std::vector<std::unique_lock<std::mutex>> held;
+    for (std::uint64_t p = first_page; p <= last_page; ++p)
+      held.emplace_back(st.pages[p].mutex);
+    const auto extra = [&](std::uint64_t w) { return range_mask(w, first, last); };
+    auto images = std::make_shared<State::Images>();
+    for (std::uint64_t p = first_page; p <= last_page && status; ++p) {
+      bool clear = false;
+      for (std::uint64_t w = std::max(first / 64, p * kWordsPerPage);
+           w <= std::min(last / 64, (p + 1) * kWordsPerPage - 1); ++w)
+        clear |= (st.bits[w].load(std::memory_order_relaxed) & extra(w)) != extra(w);
+      if (clear || st.pages[p].stale) status = st.add_page(*images, p, extra);
     }
-    if (pages.empty()) return Status::ok();  // another thread persisted them meanwhile
-    status = st.write_everywhere(
-        pages, [&](std::uint64_t w) { return range_mask(w, first, last); },
-        /*with_header=*/false, failed);
+    if (status && images->pages.empty()) return Status::ok();  // persisted by another thread
+    if (status) status = st.write_to(st.live_targets(), images, failed);
     if (status) {
       // Now on every live member: publish for the fast path.
       for (std::uint64_t w = first / 64; w <= last / 64; ++w)
-        st.bits[w].fetch_or(range_mask(w, first, last));
-      for (const std::uint64_t page : pages)
-        st.page_stale[page] = false;
+        st.bits[w].fetch_or(extra(w));
+      for (const auto& [page, image] : images->pages)
+        st.pages[page].stale = false;
       return Status::ok();
     }
   }
@@ -584,7 +659,7 @@ void WriteIntentBitmap::end_write(std::uint64_t member_offset, std::uint64_t len
 
 std::uint64_t WriteIntentBitmap::mark_clear_candidates() {
   State& st = *state_;
-  std::lock_guard lock(st.mutex);
+  std::lock_guard lock(st.clear_mutex);
   std::uint64_t count = 0;
   for (std::uint64_t w = 0; w < st.word_count(); ++w) {
     const std::uint64_t set = st.bits[w].load(std::memory_order_relaxed);
@@ -605,38 +680,45 @@ std::uint64_t WriteIntentBitmap::mark_clear_candidates() {
 
 Status WriteIntentBitmap::clear_candidates(std::vector<std::uint32_t>* failed) {
   State& st = *state_;
-  std::lock_guard lock(st.mutex);
-  std::vector<bool> touched = st.page_stale;
-  bool any = false;
-  for (std::uint64_t w = 0; w < st.word_count(); ++w) {
-    const std::uint64_t want = st.candidates[w].load() & st.bits[w].load(std::memory_order_relaxed);
-    if (want == 0) continue;
-    // Clear in memory first, then re-check: a begin_write() that saw the bit still set had
-    // already counted and withdrawn the candidate before that (seq_cst), so we see it here and
-    // put the bit back; one that comes later sees the bit clear and waits for the mutex.
-    st.bits[w].fetch_and(~want);
-    std::uint64_t keep = ~st.candidates[w].load() & want;
-    for (std::uint64_t rest = want & ~keep; rest != 0; rest &= rest - 1) {
-      const auto bit = static_cast<unsigned>(std::countr_zero(rest));
-      if (st.counters[w * 64 + bit].load() != 0) keep |= std::uint64_t{1} << bit;
+  std::lock_guard clear_lock(st.clear_mutex);
+  // Page by page, ascending: the pages with bits to clear (or stale on disk) stay locked until
+  // their images are written; the others are let go at once.
+  std::vector<std::unique_lock<std::mutex>> held;
+  auto images = std::make_shared<State::Images>();
+  for (std::uint64_t p = 0; p < st.page_count; ++p) {
+    std::unique_lock page_lock(st.pages[p].mutex);
+    bool touched = st.pages[p].stale;
+    for (std::uint64_t w = p * kWordsPerPage; w < (p + 1) * kWordsPerPage; ++w) {
+      const std::uint64_t want =
+          st.candidates[w].load() & st.bits[w].load(std::memory_order_relaxed);
+      if (want == 0) continue;
+      // Clear in memory first, then re-check: a begin_write() that saw the bit still set had
+      // already counted and withdrawn the candidate before that (seq_cst), so we see it here and
+      // put the bit back; one that comes later sees the bit clear and waits for the page lock.
+      st.bits[w].fetch_and(~want);
+      std::uint64_t keep = ~st.candidates[w].load() & want;
+      for (std::uint64_t rest = want & ~keep; rest != 0; rest &= rest - 1) {
+        const auto bit = static_cast<unsigned>(std::countr_zero(rest));
+        if (st.counters[w * 64 + bit].load() != 0) keep |= std::uint64_t{1} << bit;
+      }
+      if (keep != 0) st.bits[w].fetch_or(keep);
+      st.candidates[w].fetch_and(~want);
+      touched |= (want & ~keep) != 0;
     }
-    if (keep != 0) st.bits[w].fetch_or(keep);
-    st.candidates[w].fetch_and(~want);
-    if ((want & ~keep) != 0) {
-      touched[w / kWordsPerPage] = true;
-      any = true;
-    }
+    if (!touched) continue;
+    // Stale until the write below succeeds: whatever happens next, a later update rewrites it.
+    st.pages[p].stale = true;
+    GRAID_RETURN_IF_ERROR(st.add_page(*images, p, kNoExtra));
+    held.push_back(std::move(page_lock));
   }
-  if (!any && std::find(touched.begin(), touched.end(), true) == touched.end()) return Status::ok();
-  std::vector<std::uint64_t> pages;
-  for (std::uint64_t p = 0; p < st.page_count; ++p)
-    if (touched[p]) pages.push_back(p);
-  ++st.header.events;
+  if (images->pages.empty()) return Status::ok();
+  std::lock_guard header_lock(st.header_mutex);
+  GRAID_RETURN_IF_ERROR(st.add_header(*images, /*bump=*/true));
   // Bits cleared in memory stay clear even if a member fails: the disk then holds them set
   // (safe: an extra resync) until a later clear rewrites the page.
-  Status s = st.write_everywhere(pages, kNoExtra, /*with_header=*/true, failed);
-  for (const std::uint64_t p : pages)
-    st.page_stale[p] = !s.is_ok();
+  Status s = st.write_to(st.live_targets(), images, failed);
+  for (const auto& [page, image] : images->pages)
+    st.pages[page].stale = !s.is_ok();
   return s;
 }
 

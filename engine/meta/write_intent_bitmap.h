@@ -40,6 +40,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,7 @@
 
 #include "graid/member.h"
 #include "graid/status.h"
+#include "meta/metadata_io.h"
 
 namespace graid::meta {
 
@@ -143,6 +145,9 @@ struct BitmapParams {
   // create_fresh: 0 = choose_region_bytes(). load: 0 = take it from the members' headers;
   // otherwise headers with another value are rejected.
   std::uint64_t region_bytes = 0;
+  // A member whose bitmap write + flush takes longer than this is reported failed (kIoError in
+  // `failed`), so a hung member costs one timeout, not a stalled array (meta/metadata_io.h).
+  std::chrono::milliseconds metadata_timeout = kDefaultMetadataTimeout;
 };
 
 // A member the bitmap could not use or had to repair, and why.
@@ -161,13 +166,26 @@ struct BitmapLoadReport {
 };
 
 // Thread-safe: begin_write()/end_write() may be called from any number of I/O threads at once,
-// together with the other methods. Movable (not while in use), not copyable. The MemberDevices
-// are not owned and must outlive the bitmap.
+// together with the other methods. Movable (not while in use), not copyable.
+//
+// Metadata I/O: every update writes its pages (and header) to all live members at once and waits
+// once (run_on_members), so it costs one write + flush round trip whatever the member count; a
+// member that does not finish within BitmapParams::metadata_timeout is reported failed. Only the
+// bit pages an update writes are locked while it waits for members: begin_write() on a region in
+// another page proceeds (its own page write goes out in parallel), and drop_member() never waits
+// for member I/O, so the thread failing a hung member is not blocked by it.
+//
+// Members: with shared_ptrs the bitmap (and any metadata write still running in a hung member
+// after its timeout) shares ownership of the devices. The raw-pointer overloads do not own them:
+// the caller keeps the devices alive for as long as a write to them may run (past the bitmap's
+// life if a member hung).
 class WriteIntentBitmap {
  public:
   // A new, all-clear bitmap for a new array over `members` (index = member slot; nullptr = no
   // device in that slot). Nothing is written: call write_all() to put it on the members.
   // kInvalidArgument / kNoSpace for a layout validate_layout() refuses.
+  static Result<WriteIntentBitmap> create_fresh(
+      std::span<const std::shared_ptr<MemberDevice>> members, const BitmapParams& params);
   static Result<WriteIntentBitmap> create_fresh(std::span<MemberDevice* const> members,
                                                 const BitmapParams& params);
 
@@ -179,6 +197,9 @@ class WriteIntentBitmap {
   // reason) when no member holds a usable bitmap; kCorrupt when accepted headers disagree on
   // region_bytes and params did not choose one; kIoError naming the member when a rewrite
   // fails (fail that member and load again without it). `report` (optional) says what was found.
+  static Result<WriteIntentBitmap> load(std::span<const std::shared_ptr<MemberDevice>> members,
+                                        const BitmapParams& params,
+                                        BitmapLoadReport* report = nullptr);
   static Result<WriteIntentBitmap> load(std::span<MemberDevice* const> members,
                                         const BitmapParams& params,
                                         BitmapLoadReport* report = nullptr);

@@ -33,6 +33,14 @@ bool StripeLockTable::acquire(Waiter& w) {
 }
 
 void StripeLockTable::release(Waiter& w, IoContext& current) {
+  release(w, &current);
+}
+
+void StripeLockTable::release(Waiter& w) {
+  release(w, nullptr);
+}
+
+void StripeLockTable::release(Waiter& w, IoContext* current) {
   Partition& part = partition_of(w.stripe);
   Waiter* next = nullptr;
   {
@@ -57,8 +65,10 @@ void StripeLockTable::release(Waiter& w, IoContext& current) {
     w.first_waiter_ = w.last_waiter_ = nullptr;
   }
   if (next != nullptr) {
-    if (next->home == &current) {
-      current.defer(*next->grant);
+    if (next->home == nullptr) {
+      next->grant->run();  // a blocked job thread: wake it (see Waiter::home)
+    } else if (next->home == current) {
+      current->defer(*next->grant);
     } else {
       next->home->post(*next->grant);
     }

@@ -9,6 +9,8 @@
 // the holder; release() hands the lock straight to the first waiter, then runs the waiter's grant
 // task on the waiter's own thread (IoContext::defer when that is the releasing thread,
 // IoContext::post otherwise). Ownership moves with the hand-off, so no one can barge in between.
+// A waiter with no home (a background job's thread, which has no IoContext) has its grant run by
+// the releasing thread itself, inline: such grants only wake a blocked thread (StripeRangeLock).
 #pragma once
 
 #include <array>
@@ -26,8 +28,10 @@ class StripeLockTable {
   class Waiter {
    public:
     std::uint64_t stripe = 0;
-    IoContext* home = nullptr;  // the thread the grant must run on
-    Task* grant = nullptr;      // run on `home` when the lock is handed over after waiting
+    // The thread the grant must run on; nullptr: run it inline on the releasing thread (it must
+    // be short and never block: set a flag and notify, as StripeRangeLock does).
+    IoContext* home = nullptr;
+    Task* grant = nullptr;  // run on `home` when the lock is handed over after waiting
 
    private:
     friend class StripeLockTable;
@@ -49,6 +53,8 @@ class StripeLockTable {
   // thread's context (to tell a local grant from a cross-thread one).
   // REQUIRES: `w` holds its stripe's lock.
   void release(Waiter& w, IoContext& current);
+  // The same from a thread with no IoContext (a background job): grants are posted.
+  void release(Waiter& w);
 
   // Number of stripes held right now (for tests and stats; takes every partition's mutex).
   std::size_t held_count();
@@ -60,6 +66,7 @@ class StripeLockTable {
     Waiter* holders = nullptr;  // GUARDED_BY(mutex)
   };
   Partition& partition_of(std::uint64_t stripe) noexcept;
+  void release(Waiter& w, IoContext* current);
 
   std::array<Partition, kPartitions> partitions_;
 };

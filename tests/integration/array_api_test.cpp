@@ -63,11 +63,7 @@ class ArrayApiTest : public ::testing::Test {
   }
 
   std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
-    std::vector<std::byte> v(n);
-    std::mt19937_64 rng(seed);
-    for (auto& b : v)
-      b = static_cast<std::byte>(rng());
-    return v;
+    return random_bytes(n, seed);
   }
 
   ArrayFiles files_;

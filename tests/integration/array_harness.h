@@ -36,6 +36,15 @@ struct TestIo final : ArrayIo {
   }
 };
 
+// `n` bytes drawn from mt19937_64(seed): test data that differs per seed.
+inline std::vector<std::byte> random_bytes(std::size_t n, std::uint64_t seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937_64 rng(seed);
+  for (auto& b : v)
+    b = static_cast<std::byte>(rng());
+  return v;
+}
+
 // Runs `ios` on `queue` and polls until every one has completed.
 inline void run_all(ArrayQueue& queue, std::span<TestIo*> ios) {
   for (TestIo* io : ios) {

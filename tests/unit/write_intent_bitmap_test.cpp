@@ -14,16 +14,22 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "gate_member.h"
 #include "graid/member.h"
 #include "meta/crc32c.h"
+#include "meta/metadata_io.h"
+#include "temp_dir.h"
 
 namespace graid::meta {
 namespace {
+
+using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
 constexpr std::uint64_t kGiB = 1024 * kMiB;
@@ -906,6 +912,123 @@ TEST_F(BitmapTest, ConcurrentWritersWithClearerNeverLoseADurableBit) {
   EXPECT_TRUE(bm.dirty_ranges().empty());
   for (std::uint64_t r = 0; r < 8; ++r)
     EXPECT_FALSE(file_bit(0, r));
+}
+
+// ---- Metadata I/O: every member at once, hung members time out, pages do not wait for each other
+
+// Bitmaps over members that are shared_ptrs behind GateMembers (one gate per member, or one for
+// all), on files in a temp dir.
+class BitmapMetadataIoTest : public ::testing::Test {
+ protected:
+  void open(std::uint32_t n, bool one_gate) {
+    gates_.clear();
+    members_.clear();
+    for (std::uint32_t m = 0; m < n; ++m) {
+      if (m == 0 || !one_gate) gates_.push_back(std::make_shared<testing::MetadataGate>());
+      OpenOptions opts;
+      opts.create = true;
+      opts.create_size = kMiB;  // the bitmap area only
+      auto dev = open_member(dir_.path() + "/m" + std::to_string(m), opts);
+      ASSERT_TRUE(dev.is_ok()) << dev.status().to_string();
+      members_.push_back(std::make_shared<testing::GateMember>(std::move(*dev), gates_.back()));
+    }
+  }
+  WriteIntentBitmap fresh() {
+    auto bm = WriteIntentBitmap::create_fresh(members_, params_);
+    EXPECT_TRUE(bm.is_ok()) << bm.status().to_string();
+    EXPECT_TRUE(bm->write_all().is_ok());
+    return std::move(bm).value();
+  }
+
+  testing::TempDir dir_;
+  std::vector<std::shared_ptr<testing::MetadataGate>> gates_;
+  std::vector<std::shared_ptr<MemberDevice>> members_;
+  BitmapParams params_{test_uuid(0x30), kMiB, 256 * kMiB, kMiB};
+};
+
+TEST_F(BitmapMetadataIoTest, AnUpdateWritesEveryMemberAtOnce) {
+  constexpr std::uint32_t kN = 8;
+  open(kN, /*one_gate=*/true);
+  WriteIntentBitmap bm = fresh();
+  // Page writes wait until all kN are waiting together (or 500 ms each, which a member-by-member
+  // update would spend kN times, with never more than one waiting).
+  gates_[0]->arm([](std::uint64_t off) { return off == kBitmapPagesOffset; }, kN, 500ms);
+  ASSERT_TRUE(bm.begin_write(5 * kMiB, 4096).is_ok());
+  EXPECT_EQ(gates_[0]->max_held(), kN);
+  EXPECT_TRUE(bm.is_dirty(5));
+  bm.end_write(5 * kMiB, 4096);
+  // The workers stay: the next update starts no thread.
+  gates_[0]->open();
+  const std::size_t threads = metadata_worker_threads();
+  EXPECT_GE(threads, kN);
+  ASSERT_TRUE(bm.begin_write(7 * kMiB, 4096).is_ok());
+  EXPECT_EQ(metadata_worker_threads(), threads);
+  bm.end_write(7 * kMiB, 4096);
+}
+
+TEST_F(BitmapMetadataIoTest, AHungMemberIsReportedAfterTheTimeoutAndOutlivesTheBitmap) {
+  open(3, /*one_gate=*/false);
+  params_.metadata_timeout = 200ms;
+  std::optional<WriteIntentBitmap> bm = fresh();
+  gates_[1]->arm([](std::uint64_t) { return true; });  // member 1 hangs in every write
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::uint32_t> failed;
+  Status s = bm->begin_write(3 * kMiB, 4096, &failed);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), Errc::kIoError);
+  EXPECT_NE(s.message().find("member 1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("did not finish within 200 ms"), std::string::npos) << s.message();
+  EXPECT_EQ(failed, std::vector<std::uint32_t>{1});
+  EXPECT_GE(took, 200ms);
+  EXPECT_LT(took, 5s);
+  EXPECT_EQ(bm->in_flight(3), 0u);
+  EXPECT_EQ(gates_[1]->held(), 1u);  // still inside the member
+
+  // Without member 1 the update goes through at once.
+  bm->drop_member(1);
+  ASSERT_TRUE(bm->begin_write(3 * kMiB, 4096).is_ok());
+  EXPECT_TRUE(bm->is_dirty(3));
+  bm->end_write(3 * kMiB, 4096);
+
+  // The hung write still holds its device and page image: drop every other reference, then let
+  // it finish. (Under ASan a freed device or buffer would be reported here.)
+  std::weak_ptr<MemberDevice> hung = members_[1];
+  bm.reset();
+  members_.clear();
+  EXPECT_FALSE(hung.expired());
+  gates_[1]->open();
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!hung.expired() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(hung.expired()) << "the worker kept the member after its write returned";
+}
+
+TEST_F(BitmapMetadataIoTest, AMemberSlowOnOnePageDoesNotHoldUpOtherPages) {
+  open(3, /*one_gate=*/false);
+  params_.region_bytes = kMinRegionBytes;
+  params_.data_size = (kBitsPerPage + 64) * kMinRegionBytes;  // two bit pages
+  params_.metadata_timeout = 20s;
+  WriteIntentBitmap bm = fresh();
+  // Member 1 is slow (5 s) to take bit page 0.
+  gates_[1]->arm([](std::uint64_t off) { return off == kBitmapPagesOffset; }, SIZE_MAX, 5s);
+  std::atomic<bool> page0_done{false};
+  std::thread page0([&] {
+    EXPECT_TRUE(bm.begin_write(0, 4096).is_ok());
+    page0_done = true;
+  });
+  ASSERT_TRUE(gates_[1]->wait_for_held(1, 5s));
+  // A region in page 1 is set and persisted while page 0's update still waits on member 1.
+  const std::uint64_t page1_offset = kBitsPerPage * kMinRegionBytes;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(bm.begin_write(page1_offset, 4096).is_ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_FALSE(page0_done.load()) << "the page 1 update waited for page 0's slow member";
+  EXPECT_TRUE(bm.is_dirty(kBitsPerPage));
+  gates_[1]->open();
+  page0.join();
+  EXPECT_TRUE(bm.is_dirty(0));
+  bm.end_write(0, 4096);
+  bm.end_write(page1_offset, 4096);
 }
 
 }  // namespace

@@ -201,6 +201,9 @@ struct ArrayOptions {
   // place) fails once it has had more than this many, counting down by half for every hour
   // without one (md's max_read_errors). A write error fails a member at once.
   std::uint32_t max_read_errors = 20;
+  // A member that takes longer than this over one superblock or write-intent bitmap update
+  // (write + flush, all members in parallel) is failed, so a hung drive cannot stall the array.
+  std::chrono::milliseconds metadata_timeout{30000};
 };
 
 class Array {

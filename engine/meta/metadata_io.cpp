@@ -1,0 +1,157 @@
+// Metadata I/O on every member at once. See metadata_io.h for the design and the lifetime rule.
+#include "meta/metadata_io.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+namespace graid::meta {
+namespace {
+
+// What one call waits for: a status per slot and how many are still running. Shared by the
+// caller and the workers, so a worker that finishes after the caller gave up writes into memory
+// that is still alive.
+struct Batch {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  std::vector<Status> results;  // GUARDED_BY(mutex)
+  std::vector<bool> finished;   // GUARDED_BY(mutex)
+  std::size_t running = 0;      // GUARDED_BY(mutex)
+};
+
+struct Job {
+  std::shared_ptr<MemberDevice> member;
+  std::uint32_t index = 0;
+  std::shared_ptr<const MemberMetadataOp> op;
+  std::shared_ptr<Batch> batch;
+};
+
+// The process-wide pool. Workers hold a shared_ptr to it, so it outlives static destruction for
+// as long as any worker (say, one stuck in a hung member) still runs.
+class Pool : public std::enable_shared_from_this<Pool> {
+ public:
+  static Pool& instance() {
+    static const std::shared_ptr<Pool> pool = [] {
+      auto p = std::make_shared<Pool>();
+      // fork() copies the pool's counts and queue but none of its threads: the child starts
+      // with an empty pool (and a mutex no worker can be holding: prepare takes it). Idle
+      // workers wait on an atomic (a futex), not a condition variable: glibc's condition
+      // variables can block a signal or destroy on waiters that, in a child, do not exist.
+      // (Forking while an update is in flight is not supported.)
+      ::pthread_atfork([] { instance().mutex_.lock(); }, [] { instance().mutex_.unlock(); },
+                       [] { instance().reset_in_child(); });
+      return p;
+    }();
+    return *pool;
+  }
+
+  // Queues `jobs`; makes sure an idle worker is there for each (starting workers as needed).
+  void submit(std::vector<Job> jobs) {
+    std::lock_guard lock(mutex_);
+    for (Job& job : jobs)
+      queue_.push_back(std::move(job));
+    // Idle workers = threads - busy; each queued job needs one of its own.
+    while (threads_ - busy_ < queue_.size()) {
+      try {
+        std::thread([self = shared_from_this()] { self->work(); }).detach();
+      } catch (const std::system_error&) {
+        break;  // out of threads: the jobs wait for a busy worker (and may time out)
+      }
+      ++threads_;
+    }
+    work_seq_.fetch_add(1);
+    work_seq_.notify_all();
+  }
+
+  void reset_in_child() {
+    queue_.clear();
+    threads_ = 0;
+    busy_ = 0;
+    mutex_.unlock();
+  }
+
+  std::size_t threads() {
+    std::lock_guard lock(mutex_);
+    return threads_;
+  }
+
+ private:
+  void work() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      while (queue_.empty()) {
+        const std::uint32_t seen = work_seq_.load();
+        lock.unlock();
+        work_seq_.wait(seen);  // returns at once if submit() bumped it since
+        lock.lock();
+      }
+      Job job = std::move(queue_.front());
+      queue_.pop_front();
+      ++busy_;
+      lock.unlock();
+      Status st = (*job.op)(*job.member, job.index);
+      // Idle again before the caller can see the result: a caller that starts its next update at
+      // once then finds this worker free and starts no thread.
+      lock.lock();
+      --busy_;
+      lock.unlock();
+      {
+        std::lock_guard batch_lock(job.batch->mutex);
+        job.batch->results[job.index] = std::move(st);
+        job.batch->finished[job.index] = true;
+        --job.batch->running;
+        job.batch->done_cv.notify_all();  // under the lock: the caller may free nothing we use
+      }
+      job = {};  // drop the member, buffers and batch before idling
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::atomic<std::uint32_t> work_seq_{0};  // bumped by every submit()
+  std::deque<Job> queue_;                   // GUARDED_BY(mutex_)
+  std::size_t threads_ = 0;                 // GUARDED_BY(mutex_)
+  std::size_t busy_ = 0;                    // GUARDED_BY(mutex_)
+};
+
+}  // namespace
+
+std::vector<Status> run_on_members(std::span<const std::shared_ptr<MemberDevice>> members,
+                                   std::chrono::milliseconds timeout, MemberMetadataOp op) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto batch = std::make_shared<Batch>();
+  batch->results.resize(members.size());
+  batch->finished.assign(members.size(), true);
+  auto shared_op = std::make_shared<const MemberMetadataOp>(std::move(op));
+  std::vector<Job> jobs;
+  for (std::uint32_t m = 0; m < members.size(); ++m) {
+    if (members[m] == nullptr) continue;
+    batch->finished[m] = false;
+    jobs.push_back(Job{members[m], m, shared_op, batch});
+  }
+  batch->running = jobs.size();
+  if (jobs.empty()) return std::move(batch->results);
+  Pool::instance().submit(std::move(jobs));
+
+  std::unique_lock lock(batch->mutex);
+  batch->done_cv.wait_until(lock, deadline, [&] { return batch->running == 0; });
+  std::vector<Status> out = batch->results;
+  for (std::uint32_t m = 0; m < members.size(); ++m) {
+    if (batch->finished[m]) continue;
+    out[m] = make_error(Errc::kIoError,
+                        "member {} ({}): metadata I/O did not finish within {} ms (hung device?)",
+                        m, members[m]->path(), timeout.count());
+  }
+  return out;
+}
+
+std::size_t metadata_worker_threads() {
+  return Pool::instance().threads();
+}
+
+}  // namespace graid::meta
