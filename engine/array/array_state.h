@@ -9,11 +9,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
+#include "array/event_notifier.h"
+#include "array/queue_registry.h"
 #include "graid/array.h"
 #include "meta/superblock.h"
 #include "meta/write_intent_bitmap.h"
@@ -102,6 +105,37 @@ struct Array::State {
   std::uint64_t device_offset(std::uint64_t member_offset) const noexcept {
     return data_offset + member_offset;
   }
+
+  ArrayHealth health() const noexcept;
+  // Raises a kHealthChanged event if health() differs from what was last reported.
+  // REQUIRES: control_mutex held.
+  void note_health_locked();
+  ArrayHealth reported_health = ArrayHealth::kOptimal;  // GUARDED_BY(control_mutex)
+  // Raises an event with the array's current health (engine/array/event_notifier.h).
+  void emit(ArrayEventKind kind, std::optional<std::uint32_t> member, std::string message,
+            ArrayEventCounts counts = {});
+
+  // Members a superblock update goes to, by slot (null: none): attached roles recorded active
+  // or rebuilding. A rebuilding member is written no data yet but stays in the array.
+  std::vector<MemberDevice*> superblock_targets() const;  // REQUIRES: control_mutex held
+
+  // Open VdHandles per VD id. GUARDED_BY(control_mutex)
+  std::map<std::uint32_t, std::uint32_t> vd_users;
+
+  // Attached queues and the counts of destroyed ones (engine/array/array_stats.h). Shared with
+  // the queues, so that one destroyed after the array (against the contract, but tests do it)
+  // still finds it.
+  std::shared_ptr<QueueRegistry> registry = std::make_shared<QueueRegistry>();
+  ArrayStats stats() const;
+
+  // Declared last: destroyed first, delivering what is queued while the rest still exists.
+  EventNotifier events;
 };
+
+// Counts for an event about `member_bytes` bytes of every member (stripes rounded up).
+ArrayEventCounts byte_counts(const Geometry& geometry, std::uint64_t member_bytes);
+
+// The public description of a VD table entry.
+VdInfo vd_info(const meta::VdEntry& entry);
 
 }  // namespace graid

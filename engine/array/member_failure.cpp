@@ -8,7 +8,14 @@
 namespace graid {
 
 bool Array::State::mark_failed_locked(std::uint32_t member) {
-  if (is_failed(member)) return false;
+  if (is_failed(member)) {
+    // A rebuilding member was never used for I/O (no write planned around it): only its slot
+    // changes.
+    if (sb.members[member].state != meta::MemberState::kRebuilding) return false;
+    sb.members[member].state = meta::MemberState::kFailed;
+    sb.members[member].rebuild_offset = 0;
+    return true;
+  }
   // Counted before the flag is set: a writer that sees the flag (acquire) then sees the count
   // and knows a superblock update is owed before it may acknowledge.
   failures_marked.fetch_add(1, std::memory_order_acq_rel);
@@ -24,7 +31,7 @@ Status Array::State::write_superblocks_locked() {
   for (std::uint32_t round = 0; round <= geometry.members(); ++round) {
     ++sb.events;
     sb.utime_ns = wall_clock_ns();
-    const std::vector<MemberDevice*> targets = live_pointers(*this);
+    const std::vector<MemberDevice*> targets = superblock_targets();
     const std::vector<Status> written = write_superblock_copies(targets, sb);
     bool any_failed = false;
     for (std::uint32_t m = 0; m < written.size(); ++m) {
@@ -34,10 +41,14 @@ Status Array::State::write_superblocks_locked() {
       }
       spdlog::error("graid: member {} ({}) failed writing its superblock: {}", m,
                     members[m]->path(), written[m].to_string());
-      mark_failed_locked(m);
+      if (mark_failed_locked(m)) {
+        emit(ArrayEventKind::kMemberFailed, m,
+             fmt::format("superblock write failed: {}", written[m].message()));
+      }
       any_failed = true;
     }
     if (!any_failed) return Status::ok();
+    note_health_locked();
     if (array_failed()) {
       return make_error(Errc::kIoError, "array failed while writing superblocks");
     }
@@ -51,6 +62,9 @@ Status Array::State::fail_member(std::uint32_t member, std::string_view reason) 
     return make_error(Errc::kOutOfRange, "no member {} (array has {})", member, members.size());
   }
   if (!mark_failed_locked(member)) return Status::ok();
+  ArrayEventCounts counts;
+  counts.errors = stats().members[member].errors();
+  emit(ArrayEventKind::kMemberFailed, member, std::string(reason), counts);
   spdlog::warn("graid: array '{}': member {} ({}) failed: {}; {} of {} members failed", sb.name,
                member, members[member] ? members[member]->path() : "missing", reason,
                failed_count.load(), members.size());
@@ -59,6 +73,7 @@ Status Array::State::fail_member(std::uint32_t member, std::string_view reason) 
                   raid_level_name(geometry.level()));
   }
   Status st = write_superblocks_locked();
+  note_health_locked();
   // Failures are marked only under control_mutex, which this thread holds: every one marked so
   // far (including members that failed their superblock write just now) is in the update just
   // written. Released even when the update failed: the writes that waited then see a failed
