@@ -93,6 +93,20 @@ class ArrayLifecycleTest : public ::testing::Test {
 
   static std::unique_ptr<IoContext> context() { return std::move(*IoContext::create(64)); }
 
+  // A queue on a context of its own (the queue goes first when destroyed).
+  struct Attached {
+    std::unique_ptr<IoContext> ctx;
+    std::unique_ptr<ArrayQueue> queue;
+    ArrayQueue& operator*() { return *queue; }
+    ArrayQueue* operator->() { return queue.get(); }
+    void reset() { queue.reset(); }
+  };
+  static Attached attach(Array& array) {
+    Attached a{context(), nullptr};
+    a.queue = std::move(*array.attach(*a.ctx));
+    return a;
+  }
+
   ArrayFiles files_;
   std::uint32_t n_ = 0;
   std::unique_ptr<ParityBackend> parity_;
@@ -106,15 +120,21 @@ AlignedBuffer patterned(std::size_t n, int seed) {
   return buf;
 }
 
+// Writes `n` patterned bytes at 0 and returns them.
+AlignedBuffer write_pattern(ArrayQueue& queue, std::size_t n, int seed) {
+  AlignedBuffer buf = patterned(n, seed);
+  Status st = run_one(queue, IoKind::kWrite, 0, static_cast<std::uint32_t>(n), buf.data());
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return buf;
+}
+
 TEST_F(ArrayLifecycleTest, ObserverSeesFailuresAndHealthOffTheIoThread) {
   RecordingObserver observer;
   auto array = make(RaidLevel::kRaid5, 3, &observer);
   ASSERT_TRUE(array.is_ok()) << array.status().to_string();
   ASSERT_TRUE(observer.wait_for(ArrayEventKind::kStarted).has_value());
-  auto ctx = context();
-  auto queue = std::move(*(*array)->attach(*ctx));
-  AlignedBuffer buf = patterned(64 * 1024, 1);
-  ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, 64 * 1024, buf.data()).is_ok());
+  auto queue = attach(**array);
+  AlignedBuffer buf = write_pattern(*queue, 64 * 1024, 1);
 
   // A read error on member 1: it fails (the read is reconstructed) and the array degrades.
   files_.faulty[1]->fail_op(MemberOp::kRead);
@@ -156,10 +176,8 @@ TEST_F(ArrayLifecycleTest, ObserverSeesResyncAfterAnUncleanStopWithItsCounts) {
   {
     auto array = make(RaidLevel::kRaid5, 4);
     ASSERT_TRUE(array.is_ok());
-    auto ctx = context();
-    auto queue = std::move(*(*array)->attach(*ctx));
-    AlignedBuffer buf = patterned(256 * 1024, 2);
-    ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, 256 * 1024, buf.data()).is_ok());
+    auto queue = attach(**array);
+    AlignedBuffer buf = write_pattern(*queue, 256 * 1024, 2);
     queue.reset();
     // No stop(): the array stays dirty with its bitmap bits set, as after a crash.
   }
@@ -193,10 +211,8 @@ TEST_F(ArrayLifecycleTest, ObserverSeesADirtyDegradedStartAsAnOverride) {
   {
     auto array = make(RaidLevel::kRaid5, 3);
     ASSERT_TRUE(array.is_ok());
-    auto ctx = context();
-    auto queue = std::move(*(*array)->attach(*ctx));
-    AlignedBuffer buf = patterned(64 * 1024, 3);
-    ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, 64 * 1024, buf.data()).is_ok());
+    auto queue = attach(**array);
+    AlignedBuffer buf = write_pattern(*queue, 64 * 1024, 3);
   }
   RecordingObserver observer;
   AssembleOptions how;
@@ -219,12 +235,9 @@ TEST_F(ArrayLifecycleTest, ObserverSeesADirtyDegradedStartAsAnOverride) {
 TEST_F(ArrayLifecycleTest, StatsTotalsAreTheSumOfQueuesAndSurviveTheirDestruction) {
   auto array = make(RaidLevel::kRaid6, 4);
   ASSERT_TRUE(array.is_ok());
-  auto ctx_a = context();
-  auto ctx_b = context();
-  auto a = std::move(*(*array)->attach(*ctx_a));
-  auto b = std::move(*(*array)->attach(*ctx_b));
-  AlignedBuffer buf = patterned(32 * 1024, 4);
-  ASSERT_TRUE(run_one(*a, IoKind::kWrite, 0, 32 * 1024, buf.data()).is_ok());
+  auto a = attach(**array);
+  auto b = attach(**array);
+  AlignedBuffer buf = write_pattern(*a, 32 * 1024, 4);
   ASSERT_TRUE(run_one(*a, IoKind::kRead, 0, 8192, buf.data()).is_ok());
   ASSERT_TRUE(run_one(*b, IoKind::kWrite, 4096, 4096, buf.data()).is_ok());
   ASSERT_TRUE(run_one(*b, IoKind::kFlush, 0, 0, nullptr).is_ok());
@@ -259,10 +272,8 @@ TEST_F(ArrayLifecycleTest, StatsTotalsAreTheSumOfQueuesAndSurviveTheirDestructio
 TEST_F(ArrayLifecycleTest, MemberCountersCountInjectedErrorsByKindAndEveryIoHasALatency) {
   auto array = make(RaidLevel::kRaid6, 5);
   ASSERT_TRUE(array.is_ok());
-  auto ctx = context();
-  auto queue = std::move(*(*array)->attach(*ctx));
-  AlignedBuffer buf = patterned(48 * 1024, 5);
-  ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, 48 * 1024, buf.data()).is_ok());
+  auto queue = attach(**array);
+  AlignedBuffer buf = write_pattern(*queue, 48 * 1024, 5);
   files_.faulty[0]->fail_op(MemberOp::kRead);
   ASSERT_TRUE(run_one(*queue, IoKind::kRead, 0, 48 * 1024, buf.data()).is_ok());
   files_.faulty[1]->fail_op(MemberOp::kWrite);
@@ -315,8 +326,7 @@ TEST(LatencyBucketTest, BucketsAreLog2Microseconds) {
 TEST_F(ArrayLifecycleTest, StopWithAQueueAttachedIsRefusedAndChangesNothing) {
   auto array = make(RaidLevel::kRaid5, 3);
   ASSERT_TRUE(array.is_ok());
-  auto ctx = context();
-  auto queue = std::move(*(*array)->attach(*ctx));
+  auto queue = attach(**array);
   auto before = Array::examine(*files_.faulty[0]);
   ASSERT_TRUE(before.is_ok());
   std::uint64_t writes_before = 0;
@@ -345,8 +355,7 @@ TEST_F(ArrayLifecycleTest, StopWithAQueueAttachedIsRefusedAndChangesNothing) {
 TEST_F(ArrayLifecycleTest, QuiesceWaitsUntilNoRequestIsInFlight) {
   auto array = make(RaidLevel::kRaid5, 3);
   ASSERT_TRUE(array.is_ok());
-  auto ctx = context();
-  auto queue = std::move(*(*array)->attach(*ctx));
+  auto queue = attach(**array);
   AlignedBuffer buf = patterned(8192, 6);
   TestIo io;
   io.kind = IoKind::kWrite;
@@ -366,7 +375,7 @@ TEST_F(ArrayLifecycleTest, QuiesceWaitsUntilNoRequestIsInFlight) {
     returned = true;
   });
   while (!io.done)
-    ctx->poll(true);
+    queue.ctx->poll(true);
   control.join();
   EXPECT_TRUE(returned);
   EXPECT_TRUE(drained.is_ok()) << drained.to_string();
@@ -478,8 +487,7 @@ TEST_F(ArrayLifecycleTest, SlotStatesPersistAcrossStopAndAssemble) {
     EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
     {
       // A rebuilding member is not read: the data comes from the others.
-      auto ctx = context();
-      auto queue = std::move(*(*array)->attach(*ctx));
+      auto queue = attach(**array);
       AlignedBuffer back = std::move(*AlignedBuffer::allocate(data.size(), 4096));
       if (round == 0) {
         ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, 24 * 1024, data.data()).is_ok());
