@@ -136,6 +136,18 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   };
   for (std::size_t i : newest->in_sync)
     take(i);
+  // Hot spares that are as new as the array: kept for rebuild. Absent ones keep their slot.
+  state->spares.resize(sb.spare_count);
+  for (std::size_t i : newest->in_sync) {
+    const std::uint32_t slot = copies[i].member_index;
+    std::unique_ptr<MemberDevice>& dev = devices[device_of[i]];
+    if (slot < n || slot >= n + sb.spare_count || !dev || dev->size() < needed ||
+        sb.members[slot].state != meta::MemberState::kSpare ||
+        sb.members[slot].uuid != copies[i].member_uuid) {
+      continue;
+    }
+    state->spares[slot - n] = std::move(dev);
+  }
   for (std::size_t i : newest->behind)
     rep.behind_members.push_back(state->members[copies[i].member_index]
                                      ? state->members[copies[i].member_index]->path()

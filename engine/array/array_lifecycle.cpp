@@ -29,6 +29,8 @@ std::string_view array_event_kind_name(ArrayEventKind kind) noexcept {
       return "resync-finished";
     case ArrayEventKind::kAssemblyOverride:
       return "assembly-override";
+    case ArrayEventKind::kSpareAdded:
+      return "spare-added";
     case ArrayEventKind::kStopped:
       return "stopped";
   }
@@ -135,6 +137,8 @@ std::vector<MemberDevice*> Array::State::superblock_targets() const {
         st == meta::MemberState::kActive ? !is_failed(m) : st == meta::MemberState::kRebuilding;
     if (in_array) out[m] = members[m].get();
   }
+  for (const auto& spare : spares)
+    out.push_back(spare.get());
   return out;
 }
 
@@ -169,7 +173,11 @@ Result<MemberSlot> Array::member_slot(std::uint32_t slot) const {
                       slot_count(s.sb));
   }
   MemberSlot out = slot_of(s.sb, slot);
-  if (slot < s.members.size() && s.members[slot]) out.path = s.members[slot]->path();
+  const auto n = static_cast<std::uint32_t>(s.members.size());
+  const MemberDevice* dev = slot < n                     ? s.members[slot].get()
+                            : slot - n < s.spares.size() ? s.spares[slot - n].get()
+                                                         : nullptr;
+  if (dev != nullptr) out.path = dev->path();
   return out;
 }
 

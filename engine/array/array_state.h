@@ -36,6 +36,9 @@ struct Array::State {
 
   // Indexed by member slot; null where assembly found no device for the slot.
   std::vector<std::unique_ptr<MemberDevice>> members;
+  // Hot spares by spare slot (member slot - members.size()); null where assembly found none.
+  // Not used for I/O; written only by superblock updates. GUARDED_BY(control_mutex)
+  std::vector<std::unique_ptr<MemberDevice>> spares;
   // 1 = failed. Read on every I/O; written under control_mutex.
   std::unique_ptr<std::atomic<std::uint8_t>[]> failed;
   std::atomic<std::uint32_t> failed_count{0};
@@ -116,8 +119,11 @@ struct Array::State {
             ArrayEventCounts counts = {});
 
   // Members a superblock update goes to, by slot (null: none): attached roles recorded active
-  // or rebuilding. A rebuilding member is written no data yet but stays in the array.
+  // or rebuilding (written no data yet, but still in the array), then the spares.
   std::vector<MemberDevice*> superblock_targets() const;  // REQUIRES: control_mutex held
+  // Takes spare slot `slot` out of the table (later spares move down one slot) and closes its
+  // device. REQUIRES: control_mutex held.
+  void drop_spare_locked(std::uint32_t slot);
 
   // Open VdHandles per VD id. GUARDED_BY(control_mutex)
   std::map<std::uint32_t, std::uint32_t> vd_users;

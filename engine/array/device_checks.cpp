@@ -3,6 +3,13 @@
 namespace graid {
 
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices) {
+  std::vector<MemberDevice*> pointers;
+  for (const auto& d : devices)
+    pointers.push_back(d.get());
+  return refuse_same_storage(pointers);
+}
+
+Status refuse_same_storage(std::span<MemberDevice* const> devices) {
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const DeviceIdentity a = devices[i]->identity();
     for (std::size_t j = 0; j < i; ++j) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "graid/member.h"
 #include "graid/status.h"
@@ -13,5 +14,6 @@ namespace graid {
 // Refuses (kInvalidArgument, naming both paths) when two devices are the same storage: the same
 // path twice, or one file or block device under two names (a symlink, a hard link, "dir/./m0").
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices);
+Status refuse_same_storage(std::span<MemberDevice* const> devices);
 
 }  // namespace graid

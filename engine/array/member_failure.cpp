@@ -34,13 +34,22 @@ Status Array::State::write_superblocks_locked() {
     const std::vector<MemberDevice*> targets = superblock_targets();
     const std::vector<Status> written = write_superblock_copies(targets, sb);
     bool any_failed = false;
-    for (std::uint32_t m = 0; m < written.size(); ++m) {
+    // Spares last and from the top, so that dropping one does not move those still to handle.
+    for (std::uint32_t m = static_cast<std::uint32_t>(written.size()); m-- > 0;) {
       if (written[m]) continue;
       if (written[m].code() != Errc::kIoError && written[m].code() != Errc::kOutOfRange) {
         return written[m];  // not the member's fault (no memory, a bad superblock)
       }
       spdlog::error("graid: member {} ({}) failed writing its superblock: {}", m,
-                    members[m]->path(), written[m].to_string());
+                    targets[m]->path(), written[m].to_string());
+      if (m >= members.size()) {
+        emit(ArrayEventKind::kMemberFailed, m,
+             fmt::format("spare {} failed writing its superblock and was dropped: {}",
+                         targets[m]->path(), written[m].message()));
+        drop_spare_locked(m);
+        any_failed = true;
+        continue;
+      }
       if (mark_failed_locked(m)) {
         emit(ArrayEventKind::kMemberFailed, m,
              fmt::format("superblock write failed: {}", written[m].message()));
@@ -80,6 +89,16 @@ Status Array::State::fail_member(std::uint32_t member, std::string_view reason) 
   // array and report an error.
   publish_failures_recorded(failures_marked.load(std::memory_order_acquire));
   return st;
+}
+
+void Array::State::drop_spare_locked(std::uint32_t slot) {
+  const auto n = static_cast<std::uint32_t>(members.size());
+  const std::uint32_t last = n + sb.spare_count - 1;
+  for (std::uint32_t s = slot; s < last; ++s)
+    sb.members[s] = sb.members[s + 1];
+  sb.members[last] = meta::MemberEntry{};
+  --sb.spare_count;
+  spares.erase(spares.begin() + (slot - n));
 }
 
 bool Array::State::failures_durable_or_park(IoContext& ctx, Task& resume) {

@@ -520,5 +520,65 @@ TEST_F(ArrayLifecycleTest, SlotStatesPersistAcrossStopAndAssemble) {
   EXPECT_EQ((*array)->member_slot(1)->state, MemberSlotState::kFailed);
 }
 
+TEST_F(ArrayLifecycleTest, AddedSpareIsRecordedEverywhereAndFoundByAssembly) {
+  RecordingObserver observer;
+  n_ = 4;
+  auto devs = files_.open(4, 4u << 20, true);
+  ASSERT_TRUE(devs.is_ok());
+  std::unique_ptr<MemberDevice> spare = std::move(devs->back());
+  devs->pop_back();
+  CreateOptions c;
+  c.level = RaidLevel::kRaid5;
+  c.strip_bytes = 4096;
+  c.name = "life";
+  auto array = Array::create(std::move(*devs), c, options(&observer));
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+
+  // Refusals change nothing: the storage of a member, a too small device.
+  auto twice = open_member(files_.paths[0]);
+  ASSERT_TRUE(twice.is_ok());
+  EXPECT_EQ((*array)->add_spare(std::move(*twice)).status().code(), Errc::kInvalidArgument);
+  ArrayFiles small;
+  auto tiny = small.open(1, 1u << 20, true);
+  ASSERT_TRUE(tiny.is_ok());
+  EXPECT_EQ((*array)->add_spare(std::move((*tiny)[0])).status().code(), Errc::kNoSpace);
+  EXPECT_EQ((*array)->member_slots().size(), 3u);
+
+  auto slot = (*array)->add_spare(std::move(spare));
+  ASSERT_TRUE(slot.is_ok()) << slot.status().to_string();
+  EXPECT_EQ(*slot, 3u);
+  auto added = observer.wait_for(ArrayEventKind::kSpareAdded, 3);
+  ASSERT_TRUE(added.has_value());
+  auto recorded = (*array)->member_slot(3);
+  ASSERT_TRUE(recorded.is_ok());
+  EXPECT_EQ(recorded->state, MemberSlotState::kSpare);
+  EXPECT_EQ(recorded->path, files_.paths[3]);
+  EXPECT_EQ((*array)->health(), ArrayHealth::kOptimal);
+  ASSERT_TRUE((*array)->stop().is_ok());
+
+  // Its own superblock names it a spare of this array, as new as the members'.
+  auto own = Array::examine(*files_.faulty[3]);
+  auto member = Array::examine(*files_.faulty[0]);
+  ASSERT_TRUE(own.is_ok() && member.is_ok());
+  EXPECT_EQ(own->array_uuid, member->array_uuid);
+  EXPECT_EQ(own->slot, 3u);
+  EXPECT_EQ(own->state, MemberSlotState::kSpare);
+  EXPECT_EQ(own->events, member->events);
+  EXPECT_EQ(member->spare_count, 1u);
+  ASSERT_EQ(member->slots.size(), 4u);
+  EXPECT_EQ(member->slots[3].state, MemberSlotState::kSpare);
+  EXPECT_EQ(member->slots[3].uuid, own->member_uuid);
+  array->reset();
+
+  auto again = assemble();
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  auto found = (*again)->member_slot(3);
+  ASSERT_TRUE(found.is_ok());
+  EXPECT_EQ(found->state, MemberSlotState::kSpare);
+  EXPECT_EQ(found->path, files_.paths[3]) << "assembly kept the spare's device";
+  EXPECT_EQ((*again)->member_count(), 3u);
+  EXPECT_EQ((*again)->health(), ArrayHealth::kOptimal);
+}
+
 }  // namespace
 }  // namespace graid::testing

@@ -303,6 +303,7 @@ enum class ArrayEventKind : std::uint8_t {
   kResyncStarted,     // re-sync after an unclean stop: counts.bytes/stripes the bitmap marks
   kResyncFinished,    // counts: re-synced; counts.unsynced_stripes: could not be re-synced
   kAssemblyOverride,  // assembly overrode a refusal (force, start_dirty_degraded): message
+  kSpareAdded,        // add_spare() put a hot spare into slot `member`
   kStopped,           // stop() marked the array clean
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
@@ -414,6 +415,13 @@ class Array {
   // meanwhile, assembly resets its rebuild_offset to 0. kOutOfRange past the table.
   Result<MemberSlot> member_slot(std::uint32_t slot) const;
   std::vector<MemberSlot> member_slots() const;
+
+  // Adds `device` as a hot spare: the next spare slot, recorded in every member's superblock and
+  // in its own, so assembly finds it again. Spares are not used for I/O until rebuild exists.
+  // Refuses (changing nothing) a device smaller than the members' data area (kNoSpace), the
+  // storage of a member or spare under any name (kInvalidArgument), one that carries a graid
+  // superblock unless `force` (kBusy), and a full member table (kNoSpace). Returns the slot.
+  Result<std::uint32_t> add_spare(std::unique_ptr<MemberDevice> device, bool force = false);
 
   // Reads and summarises the graid superblock of `member` without writing anything (mdadm
   // --examine). kNotFound/kCorrupt/kUnsupported as decoding finds.
