@@ -29,14 +29,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   std::uint64_t smallest = ~std::uint64_t{0};
   for (std::uint32_t m = 0; m < n; ++m) {
     MemberDevice& dev = *members[m];
-    if (!force) {
-      if (auto old = read_superblock(dev); old) {
-        return make_error(Errc::kBusy,
-                          "{} already belongs to graid array {} ('{}'); nothing was changed "
-                          "(force overwrites it)",
-                          dev.path(), old->array_uuid.to_string(), old->name);
-      }
-    }
+    if (!force) GRAID_RETURN_IF_ERROR(refuse_graid_superblock(dev));
     smallest = std::min(smallest, dev.size());
   }
   const std::uint64_t data_offset = meta::kDefaultDataOffset;

@@ -6,7 +6,6 @@
 
 #include "array/array_state.h"
 #include "array/device_checks.h"
-#include "array/superblock_io.h"
 
 namespace graid {
 
@@ -32,14 +31,7 @@ Result<std::uint32_t> Array::add_spare(std::unique_ptr<MemberDevice> device, boo
     if (d) all.push_back(d.get());
   all.push_back(device.get());
   GRAID_RETURN_IF_ERROR(refuse_same_storage(all));
-  if (!force) {
-    if (auto old = read_superblock(*device); old) {
-      return make_error(Errc::kBusy,
-                        "{} already belongs to graid array {} ('{}'); nothing was changed (force "
-                        "overwrites it)",
-                        device->path(), old->array_uuid.to_string(), old->name);
-    }
-  }
+  if (!force) GRAID_RETURN_IF_ERROR(refuse_graid_superblock(*device));
   auto uuid = meta::Uuid::generate();
   if (!uuid) return uuid.status();
   const std::uint32_t slot = n + s.sb.spare_count;

@@ -1,5 +1,7 @@
 #include "array/device_checks.h"
 
+#include "array/superblock_io.h"
+
 namespace graid {
 
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices) {
@@ -28,6 +30,15 @@ Status refuse_same_storage(std::span<MemberDevice* const> devices) {
     }
   }
   return Status::ok();
+}
+
+Status refuse_graid_superblock(MemberDevice& device) {
+  auto old = read_superblock(device);
+  if (!old) return Status::ok();
+  return make_error(Errc::kBusy,
+                    "{} already belongs to graid array {} ('{}'); nothing was changed (force "
+                    "overwrites it)",
+                    device.path(), old->array_uuid.to_string(), old->name);
 }
 
 }  // namespace graid

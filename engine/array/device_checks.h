@@ -16,4 +16,8 @@ namespace graid {
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices);
 Status refuse_same_storage(std::span<MemberDevice* const> devices);
 
+// Refuses (kBusy, naming the array) a device that carries a readable graid superblock: it
+// belongs to an array, maybe a live one. Writes nothing.
+Status refuse_graid_superblock(MemberDevice& device);
+
 }  // namespace graid

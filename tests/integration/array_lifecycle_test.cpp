@@ -534,7 +534,7 @@ TEST_F(ArrayLifecycleTest, AddedSpareIsRecordedEverywhereAndFoundByAssembly) {
   auto array = Array::create(std::move(*devs), c, options(&observer));
   ASSERT_TRUE(array.is_ok()) << array.status().to_string();
 
-  // Refusals change nothing: the storage of a member, a too small device.
+  // Refusals change nothing: the storage of a member, a too small device, another array's.
   auto twice = open_member(files_.paths[0]);
   ASSERT_TRUE(twice.is_ok());
   EXPECT_EQ((*array)->add_spare(std::move(*twice)).status().code(), Errc::kInvalidArgument);
@@ -542,6 +542,16 @@ TEST_F(ArrayLifecycleTest, AddedSpareIsRecordedEverywhereAndFoundByAssembly) {
   auto tiny = small.open(1, 1u << 20, true);
   ASSERT_TRUE(tiny.is_ok());
   EXPECT_EQ((*array)->add_spare(std::move((*tiny)[0])).status().code(), Errc::kNoSpace);
+  // A device holding a graid superblock (here a copy of member 0's).
+  ArrayFiles foreign;
+  auto other = foreign.open(1, 4u << 20, true);
+  ASSERT_TRUE(other.is_ok());
+  auto block = AlignedBuffer::allocate(meta::kSuperblockSize, 4096);
+  ASSERT_TRUE(files_.faulty[0]->read_sync(meta::kSuperblockOffset, block->span()).is_ok());
+  ASSERT_TRUE((*other)[0]->write_sync(meta::kSuperblockOffset, block->span()).is_ok());
+  auto busy = (*array)->add_spare(std::move((*other)[0]));
+  EXPECT_EQ(busy.status().code(), Errc::kBusy);
+  EXPECT_NE(busy.status().message().find("already belongs"), std::string::npos);
   EXPECT_EQ((*array)->member_slots().size(), 3u);
 
   auto slot = (*array)->add_spare(std::move(spare));
