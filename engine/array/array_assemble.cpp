@@ -168,6 +168,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   std::sort(stale.begin(), stale.end(),
             [&](std::size_t a, std::size_t b) { return copies[a].events > copies[b].events; });
   const bool split = !signs.empty();
+  std::vector<std::pair<std::uint32_t, std::string>> taken_back;  // told once assembly goes on
   for (std::size_t i : stale) {
     if (!assemble.force || !state->array_failed() || split) break;
     const std::uint32_t slot = copies[i].member_index;
@@ -179,7 +180,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
         "out of date",
         state->members[slot]->path(), slot, newest->events - copies[i].events));
     mark_unusable();
-    state->emit(ArrayEventKind::kMemberBack, slot, rep.overrides.back());
+    taken_back.emplace_back(slot, rep.overrides.back());
   }
   for (std::size_t i : newest->stale) {
     if (devices[device_of[i]]) rep.stale_members.push_back(path_of(i));
@@ -254,6 +255,8 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     spdlog::warn("graid: array '{}': override: {}", sb.name, o);
     state->emit(ArrayEventKind::kAssemblyOverride, std::nullopt, o);
   }
+  for (auto& [slot, why] : taken_back)
+    state->emit(ArrayEventKind::kMemberBack, slot, std::move(why));
 
   // Open the array: not clean until stop(), and record any members found missing.
   state->sb.array_flags &= ~meta::kArrayClean;

@@ -232,6 +232,42 @@ TEST_F(ArrayLifecycleTest, ObserverSeesADirtyDegradedStartAsAnOverride) {
   EXPECT_EQ(started->health, ArrayHealth::kDegraded);
 }
 
+TEST_F(ArrayLifecycleTest, ForcedAssemblyTellsWhichStaleMemberCameBack) {
+  {
+    auto array = make(RaidLevel::kRaid5, 3);
+    ASSERT_TRUE(array.is_ok());
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  {
+    // Member 0 is away while the others run on: its copy goes stale.
+    auto devs = files_.open(3, 4u << 20, false);
+    ASSERT_TRUE(devs.is_ok());
+    devs->erase(devs->begin());
+    auto array = Array::assemble(std::move(*devs), options());
+    ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  // Now member 2 is gone too: only force starts the array, taking member 0 back.
+  RecordingObserver observer;
+  EXPECT_FALSE(assemble(&observer, {}, nullptr, 2).is_ok());
+  AssembleOptions how;
+  how.force = true;
+  how.allow_degraded = false;  // refused after taking member 0 back: nothing to tell
+  EXPECT_EQ(assemble(&observer, how, nullptr, 2).status().code(), Errc::kBusy);
+  how.allow_degraded = true;
+  auto array = assemble(&observer, how, nullptr, 2);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  auto back = observer.wait_for(ArrayEventKind::kMemberBack, 0);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_NE(back->message.find("events behind"), std::string::npos) << back->message;
+  ASSERT_TRUE(observer.wait_for(ArrayEventKind::kAssemblyOverride).has_value());
+  ASSERT_TRUE(observer.wait_for(ArrayEventKind::kStarted).has_value());
+  std::size_t backs = 0;
+  for (const ArrayEvent& e : observer.events())
+    backs += e.kind == ArrayEventKind::kMemberBack ? 1 : 0;
+  EXPECT_EQ(backs, 1u) << "the refused assembly must not have told of a member coming back";
+}
+
 TEST_F(ArrayLifecycleTest, StatsTotalsAreTheSumOfQueuesAndSurviveTheirDestruction) {
   auto array = make(RaidLevel::kRaid6, 4);
   ASSERT_TRUE(array.is_ok());
