@@ -51,7 +51,13 @@ bool Array::State::mirrors_survive() const noexcept {
 }
 
 Array::Array(std::unique_ptr<State> state) : state_(std::move(state)) {}
-Array::~Array() = default;
+// The observer may call back into the array while its last events are delivered.
+Array::~Array() {
+  if (const std::uint32_t attached = queues_attached(); attached != 0) {
+    spdlog::error("graid: array '{}' destroyed with {} queues attached", state_->sb.name, attached);
+  }
+  state_->events.shutdown();
+}
 
 const Geometry& Array::geometry() const noexcept {
   return state_->geometry;
@@ -87,8 +93,7 @@ InitMethod Array::init_method() const noexcept {
 }
 
 ArrayHealth Array::health() const noexcept {
-  if (state_->array_failed()) return ArrayHealth::kFailed;
-  return state_->failed_count.load() == 0 ? ArrayHealth::kOptimal : ArrayHealth::kDegraded;
+  return state_->health();
 }
 
 MemberHealth Array::member_health(std::uint32_t member) const noexcept {
@@ -106,6 +111,12 @@ Result<std::unique_ptr<ArrayQueue>> Array::attach(IoContext& ctx) {
 
 Status Array::stop() {
   State& s = *state_;
+  if (const std::uint32_t attached = queues_attached(); attached != 0) {
+    return make_error(Errc::kBusy,
+                      "array '{}' still has {} queues attached: stop I/O and destroy them first "
+                      "(quiesce() waits for requests in flight); nothing was changed",
+                      s.sb.name, attached);
+  }
   const std::vector<Status> flushed = flush_members(live_members(s), s.metadata_timeout);
   for (std::uint32_t m = 0; m < flushed.size(); ++m) {
     if (!flushed[m]) {
@@ -126,7 +137,9 @@ Status Array::stop() {
     return make_error(Errc::kIoError, "array '{}' has failed; not marked clean", s.sb.name);
   }
   s.sb.array_flags |= meta::kArrayClean;
-  return s.write_superblocks_locked();
+  GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
+  s.emit(ArrayEventKind::kStopped, std::nullopt, "marked clean");
+  return Status::ok();
 }
 
 Result<std::uint64_t> Array::count_inconsistent_stripes() {

@@ -110,6 +110,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   }
 
   auto state = std::make_unique<State>(*geometry);
+  state->events.start(options.observer, sb.name, sb.array_uuid.to_string());
   state->parity = options.parity;
   state->async_parity = options.async_parity;
   state->host_memory = options.host_memory;
@@ -136,6 +137,18 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   };
   for (std::size_t i : newest->in_sync)
     take(i);
+  // Hot spares that are as new as the array: kept for rebuild. Absent ones keep their slot.
+  state->spares.resize(sb.spare_count);
+  for (std::size_t i : newest->in_sync) {
+    const std::uint32_t slot = copies[i].member_index;
+    std::unique_ptr<MemberDevice>& dev = devices[device_of[i]];
+    if (slot < n || slot >= n + sb.spare_count || !dev || dev->size() < needed ||
+        sb.members[slot].state != meta::MemberState::kSpare ||
+        sb.members[slot].uuid != copies[i].member_uuid) {
+      continue;
+    }
+    state->spares[slot - n] = std::move(dev);
+  }
   for (std::size_t i : newest->behind)
     rep.behind_members.push_back(state->members[copies[i].member_index]
                                      ? state->members[copies[i].member_index]->path()
@@ -156,6 +169,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   std::sort(stale.begin(), stale.end(),
             [&](std::size_t a, std::size_t b) { return copies[a].events > copies[b].events; });
   const bool split = !signs.empty();
+  std::vector<std::pair<std::uint32_t, std::string>> taken_back;  // told once assembly goes on
   for (std::size_t i : stale) {
     if (!assemble.force || !state->array_failed() || split) break;
     const std::uint32_t slot = copies[i].member_index;
@@ -167,12 +181,21 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
         "out of date",
         state->members[slot]->path(), slot, newest->events - copies[i].events));
     mark_unusable();
+    taken_back.emplace_back(slot, rep.overrides.back());
   }
   for (std::size_t i : newest->stale) {
     if (devices[device_of[i]]) rep.stale_members.push_back(path_of(i));
   }
   for (std::uint32_t m = 0; m < n; ++m) {
     if (!state->is_failed(m)) continue;
+    meta::MemberEntry& entry = sb.members[m];
+    if (entry.state == meta::MemberState::kRebuilding && state->members[m]) {
+      // Not used for I/O until rebuild exists, so it misses every write from now on: whatever
+      // it had rebuilt can no longer be trusted.
+      entry.rebuild_offset = 0;
+      continue;
+    }
+    if (entry.state == meta::MemberState::kRemoved) continue;
     rep.failed_members.push_back(!too_small[m].empty() ? too_small[m]
                                  : state->members[m]   ? state->members[m]->path()
                                                        : fmt::format("slot {} (missing)", m));
@@ -234,33 +257,60 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
           "started dirty and degraded: {} stripes could not be re-synced", rep.unsynced_stripes));
     }
   }
-  for (const auto& o : rep.overrides)
+  for (const auto& o : rep.overrides) {
     spdlog::warn("graid: array '{}': override: {}", sb.name, o);
+    state->emit(ArrayEventKind::kAssemblyOverride, std::nullopt, o);
+  }
+  for (auto& [slot, why] : taken_back)
+    state->emit(ArrayEventKind::kMemberBack, slot, std::move(why));
 
   // Open the array: not clean until stop(), and record any members found missing.
   state->sb.array_flags &= ~meta::kArrayClean;
   {
     std::lock_guard guard(state->control_mutex);
+    state->reported_health = state->health();  // kStarted reports it
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
   }
   if (state->sb.init_checkpoint.has_value() && geometry->level() != RaidLevel::kRaid0) {
     // create() was cut short while initialising: finish it before trusting the parity.
     spdlog::warn("graid: array '{}': initialisation was interrupted at byte {}; finishing it",
                  sb.name, *state->sb.init_checkpoint);
+    const ArrayEventCounts todo = byte_counts(*geometry, sb.data_size - *state->sb.init_checkpoint);
+    state->emit(ArrayEventKind::kInitStarted, std::nullopt, "finishing interrupted initialisation",
+                todo);
     GRAID_RETURN_IF_ERROR(initialise(*state, *state->sb.init_checkpoint));
     std::lock_guard guard(state->control_mutex);
     state->sb.init_checkpoint = std::nullopt;
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
+    state->emit(ArrayEventKind::kInitFinished, std::nullopt, "initialisation finished", todo);
   }
   if (state->bitmap) {
     // After a crash the bitmap names the regions that may have writes half done.
     std::uint64_t unsynced = 0;
-    for (const auto& [offset, length] : state->bitmap->dirty_ranges()) {
+    const auto dirty = state->bitmap->dirty_ranges();
+    const bool resync = !dirty.empty();
+    if (resync) {
+      std::uint64_t dirty_bytes = 0;
+      for (const auto& range : dirty)
+        dirty_bytes += range.second;
+      state->emit(ArrayEventKind::kResyncStarted, std::nullopt,
+                  fmt::format("re-syncing {} regions the write-intent bitmap marks", dirty.size()),
+                  byte_counts(*geometry, dirty_bytes));
+    }
+    for (const auto& [offset, length] : dirty) {
       auto synced = resync_range(*state, offset, length, &unsynced);
       if (!synced) return synced.status();
       rep.resynced_bytes += *synced;
     }
     rep.unsynced_stripes = unsynced;
+    if (resync) {
+      ArrayEventCounts done = byte_counts(*geometry, rep.resynced_bytes);
+      done.unsynced_stripes = unsynced;
+      state->emit(ArrayEventKind::kResyncFinished, std::nullopt,
+                  fmt::format("re-synced {} bytes per member, {} stripes not re-synced",
+                              rep.resynced_bytes, unsynced),
+                  done);
+    }
     const std::vector<Status> flushed =
         flush_members(live_members(*state), state->metadata_timeout);
     for (std::uint32_t m = 0; m < n; ++m) {
@@ -272,11 +322,13 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     }
     GRAID_RETURN_IF_ERROR(state->bitmap->clear_idle());
   }
-  spdlog::info("graid: assembled {} array '{}' ({}), {}, {} of {} members, events {}{}",
-               raid_level_name(sb.level), sb.name, sb.array_uuid.to_string(),
-               state->failed_count.load() ? "degraded" : "optimal", n - state->failed_count.load(),
-               n, state->sb.events,
-               rep.was_clean ? "" : fmt::format(", re-synced {} bytes", rep.resynced_bytes));
+  const std::string started = fmt::format(
+      "assembled {} array '{}' ({}), {}, {} of {} members, events {}{}", raid_level_name(sb.level),
+      sb.name, sb.array_uuid.to_string(), array_health_name(state->health()),
+      n - state->failed_count.load(), n, state->sb.events,
+      rep.was_clean ? "" : fmt::format(", re-synced {} bytes", rep.resynced_bytes));
+  spdlog::info("graid: {}", started);
+  state->emit(ArrayEventKind::kStarted, std::nullopt, started);
   return std::unique_ptr<Array>(new Array(std::move(state)));
 }
 

@@ -29,14 +29,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   std::uint64_t smallest = ~std::uint64_t{0};
   for (std::uint32_t m = 0; m < n; ++m) {
     MemberDevice& dev = *members[m];
-    if (!force) {
-      if (auto old = read_superblock(dev); old) {
-        return make_error(Errc::kBusy,
-                          "{} already belongs to graid array {} ('{}'); nothing was changed "
-                          "(force overwrites it)",
-                          dev.path(), old->array_uuid.to_string(), old->name);
-      }
-    }
+    if (!force) GRAID_RETURN_IF_ERROR(refuse_graid_superblock(dev));
     smallest = std::min(smallest, dev.size());
   }
   const std::uint64_t data_offset = meta::kDefaultDataOffset;
@@ -94,6 +87,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   }
   sb.member_uuid = sb.members[0].uuid;
   GRAID_RETURN_IF_ERROR(meta::validate(sb));
+  state->events.start(options.observer, sb.name, sb.array_uuid.to_string());
   sb.events = 0;  // write_superblocks_locked() makes it 1
   state->members.assign(std::make_move_iterator(members.begin()),
                         std::make_move_iterator(members.end()));
@@ -123,7 +117,10 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
              : create.zero_members ? InitMethod::kZeroed
                                    : InitMethod::kResync;
   }
+  const ArrayEventCounts init_counts = byte_counts(*geometry, data_size);
   if (method == InitMethod::kZeroed || method == InitMethod::kResync) {
+    state->emit(ArrayEventKind::kInitStarted, std::nullopt, std::string(init_method_name(method)),
+                init_counts);
     // Recorded first: a crash before it ends leaves init_checkpoint set, and assembly finishes
     // the job instead of trusting unsynced parity.
     sb.init_checkpoint = 0;
@@ -154,9 +151,16 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
   }
   state->init_method = method;
-  spdlog::info("graid: created {} array '{}' ({}) on {} members, strip {} KiB, {} bytes; {}",
-               raid_level_name(create.level), create.name, sb.array_uuid.to_string(), n,
-               strip / 1024, state->capacity, init_method_name(method));
+  if (method == InitMethod::kZeroed || method == InitMethod::kResync) {
+    state->emit(ArrayEventKind::kInitFinished, std::nullopt, std::string(init_method_name(method)),
+                init_counts);
+  }
+  const std::string started =
+      fmt::format("created {} array '{}' ({}) on {} members, strip {} KiB, {} bytes; {}",
+                  raid_level_name(create.level), create.name, sb.array_uuid.to_string(), n,
+                  strip / 1024, state->capacity, init_method_name(method));
+  spdlog::info("graid: {}", started);
+  state->emit(ArrayEventKind::kStarted, std::nullopt, started);
   return std::unique_ptr<Array>(new Array(std::move(state)));
 }
 

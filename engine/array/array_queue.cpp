@@ -10,7 +10,7 @@
 namespace graid {
 
 // One member I/O that needs no stripe lock: an optimal read, a RAID0 write or discard.
-class DirectIo final : public MemberRequest {
+class DirectIo final : public TimedMemberRequest {
  public:
   ArrayQueue::Impl* q = nullptr;
   ArrayIo* io = nullptr;
@@ -19,6 +19,7 @@ class DirectIo final : public MemberRequest {
   PoolBuffer owned;  // zeroes written in place of a discard the member refused
 
   void on_done(std::int32_t res) override {
+    record_member_io(*q, member, *this, res);
     ArrayQueue::Impl& queue = *q;
     ArrayIo& request = *io;
     const MemberOp kind = op;
@@ -95,10 +96,13 @@ class DirectIo final : public MemberRequest {
 // Flushes every live member; completes when all have answered.
 class FlushOp {
  public:
-  struct Slot final : MemberRequest {
+  struct Slot final : TimedMemberRequest {
     FlushOp* owner = nullptr;
     std::uint32_t member = 0;
-    void on_done(std::int32_t res) override { owner->slot_done(*this, res); }
+    void on_done(std::int32_t res) override {
+      record_member_io(*owner->q, member, *this, res);
+      owner->slot_done(*this, res);
+    }
   };
 
   ArrayQueue::Impl* q = nullptr;
@@ -138,7 +142,7 @@ class FlushOp {
       return;
     }
     for (std::uint32_t i = 0; i < n; ++i)
-      a.members[slots[i].member]->submit(q->ctx, slots[i]);
+      submit_timed(*a.members[slots[i].member], q->ctx, slots[i]);
   }
 
   void slot_done(Slot& s, std::int32_t res) {
@@ -310,7 +314,7 @@ void ArrayQueue::Impl::direct_io(ArrayIo& io, MemberOp op, std::uint32_t member,
   d->len = len;
   d->fua = op == MemberOp::kWrite && (io.flags & kIoFua) != 0;
   add_parts(io, 1);
-  array.members[member]->submit(ctx, *d);
+  submit_timed(*array.members[member], ctx, *d);
 }
 
 void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
@@ -577,8 +581,10 @@ void ArrayQueue::submit(ArrayIo& io, const VdInfo& vd) {
   impl_->submit(io, vd.start, vd.size);
 }
 
-const QueueStats& ArrayQueue::stats() const noexcept {
-  return impl_->stats;
+QueueStats ArrayQueue::stats() const noexcept {
+  QueueStats out;
+  add_counters(out, impl_->stats);
+  return out;
 }
 
 IoContext& ArrayQueue::context() noexcept {

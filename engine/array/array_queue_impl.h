@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "array/array_state.h"
+#include "array/array_stats.h"
 #include "array/object_pool.h"
 #include "stripe/buffer_pool.h"
 #include "stripe/write_plan.h"
@@ -29,7 +30,7 @@ class DirectIo;
 class FlushOp;
 
 // One member I/O issued by a StripeOp.
-class StripeMemberIo final : public MemberRequest {
+class StripeMemberIo final : public TimedMemberRequest {
  public:
   StripeOp* owner = nullptr;
   std::uint32_t member = 0;
@@ -57,6 +58,7 @@ class StripeOp final : public Task {
   void set_unreadable(std::uint64_t members) noexcept { unreadable_ = members; }
   void add_piece(const Piece& piece) { pieces_.push_back(piece); }
   Mode mode() const noexcept { return mode_; }
+  ArrayQueue::Impl& queue() noexcept { return q_; }
   // True when a piece already added overlaps stripe bytes [stripe_offset, +len).
   bool overlaps(std::uint32_t stripe_offset, std::uint32_t len) const noexcept {
     for (const Piece& p : pieces_) {
@@ -158,9 +160,12 @@ struct ArrayQueue::Impl {
   Array::State& array;
   IoContext& ctx;
   BufferPool buffers;
-  QueueStats stats;
-  std::uint32_t in_flight = 0;
-  std::uint32_t read_rotor = 0;  // spreads mirror reads over copies
+  QueueCounters stats;                           // read by Array::stats() from other threads
+  SingleWriterCounter<std::uint32_t> in_flight;  // read by Array::quiesce()
+  std::uint32_t read_rotor = 0;                  // spreads mirror reads over copies
+  std::unique_ptr<MemberIoCounters[]> member_io =
+      std::make_unique<MemberIoCounters[]>(array.geometry.members());
+  QueueRegistration registration{array.registry, *this};  // after the counters it folds in
 
   // Writes of the current batch, by stripe, not started yet (coalescing).
   std::unordered_map<std::uint64_t, StripeOp*> pending;

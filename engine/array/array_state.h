@@ -9,12 +9,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "array/member_errors.h"
+#include "array/event_notifier.h"
+#include "array/queue_registry.h"
 #include "graid/array.h"
 #include "meta/superblock.h"
 #include "meta/write_intent_bitmap.h"
@@ -50,6 +53,9 @@ struct Array::State {
   // metadata write stuck in a hung member keeps its device alive after the array is gone (see
   // meta/metadata_io.h).
   std::vector<std::shared_ptr<MemberDevice>> members;
+  // Hot spares by spare slot (member slot - members.size()); null where assembly found none.
+  // Not used for I/O; written only by superblock updates. GUARDED_BY(control_mutex)
+  std::vector<std::shared_ptr<MemberDevice>> spares;
   // 1 = failed. Read on every I/O; written under control_mutex.
   std::unique_ptr<std::atomic<std::uint8_t>[]> failed;
   std::atomic<std::uint32_t> failed_count{0};
@@ -116,11 +122,46 @@ struct Array::State {
   // Writes the superblock (bumped events, per-member identity) to every live member and flushes.
   // REQUIRES: control_mutex held.
   Status write_superblocks_locked();
+  Status write_superblock_rounds_locked();  // the update itself, without publishing
 
   // Member byte offset of a data-area offset.
   std::uint64_t device_offset(std::uint64_t member_offset) const noexcept {
     return data_offset + member_offset;
   }
+
+  ArrayHealth health() const noexcept;
+  // Raises a kHealthChanged event if health() differs from what was last reported.
+  // REQUIRES: control_mutex held.
+  void note_health_locked();
+  ArrayHealth reported_health = ArrayHealth::kOptimal;  // GUARDED_BY(control_mutex)
+  // Raises an event with the array's current health (engine/array/event_notifier.h).
+  void emit(ArrayEventKind kind, std::optional<std::uint32_t> member, std::string message,
+            ArrayEventCounts counts = {});
+
+  // Members a superblock update goes to, by slot (null: none): attached roles recorded active
+  // or rebuilding (written no data yet, but still in the array), then the spares.
+  std::vector<std::shared_ptr<MemberDevice>> superblock_targets() const;  // REQUIRES: control_mutex held
+  // Takes spare slot `slot` out of the table (later spares move down one slot) and closes its
+  // device. REQUIRES: control_mutex held.
+  void drop_spare_locked(std::uint32_t slot);
+
+  // Open VdHandles per VD id. GUARDED_BY(control_mutex)
+  std::map<std::uint32_t, std::uint32_t> vd_users;
+
+  // Attached queues and the counts of destroyed ones (engine/array/array_stats.h). Shared with
+  // the queues, so that one destroyed after the array (against the contract, but tests do it)
+  // still finds it.
+  std::shared_ptr<QueueRegistry> registry = std::make_shared<QueueRegistry>();
+  ArrayStats stats() const;
+
+  // Declared last: destroyed first, delivering what is queued while the rest still exists.
+  EventNotifier events;
 };
+
+// Counts for an event about `member_bytes` bytes of every member (stripes rounded up).
+ArrayEventCounts byte_counts(const Geometry& geometry, std::uint64_t member_bytes);
+
+// The public description of a VD table entry.
+VdInfo vd_info(const meta::VdEntry& entry);
 
 }  // namespace graid

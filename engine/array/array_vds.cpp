@@ -1,18 +1,15 @@
 // The VD table: carving virtual drives out of the array's data space and recording them in the
 // superblocks.
 #include <algorithm>
+#include <utility>
 
 #include "array/array_state.h"
 
 namespace graid {
 
-namespace {
-
 VdInfo vd_info(const meta::VdEntry& e) {
   return VdInfo{e.id, e.name, e.start, e.size};
 }
-
-}  // namespace
 
 Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
   State& s = *state_;
@@ -76,6 +73,12 @@ Status Array::delete_vd(std::uint32_t id) {
   std::lock_guard guard(s.control_mutex);
   for (meta::VdEntry& e : s.sb.vds) {
     if (e.in_use() && e.id == id) {
+      if (auto users = s.vd_users.find(id); users != s.vd_users.end()) {
+        return make_error(Errc::kBusy,
+                          "VD {} ('{}') is open ({} handles): stop serving it first; nothing was "
+                          "changed",
+                          id, e.name, users->second);
+      }
       e = meta::VdEntry{};
       return s.write_superblocks_locked();
     }
@@ -91,6 +94,42 @@ std::vector<VdInfo> Array::vds() const {
   }
   std::sort(out.begin(), out.end(), [](const VdInfo& a, const VdInfo& b) { return a.id < b.id; });
   return out;
+}
+
+Result<VdHandle> Array::open_vd(std::uint32_t id) {
+  State& s = *state_;
+  std::lock_guard guard(s.control_mutex);
+  for (const meta::VdEntry& e : s.sb.vds) {
+    if (e.in_use() && e.id == id) {
+      ++s.vd_users[id];
+      return VdHandle(s, vd_info(e));
+    }
+  }
+  return make_error(Errc::kNotFound, "no VD {}", id);
+}
+
+VdHandle::VdHandle(VdHandle&& other) noexcept
+    : state_(std::exchange(other.state_, nullptr)), info_(std::move(other.info_)) {}
+
+VdHandle& VdHandle::operator=(VdHandle&& other) noexcept {
+  if (this != &other) {
+    close();
+    state_ = std::exchange(other.state_, nullptr);
+    info_ = std::move(other.info_);
+  }
+  return *this;
+}
+
+VdHandle::~VdHandle() {
+  close();
+}
+
+void VdHandle::close() noexcept {
+  if (state_ == nullptr) return;
+  std::lock_guard guard(state_->control_mutex);
+  auto it = state_->vd_users.find(info_.id);
+  if (it != state_->vd_users.end() && --it->second == 0) state_->vd_users.erase(it);
+  state_ = nullptr;
 }
 
 }  // namespace graid

@@ -1,10 +1,18 @@
 #include "array/device_checks.h"
 
 #include <algorithm>
+#include "array/superblock_io.h"
 
 namespace graid {
 
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices) {
+  std::vector<MemberDevice*> pointers;
+  for (const auto& d : devices)
+    pointers.push_back(d.get());
+  return refuse_same_storage(pointers);
+}
+
+Status refuse_same_storage(std::span<MemberDevice* const> devices) {
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const DeviceIdentity a = devices[i]->identity();
     for (std::size_t j = 0; j < i; ++j) {
@@ -40,6 +48,15 @@ Result<std::uint32_t> array_logical_block(std::span<MemberDevice* const> devices
     block = std::max(block, b);
   }
   return block;
+}
+
+Status refuse_graid_superblock(MemberDevice& device) {
+  auto old = read_superblock(device);
+  if (!old) return Status::ok();
+  return make_error(Errc::kBusy,
+                    "{} already belongs to graid array {} ('{}'); nothing was changed (force "
+                    "overwrites it)",
+                    device.path(), old->array_uuid.to_string(), old->name);
 }
 
 }  // namespace graid

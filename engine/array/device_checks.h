@@ -14,6 +14,11 @@ namespace graid {
 // Refuses (kInvalidArgument, naming both paths) when two devices are the same storage: the same
 // path twice, or one file or block device under two names (a symlink, a hard link, "dir/./m0").
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices);
+Status refuse_same_storage(std::span<MemberDevice* const> devices);
+
+// Refuses (kBusy, naming the array) a device that carries a readable graid superblock: it
+// belongs to an array, maybe a live one. Writes nothing.
+Status refuse_graid_superblock(MemberDevice& device);
 
 // The logical block size an array over `devices` must use: the largest of theirs. kInvalidArgument
 // when it is not a power of two or does not divide `strip_bytes`.

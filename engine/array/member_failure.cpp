@@ -10,7 +10,14 @@
 namespace graid {
 
 bool Array::State::mark_failed_locked(std::uint32_t member) {
-  if (is_failed(member)) return false;
+  if (is_failed(member)) {
+    // A rebuilding member was never used for I/O (no write planned around it): only its slot
+    // changes.
+    if (sb.members[member].state != meta::MemberState::kRebuilding) return false;
+    sb.members[member].state = meta::MemberState::kFailed;
+    sb.members[member].rebuild_offset = 0;
+    return true;
+  }
   // Counted before the flag is set: a writer that sees the flag (acquire) then sees the count
   // and knows a superblock update is owed before it may acknowledge.
   failures_marked.fetch_add(1, std::memory_order_acq_rel);
@@ -22,24 +29,47 @@ bool Array::State::mark_failed_locked(std::uint32_t member) {
 }
 
 Status Array::State::write_superblocks_locked() {
+  Status st = write_superblock_rounds_locked();
+  // Failures are marked only under control_mutex, which this thread holds: every one marked so
+  // far (by fail_member, or just now for a member that failed its superblock write) is in the
+  // update just written. Released even when the update failed: the writes that waited then see
+  // a failed array and report an error.
+  publish_failures_recorded(failures_marked.load(std::memory_order_acquire));
+  return st;
+}
+
+Status Array::State::write_superblock_rounds_locked() {
   // A member that cannot take its superblock has failed too; record that on the others.
   for (std::uint32_t round = 0; round <= geometry.members(); ++round) {
     ++sb.events;
     sb.utime_ns = wall_clock_ns();
-    const std::vector<std::shared_ptr<MemberDevice>> targets = live_members(*this);
+    const std::vector<std::shared_ptr<MemberDevice>> targets = superblock_targets();
     const std::vector<Status> written = write_superblock_copies(targets, sb, metadata_timeout);
     bool any_failed = false;
-    for (std::uint32_t m = 0; m < written.size(); ++m) {
+    // Spares last and from the top, so that dropping one does not move those still to handle.
+    for (std::uint32_t m = static_cast<std::uint32_t>(written.size()); m-- > 0;) {
       if (written[m]) continue;
       if (written[m].code() != Errc::kIoError && written[m].code() != Errc::kOutOfRange) {
         return written[m];  // not the member's fault (no memory, a bad superblock)
       }
       spdlog::error("graid: member {} ({}) failed writing its superblock: {}", m,
-                    members[m]->path(), written[m].to_string());
-      mark_failed_locked(m);
+                    targets[m]->path(), written[m].to_string());
+      if (m >= members.size()) {
+        emit(ArrayEventKind::kMemberFailed, m,
+             fmt::format("spare {} failed writing its superblock and was dropped: {}",
+                         targets[m]->path(), written[m].message()));
+        drop_spare_locked(m);
+        any_failed = true;
+        continue;
+      }
+      if (mark_failed_locked(m)) {
+        emit(ArrayEventKind::kMemberFailed, m,
+             fmt::format("superblock write failed: {}", written[m].message()));
+      }
       any_failed = true;
     }
     if (!any_failed) return Status::ok();
+    note_health_locked();
     if (array_failed()) {
       return make_error(Errc::kIoError, "array failed while writing superblocks");
     }
@@ -53,6 +83,9 @@ Status Array::State::fail_member(std::uint32_t member, std::string_view reason) 
     return make_error(Errc::kOutOfRange, "no member {} (array has {})", member, members.size());
   }
   if (!mark_failed_locked(member)) return Status::ok();
+  ArrayEventCounts counts;
+  counts.errors = stats().members[member].errors();
+  emit(ArrayEventKind::kMemberFailed, member, std::string(reason), counts);
   spdlog::warn("graid: array '{}': member {} ({}) failed: {}; {} of {} members failed", sb.name,
                member, members[member] ? members[member]->path() : "missing", reason,
                failed_count.load(), members.size());
@@ -60,12 +93,8 @@ Status Array::State::fail_member(std::uint32_t member, std::string_view reason) 
     spdlog::error("graid: array '{}' has failed: more members lost than {} tolerates", sb.name,
                   raid_level_name(geometry.level()));
   }
-  Status st = write_superblocks_locked();
-  // Failures are marked only under control_mutex, which this thread holds: every one marked so
-  // far (including members that failed their superblock write just now) is in the update just
-  // written. Released even when the update failed: the writes that waited then see a failed
-  // array and report an error.
-  publish_failures_recorded(failures_marked.load(std::memory_order_acquire));
+  Status st = write_superblocks_locked();  // publishes the record to the writes parked on it
+  note_health_locked();
   return st;
 }
 
@@ -74,6 +103,16 @@ void Array::State::zeroing_refused(MemberOp op, std::uint32_t member, std::int32
   spdlog::warn("graid: array '{}': {} cannot {} ({}); they are written as zeroes from now on",
                sb.name, members[member] ? members[member]->path() : "a member",
                op == MemberOp::kWriteZeroes ? "write zeroes" : "discard", std::strerror(-result));
+}
+
+void Array::State::drop_spare_locked(std::uint32_t slot) {
+  const auto n = static_cast<std::uint32_t>(members.size());
+  const std::uint32_t last = n + sb.spare_count - 1;
+  for (std::uint32_t s = slot; s < last; ++s)
+    sb.members[s] = sb.members[s + 1];
+  sb.members[last] = meta::MemberEntry{};
+  --sb.spare_count;
+  spares.erase(spares.begin() + (slot - n));
 }
 
 bool Array::State::failures_durable_or_park(IoContext& ctx, Task& resume) {

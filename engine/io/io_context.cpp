@@ -669,8 +669,12 @@ int IoContext::poll(bool wait) {
       return ran;
     }
     // Nothing ran. Work queued by this thread needs no sleep; otherwise sleep for a CQE (an I/O
-    // or the eventfd read that post() completes).
-    if (!impl.deferred.empty() || !impl.completions.empty() || !impl.command_completions.empty()) {
+    // or the eventfd read that post() completes). Posted tasks need no sleep either: reap() may
+    // have just consumed the eventfd read that announced them (the kernel posts CQEs while it
+    // runs task work there, after run_tasks() looked), and post() writes the eventfd only when
+    // the inbox was empty, so sleeping now would wait for a wake-up that never comes.
+    if (!impl.deferred.empty() || !impl.completions.empty() || !impl.command_completions.empty() ||
+        impl.inbox.load(std::memory_order_acquire) != nullptr) {
       continue;
     }
     impl.enter(true);

@@ -12,6 +12,7 @@
 namespace graid {
 
 void StripeMemberIo::on_done(std::int32_t res) {
+  record_member_io(owner->queue(), member, *this, res);
   result = res;
   owner->member_io_done(*this);
 }
@@ -210,7 +211,7 @@ StripeMemberIo& StripeOp::new_io(std::uint32_t member) {
 
 void StripeOp::submit_io(StripeMemberIo& io) {
   ++ios_left_;
-  q_.array.members[io.member]->submit(q_.ctx, io);
+  submit_timed(*q_.array.members[io.member], q_.ctx, io);
 }
 
 namespace {

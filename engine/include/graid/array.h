@@ -24,9 +24,11 @@
 // both leave the range reading as zeroes; write-zeroes with kIoNoUnmap keeps it allocated.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -148,19 +150,137 @@ struct VdInfo {
   std::uint64_t size = 0;   // bytes (a multiple of 4 KiB)
 };
 
-// What a queue has done, for tests, benchmarks and `stats`.
-struct QueueStats {
-  std::uint64_t reads = 0, writes = 0, discards = 0, flushes = 0;  // requests
-  std::uint64_t degraded_reads = 0;  // strip reads served by reconstruction
-  std::uint64_t stripe_writes = 0;   // stripe operations that wrote (after coalescing)
-  std::uint64_t coalesced = 0;       // request pieces merged into another's stripe operation
-  std::uint64_t full_stripe = 0;     // row extents by plan
-  std::uint64_t reconstruct_write = 0;
-  std::uint64_t read_modify_write = 0;
-  std::uint64_t degraded_write = 0;
-  std::uint64_t parity_batches = 0;         // parity batches (execute() or AsyncParity::submit())
-  std::uint64_t parity_jobs = 0;            // stripe jobs in them
-  std::uint64_t parity_batch_failures = 0;  // batches redone per operation on the cpu path
+// What a queue has done, for tests, benchmarks and `stats`. Callers see snapshots (QueueStats,
+// plain integers); a queue counts in single-writer atomics (Counter) so that Array::stats() can
+// read them from another thread without slowing the queue's own thread.
+template <typename Counter>
+struct BasicQueueStats {
+  Counter reads{}, writes{}, discards{}, flushes{};  // requests
+  Counter degraded_reads{};                          // strip reads served by reconstruction
+  Counter stripe_writes{};  // stripe operations that wrote (after coalescing)
+  Counter coalesced{};      // request pieces merged into another's stripe operation
+  Counter full_stripe{};    // row extents by plan
+  Counter reconstruct_write{};
+  Counter read_modify_write{};
+  Counter degraded_write{};
+  Counter parity_batches{};         // parity batches (execute() or AsyncParity::submit())
+  Counter parity_jobs{};            // stripe jobs in them
+  Counter parity_batch_failures{};  // batches redone per operation on the cpu path
+
+  // Calls fn(this's counter, other's counter) for every counter: the one list of them, for
+  // snapshots and sums.
+  template <typename Other, typename Fn>
+  void zip(Other& other, Fn&& fn) {
+    fn(reads, other.reads);
+    fn(writes, other.writes);
+    fn(discards, other.discards);
+    fn(flushes, other.flushes);
+    fn(degraded_reads, other.degraded_reads);
+    fn(stripe_writes, other.stripe_writes);
+    fn(coalesced, other.coalesced);
+    fn(full_stripe, other.full_stripe);
+    fn(reconstruct_write, other.reconstruct_write);
+    fn(read_modify_write, other.read_modify_write);
+    fn(degraded_write, other.degraded_write);
+    fn(parity_batches, other.parity_batches);
+    fn(parity_jobs, other.parity_jobs);
+    fn(parity_batch_failures, other.parity_batch_failures);
+  }
+};
+using QueueStats = BasicQueueStats<std::uint64_t>;
+
+// Latency buckets of member I/O: bucket 0 counts I/Os under 1 µs, bucket i (1 <= i < 31) those
+// of [2^(i-1), 2^i) µs, bucket 31 everything from 2^30 µs up.
+inline constexpr std::size_t kLatencyBuckets = 32;
+std::size_t latency_bucket(std::uint64_t micros) noexcept;
+
+// What one member did through the array's queues (asynchronous member I/O; the blocking I/O of
+// superblock updates, resync and checks is not counted). Same snapshot/counter split as
+// BasicQueueStats.
+template <typename Counter>
+struct BasicMemberIoStats {
+  Counter reads{}, writes{}, flushes{}, discards{};  // completed member I/Os, failed ones included
+  Counter read_bytes{}, write_bytes{};               // of the successful ones
+  Counter read_errors{}, write_errors{}, flush_errors{}, discard_errors{};
+  std::array<Counter, kLatencyBuckets> latency{};  // every I/O above, submit to completion
+
+  template <typename Other, typename Fn>
+  void zip(Other& other, Fn&& fn) {
+    fn(reads, other.reads);
+    fn(writes, other.writes);
+    fn(flushes, other.flushes);
+    fn(discards, other.discards);
+    fn(read_bytes, other.read_bytes);
+    fn(write_bytes, other.write_bytes);
+    fn(read_errors, other.read_errors);
+    fn(write_errors, other.write_errors);
+    fn(flush_errors, other.flush_errors);
+    fn(discard_errors, other.discard_errors);
+    for (std::size_t i = 0; i < kLatencyBuckets; ++i)
+      fn(latency[i], other.latency[i]);
+  }
+};
+
+struct MemberIoStats : BasicMemberIoStats<std::uint64_t> {
+  std::uint64_t ios() const noexcept { return reads + writes + flushes + discards; }
+  std::uint64_t errors() const noexcept {
+    return read_errors + write_errors + flush_errors + discard_errors;
+  }
+  // Samples in the latency histogram (equals ios()).
+  std::uint64_t latency_samples() const noexcept;
+  // Upper bound in µs of the bucket holding the `fraction` quantile (0.5, 0.99), 0 without
+  // samples: what `graidctl stats` prints as p50/p99.
+  std::uint64_t latency_quantile_us(double fraction) const noexcept;
+};
+
+// Array-wide counters (Array::stats()).
+struct ArrayStats {
+  QueueStats totals;                   // every queue ever attached, destroyed ones included
+  std::uint32_t queues_attached = 0;   // queues attached now
+  std::vector<MemberIoStats> members;  // by member slot (roles only)
+  std::uint64_t events_dropped = 0;    // observer events lost to a full event queue
+};
+
+// State of a slot of the member table, as the superblocks record it (meta::MemberState).
+enum class MemberSlotState : std::uint8_t {
+  kActive,      // in sync, serving reads and writes
+  kFailed,      // failed: neither read nor written until replaced
+  kSpare,       // a hot spare (spare slots only)
+  kRebuilding,  // being rebuilt (rebuild_offset: done so far); see Array::member_slots()
+  kRemoved,     // the role has no device
+  kEmpty,       // unused
+};
+std::string_view member_slot_state_name(MemberSlotState state) noexcept;
+
+// One slot of the member table: roles 0..member_count-1, then spares.
+struct MemberSlot {
+  std::uint32_t slot = 0;
+  MemberSlotState state = MemberSlotState::kEmpty;
+  std::uint64_t rebuild_offset = 0;  // kRebuilding: member data bytes rebuilt; else 0
+  std::string uuid;                  // the member's UUID; empty when none is recorded
+  std::string path;                  // the device the array holds for it; empty when none
+};
+
+// A member's superblock, decoded and summarised (Array::examine()).
+struct MemberExamination {
+  std::string array_uuid;
+  std::string name;
+  RaidLevel level = RaidLevel::kRaid0;
+  std::uint32_t member_count = 0;
+  std::uint32_t spare_count = 0;
+  std::uint32_t strip_bytes = 0;
+  std::uint32_t slot = 0;  // this member's slot
+  std::string member_uuid;
+  MemberSlotState state = MemberSlotState::kEmpty;  // this member's slot state
+  std::uint64_t events = 0;
+  bool clean = false;
+  std::uint64_t data_offset = 0;
+  std::uint64_t data_size = 0;  // per member
+  std::uint64_t capacity = 0;   // array data bytes
+  std::uint64_t ctime_ns = 0, utime_ns = 0;
+  std::optional<std::uint64_t> init_checkpoint, resync_checkpoint, check_checkpoint;
+  std::vector<MemberSlot> slots;  // the member table as this copy records it (no paths)
+  std::vector<VdInfo> vds;
 };
 
 // Completion of an asynchronous parity batch.
@@ -186,6 +306,55 @@ class AsyncParity {
   virtual void submit(IoContext& ctx, std::span<StripeJob> jobs, ParityCompletion& done) = 0;
 };
 
+// What an ArrayObserver is told.
+enum class ArrayEventKind : std::uint8_t {
+  kStarted,           // create() or assemble() brought the array up: `health` says how
+  kMemberFailed,      // `member` failed (message: why; counts.errors: its I/O errors so far)
+  kMemberBack,        // `member` is in use again (assembly forced a stale member back)
+  kHealthChanged,     // `previous_health` -> `health` (optimal, degraded, failed)
+  kInitStarted,       // initialisation of redundancy: counts.bytes/stripes to do
+  kInitFinished,      // counts: done
+  kResyncStarted,     // re-sync after an unclean stop: counts.bytes/stripes the bitmap marks
+  kResyncFinished,    // counts: re-synced; counts.unsynced_stripes: could not be re-synced
+  kAssemblyOverride,  // assembly overrode a refusal (force, start_dirty_degraded): message
+  kSpareAdded,        // add_spare() put a hot spare into slot `member`
+  kStopped,           // stop() marked the array clean
+};
+std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
+
+struct ArrayEventCounts {
+  std::uint64_t stripes = 0;
+  std::uint64_t bytes = 0;  // member bytes per member
+  std::uint64_t unsynced_stripes = 0;
+  std::uint64_t errors = 0;  // kMemberFailed: the member's failed I/Os through the queues
+};
+
+struct ArrayEvent {
+  ArrayEventKind kind = ArrayEventKind::kStarted;
+  std::string array_name;
+  std::string array_uuid;
+  std::optional<std::uint32_t> member;         // the member slot concerned, if any
+  ArrayHealth health = ArrayHealth::kOptimal;  // the array's health when the event was raised
+  ArrayHealth previous_health = ArrayHealth::kOptimal;  // kHealthChanged: before
+  ArrayEventCounts counts;
+  std::string message;
+  std::chrono::system_clock::time_point time;
+};
+
+// Told what happens to an array (graidd logs it, `graidctl events` lists it, a monitor hook
+// runs on it). Each array delivers its events in the order they were raised, one at a time, on
+// a notifier thread of its own: never on an I/O thread and never inside an Array call, so an
+// observer may block (later events then wait) and may call the array's const queries
+// (health(), stats(), member_slots()). Events raised while create()/assemble() runs are
+// delivered too, also when it fails; ~Array delivers those still queued before it returns.
+class ArrayObserver {
+ public:
+  virtual void on_event(const ArrayEvent& event) = 0;
+
+ protected:
+  virtual ~ArrayObserver() = default;
+};
+
 struct ArrayOptions {
   ParityBackend* parity = nullptr;  // required for RAID5/6; not owned; must outlive the array
   // Optional asynchronous parity (not owned; must outlive the array). `parity` stays required:
@@ -204,7 +373,12 @@ struct ArrayOptions {
   // A member that takes longer than this over one superblock or write-intent bitmap update
   // (write + flush, all members in parallel) is failed, so a hung drive cannot stall the array.
   std::chrono::milliseconds metadata_timeout{30000};
+  // Optional (not owned; must outlive the array): told about member failures, health changes,
+  // resync and initialisation, assembly overrides (see ArrayObserver).
+  ArrayObserver* observer = nullptr;
 };
+
+class VdHandle;
 
 class Array {
  public:
@@ -259,9 +433,36 @@ class Array {
   // 1 MiB boundaries) and records it in the superblocks. kNoSpace when no extent fits,
   // kInvalidArgument for a bad or duplicate name, kBusy when the VD table is full.
   Result<VdInfo> create_vd(std::string_view name, std::uint64_t size);
-  // Removes a VD from the table (its data is left as it is). kNotFound for an unknown id.
+  // Removes a VD from the table (its data is left as it is). kNotFound for an unknown id, kBusy
+  // (changing nothing) while a VdHandle on it is open.
   Status delete_vd(std::uint32_t id);
   std::vector<VdInfo> vds() const;
+  // Opens VD `id` for a frontend (ublk, NBD): while the handle lives, delete_vd(id) is refused.
+  // kNotFound for an unknown id. The handle must be destroyed before the array.
+  Result<VdHandle> open_vd(std::uint32_t id);
+
+  // The member table: roles 0..member_count()-1, then spare slots. A kRebuilding member is not
+  // used for I/O until rebuild exists (it counts as failed for health(), member_health() and
+  // every plan) but keeps its slot and gets superblock updates; since nothing is written to it
+  // meanwhile, assembly resets its rebuild_offset to 0. kOutOfRange past the table.
+  Result<MemberSlot> member_slot(std::uint32_t slot) const;
+  std::vector<MemberSlot> member_slots() const;
+
+  // Adds `device` as a hot spare: the next spare slot, recorded in every member's superblock and
+  // in its own, so assembly finds it again. Spares are not used for I/O until rebuild exists.
+  // Refuses (changing nothing) a device smaller than the members' data area (kNoSpace), the
+  // storage of a member or spare under any name (kInvalidArgument), one that carries a graid
+  // superblock unless `force` (kBusy), and a full member table (kNoSpace). Returns the slot.
+  Result<std::uint32_t> add_spare(std::unique_ptr<MemberDevice> device, bool force = false);
+
+  // Reads and summarises the graid superblock of `member` without writing anything (mdadm
+  // --examine). kNotFound/kCorrupt/kUnsupported as decoding finds.
+  static Result<MemberExamination> examine(MemberDevice& member);
+
+  // Array-wide counters: the sum of every attached queue's stats (destroyed queues included),
+  // per-member I/O counts, errors by kind and latency histograms. Safe from any thread; the
+  // counters of queues busy meanwhile are read as they stand (relaxed), each one whole.
+  ArrayStats stats() const;
 
   // Marks a member failed (as an I/O error does) and records it on the survivors.
   Status fail_member(std::uint32_t member, std::string_view reason);
@@ -269,8 +470,18 @@ class Array {
   // Attaches the calling thread: I/O on this array from this thread goes through the queue.
   Result<std::unique_ptr<ArrayQueue>> attach(IoContext& ctx);
 
+  // Waits until no attached queue has a request in flight, or `timeout` passes (kBusy, naming
+  // the queues still busy). Completions run on the queues' own threads inside
+  // IoContext::poll(), so those threads must keep polling meanwhile, and nothing stops them
+  // submitting more: a daemon stops its frontends first (no new requests), then quiesces, then
+  // has each thread destroy its queue, then calls stop().
+  Status quiesce(std::chrono::milliseconds timeout);
+  // Queues attached now.
+  std::uint32_t queues_attached() const;
+
   // Flushes members, clears the write-intent bitmap and marks the array clean on every live
-  // member. The caller must have completed all I/O and destroyed all queues first.
+  // member. Refused with kBusy, changing nothing, while queues are attached (destroy them first,
+  // with no I/O in flight: see quiesce()).
   Status stop();
 
   // Checks that every stripe's parity (or every mirror copy) matches its data, reading through
@@ -282,6 +493,26 @@ class Array {
  private:
   explicit Array(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
+};
+
+// An open VD (Array::open_vd): keeps the VD from being deleted while a frontend serves it.
+// Movable; must not outlive its array.
+class VdHandle {
+ public:
+  VdHandle() = default;
+  VdHandle(VdHandle&& other) noexcept;
+  VdHandle& operator=(VdHandle&& other) noexcept;
+  ~VdHandle();
+
+  const VdInfo& info() const noexcept { return info_; }
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+
+ private:
+  friend class Array;
+  VdHandle(Array::State& state, VdInfo info) : state_(&state), info_(std::move(info)) {}
+  void close() noexcept;
+  Array::State* state_ = nullptr;
+  VdInfo info_;
 };
 
 // A thread's handle on an array. Not thread-safe: use it only on the thread that owns its
@@ -300,7 +531,8 @@ class ArrayQueue {
   void submit(ArrayIo& io, const VdInfo& vd);
 
   IoContext& context() noexcept;
-  const QueueStats& stats() const noexcept;
+  // A snapshot of this queue's counters.
+  QueueStats stats() const noexcept;
   // Requests submitted and not yet completed.
   std::uint32_t in_flight() const noexcept;
 

@@ -1,0 +1,61 @@
+#include "array/event_notifier.h"
+
+#include <spdlog/spdlog.h>
+
+namespace graid {
+
+void EventNotifier::start(ArrayObserver* observer, std::string array_name, std::string array_uuid) {
+  name_ = std::move(array_name);
+  uuid_ = std::move(array_uuid);
+  observer_ = observer;
+  if (observer_ != nullptr) thread_ = std::thread([this] { loop(); });
+}
+
+void EventNotifier::emit(ArrayEvent event) {
+  if (observer_ == nullptr) return;
+  event.array_name = name_;
+  event.array_uuid = uuid_;
+  event.time = std::chrono::system_clock::now();
+  {
+    std::lock_guard guard(mutex_);
+    if (stopping_) return;
+    if (queue_.size() >= kMaxQueued) {
+      if (dropped_++ == 0) {
+        spdlog::warn("graid: array '{}': observer is not keeping up; dropping events", name_);
+      }
+      return;
+    }
+    queue_.push_back(std::move(event));
+  }
+  wake_.notify_one();
+}
+
+void EventNotifier::shutdown() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard guard(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+std::uint64_t EventNotifier::dropped() const {
+  std::lock_guard guard(mutex_);
+  return dropped_;
+}
+
+void EventNotifier::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything delivered
+    ArrayEvent event = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    observer_->on_event(event);
+    lock.lock();
+  }
+}
+
+}  // namespace graid

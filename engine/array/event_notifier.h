@@ -1,0 +1,57 @@
+// EventNotifier: delivers an array's events to its ArrayObserver on a thread of its own.
+// Internal to engine/array.
+//
+// Why a thread: member failures are found and recorded on the I/O threads (a completion fails
+// its member and writes the superblocks right there), and on whatever thread calls the control
+// API; an observer called from there would run on an I/O thread, or inside an Array call holding
+// the control mutex, where it could neither block nor call back into the array. Raising an event
+// only takes a short mutex and appends to a bounded queue; the notifier thread calls the observer
+// with no lock held. Events are rare (member failures, health changes, background jobs), so a
+// mutex-protected queue costs nothing that matters.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "graid/array.h"
+
+namespace graid {
+
+class EventNotifier {
+ public:
+  // Events beyond this many undelivered ones are dropped (and counted): an observer that stops
+  // returning must not grow memory without bound.
+  static constexpr std::size_t kMaxQueued = 4096;
+
+  EventNotifier() = default;
+  ~EventNotifier() { shutdown(); }
+  EventNotifier(const EventNotifier&) = delete;
+  EventNotifier& operator=(const EventNotifier&) = delete;
+
+  // Starts delivering to `observer` (none: events are discarded). Call once, before emit().
+  void start(ArrayObserver* observer, std::string array_name, std::string array_uuid);
+  // Queues `event`, filling in the array's name, uuid and the time. Never blocks on the
+  // observer; safe from any thread.
+  void emit(ArrayEvent event);
+  // Delivers what is queued, then stops the thread. Idempotent.
+  void shutdown();
+  std::uint64_t dropped() const;
+
+ private:
+  void loop();
+
+  ArrayObserver* observer_ = nullptr;
+  std::string name_, uuid_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<ArrayEvent> queue_;  // GUARDED_BY(mutex_)
+  bool stopping_ = false;         // GUARDED_BY(mutex_)
+  std::uint64_t dropped_ = 0;     // GUARDED_BY(mutex_)
+  std::thread thread_;
+};
+
+}  // namespace graid
