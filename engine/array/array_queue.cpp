@@ -373,35 +373,30 @@ void ArrayQueue::Impl::write_zeroes(ArrayIo& io, std::uint32_t member, std::uint
 
 void ArrayQueue::Impl::repair_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
                                    std::byte* dst, std::uint32_t member) {
-  const Geometry& g = array.geometry;
-  const DataLocation loc = g.locate(array_offset);
-  StripeOp& op =
-      new_op(g.parity_strips() > 0 ? StripeOp::Mode::kDegradedRead : StripeOp::Mode::kMirrorRead,
-             loc.stripe);
-  Piece piece;
-  piece.io = &io;
-  piece.stripe_offset = loc.data_index * g.strip_bytes() + loc.strip_offset;
-  piece.len = len;
-  piece.buf = dst;
-  op.add_piece(piece);
-  op.set_unreadable(std::uint64_t{1} << member);
-  ++stats.degraded_reads;
-  add_parts(io, 1);
-  op.start();
+  const bool parity = array.geometry.parity_strips() > 0;
+  locked_read(io, array_offset, len, dst,
+              parity ? StripeOp::Mode::kDegradedRead : StripeOp::Mode::kMirrorRead,
+              std::uint64_t{1} << member);
 }
 
 void ArrayQueue::Impl::degraded_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
                                      std::byte* dst) {
+  locked_read(io, array_offset, len, dst, StripeOp::Mode::kDegradedRead, 0);
+}
+
+void ArrayQueue::Impl::locked_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
+                                   std::byte* dst, StripeOp::Mode mode, std::uint64_t unreadable) {
   const Geometry& g = array.geometry;
   const DataLocation loc = g.locate(array_offset);
   ++stats.degraded_reads;
-  StripeOp& op = new_op(StripeOp::Mode::kDegradedRead, loc.stripe);
+  StripeOp& op = new_op(mode, loc.stripe);
   Piece piece;
   piece.io = &io;
   piece.stripe_offset = loc.data_index * g.strip_bytes() + loc.strip_offset;
   piece.len = len;
   piece.buf = dst;
   op.add_piece(piece);
+  op.set_unreadable(unreadable);
   add_parts(io, 1);
   op.start();
 }

@@ -230,6 +230,10 @@ struct ArrayQueue::Impl {
   void dispatch(ArrayIo& io, std::uint64_t offset);
   // A read of [array_offset, +len) inside one strip.
   void read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);
+  // A read of one strip segment done under the stripe lock by a StripeOp in `mode`
+  // (kDegradedRead, kMirrorRead), with members `unreadable` planned around.
+  void locked_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst,
+                   StripeOp::Mode mode, std::uint64_t unreadable);
   // Reconstructing read of one strip segment under the stripe lock.
   void degraded_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);
   // Writes `len` zeroes to `member` at device byte `device_at` (a discard the member refused).
