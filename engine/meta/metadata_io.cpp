@@ -72,8 +72,16 @@ class Pool : public std::enable_shared_from_this<Pool> {
     queue_.clear();
     threads_ = 0;
     busy_ = 0;
+    forked_child_.store(true);
     mutex_.unlock();
   }
+
+  // True in a process forked from one that had the pool: there, metadata ops run on the
+  // calling thread. Starting threads in the child of a multi-threaded process depends on locks
+  // (libc's, a sanitizer's) the parent's threads may have held at the fork; an ASan run of the
+  // crash tests, whose children fork from the test runner, once saw every child metadata op
+  // time out.
+  bool forked_child() const noexcept { return forked_child_.load(); }
 
   std::size_t threads() {
     std::lock_guard lock(mutex_);
@@ -117,6 +125,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
   std::deque<Job> queue_;                   // GUARDED_BY(mutex_)
   std::size_t threads_ = 0;                 // GUARDED_BY(mutex_)
   std::size_t busy_ = 0;                    // GUARDED_BY(mutex_)
+  std::atomic<bool> forked_child_{false};
 };
 
 }  // namespace
@@ -136,6 +145,11 @@ std::vector<Status> run_on_members(std::span<const std::shared_ptr<MemberDevice>
   }
   batch->running = jobs.size();
   if (jobs.empty()) return std::move(batch->results);
+  if (Pool::instance().forked_child()) {
+    for (Job& job : jobs)
+      batch->results[job.index] = (*job.op)(*job.member, job.index);
+    return std::move(batch->results);
+  }
   Pool::instance().submit(std::move(jobs));
 
   std::unique_lock lock(batch->mutex);
