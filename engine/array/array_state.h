@@ -15,8 +15,8 @@
 #include <optional>
 #include <vector>
 
-#include "array/member_errors.h"
 #include "array/event_notifier.h"
+#include "array/member_errors.h"
 #include "array/queue_registry.h"
 #include "graid/array.h"
 #include "meta/superblock.h"
@@ -140,7 +140,8 @@ struct Array::State {
 
   // Members a superblock update goes to, by slot (null: none): attached roles recorded active
   // or rebuilding (written no data yet, but still in the array), then the spares.
-  std::vector<std::shared_ptr<MemberDevice>> superblock_targets() const;  // REQUIRES: control_mutex held
+  // REQUIRES: control_mutex held.
+  std::vector<std::shared_ptr<MemberDevice>> superblock_targets() const;
   // Takes spare slot `slot` out of the table (later spares move down one slot) and closes its
   // device. REQUIRES: control_mutex held.
   void drop_spare_locked(std::uint32_t slot);

@@ -1,6 +1,7 @@
 #include "array/device_checks.h"
 
 #include <algorithm>
+
 #include "array/superblock_io.h"
 
 namespace graid {
