@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "array_harness.h"
+#include "gate_member.h"
 #include "meta/superblock.h"
 
 namespace graid::testing {
@@ -16,57 +17,6 @@ namespace {
 
 constexpr std::uint64_t kMemberBytes = 4u << 20;
 constexpr std::uint64_t kDataOffset = 1u << 20;
-
-// Holds superblock writes (sync writes at offset 0) until the test releases them, so a test can
-// act while a superblock update is half done.
-class GatedSuperblockMember final : public MemberDevice {
- public:
-  explicit GatedSuperblockMember(std::unique_ptr<MemberDevice> inner) : inner_(std::move(inner)) {}
-  const std::string& path() const noexcept override { return inner_->path(); }
-  std::uint64_t size() const noexcept override { return inner_->size(); }
-  DeviceIdentity identity() const noexcept override { return inner_->identity(); }
-  bool reads_zeroes(std::uint64_t o, std::uint64_t n) override {
-    return inner_->reads_zeroes(o, n);
-  }
-  void submit(IoContext& ctx, MemberRequest& req) override { inner_->submit(ctx, req); }
-  Status read_sync(std::uint64_t o, std::span<std::byte> b) override {
-    return inner_->read_sync(o, b);
-  }
-  Status write_sync(std::uint64_t o, std::span<const std::byte> b) override {
-    if (o == 0) {
-      std::unique_lock lock(mu_);
-      if (armed_) {
-        entered_ = true;
-        cv_.notify_all();
-        cv_.wait(lock, [&] { return !armed_; });
-      }
-    }
-    return inner_->write_sync(o, b);
-  }
-  Status flush_sync() override { return inner_->flush_sync(); }
-
-  void arm() {
-    std::lock_guard lock(mu_);
-    armed_ = true;
-    entered_ = false;
-  }
-  bool wait_entered(std::chrono::milliseconds limit) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, limit, [&] { return entered_; });
-  }
-  void release() {
-    std::lock_guard lock(mu_);
-    armed_ = false;
-    cv_.notify_all();
-  }
-
- private:
-  std::unique_ptr<MemberDevice> inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool armed_ = false;
-  bool entered_ = false;
-};
 
 // A drive that applies the writes it is handed together in the opposite order (as an NVMe
 // drive with several queues, or io-wq workers, may): writes are held and passed on, newest
@@ -161,9 +111,8 @@ TEST_F(ArrayWriteSafetyTest, AWriteThatSkipsAFailedMemberWaitsForTheRecord) {
   ArrayFiles files;
   auto devs = files.open(3, kMemberBytes, true);
   ASSERT_TRUE(devs.is_ok());
-  auto gated = std::make_unique<GatedSuperblockMember>(std::move((*devs)[2]));
-  GatedSuperblockMember* gate = gated.get();
-  (*devs)[2] = std::move(gated);
+  auto gate = std::make_shared<MetadataGate>();
+  (*devs)[2] = std::make_unique<GateMember>(std::move((*devs)[2]), gate);
   auto array = Array::create(std::move(*devs), shape(RaidLevel::kRaid5), options());
   ASSERT_TRUE(array.is_ok()) << array.status().to_string();
   auto ctx = IoContext::create(64);
@@ -171,10 +120,10 @@ TEST_F(ArrayWriteSafetyTest, AWriteThatSkipsAFailedMemberWaitsForTheRecord) {
   auto buf = AlignedBuffer::allocate(8192, 4096);
   fill_random(buf->span(), 1);
 
-  gate->arm();
+  gate->arm([](std::uint64_t offset) { return offset == 0; });  // superblock writes only
   Status failed;
   std::thread failer([&] { failed = (*array)->fail_member(0, "pulled by the test"); });
-  ASSERT_TRUE(gate->wait_entered(std::chrono::seconds(10)));
+  ASSERT_TRUE(gate->wait_for_held(1, std::chrono::seconds(10)));
   ASSERT_EQ((*array)->member_health(0), MemberHealth::kFailed);  // marked, not yet recorded
 
   TestIo write;  // stripe 0: data on members 0 and 1, parity on 2
@@ -188,7 +137,7 @@ TEST_F(ArrayWriteSafetyTest, AWriteThatSkipsAFailedMemberWaitsForTheRecord) {
     (*ctx)->poll(false);
   EXPECT_FALSE(write.done) << "acknowledged before the failure was on disk";
 
-  gate->release();
+  gate->open();
   failer.join();
   ASSERT_TRUE(failed.is_ok()) << failed.to_string();
   while (!write.done)
