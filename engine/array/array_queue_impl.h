@@ -140,9 +140,8 @@ class StripeOp final : public Task {
   int replans_ = 0;
   std::uint64_t unreadable_ = 0;  // member mask: media read errors met in this operation
   bool zero_writes_ = false;      // mirror zero pieces go out as written zeroes, not discards
-  bool fua_ = false;  // a piece asked for FUA: every member write of the operation goes out FUA
-  std::uint32_t mirror_source_ = 0;  // kMirrorRead: the copy read
-  PoolBuffer scratch_;               // kMirrorRead: what the good copy held; zero_writes_: zeroes
+  bool fua_ = false;    // a piece asked for FUA: every member write of the operation goes out FUA
+  PoolBuffer scratch_;  // kMirrorRead: what the good copy held; zero_writes_: zeroes
   enum class ComputeStage : std::uint8_t { kReconstruct, kEncode };
   ComputeStage compute_stage_ = ComputeStage::kReconstruct;
   std::vector<StripeJob> jobs_;

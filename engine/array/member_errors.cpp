@@ -42,13 +42,6 @@ bool ReadErrorCounts::record(std::uint32_t member) {
   return e.count > limit_;
 }
 
-std::uint32_t ReadErrorCounts::count(std::uint32_t member) {
-  if (member >= members_) return 0;
-  std::lock_guard guard(mu_);
-  decay(entries_[member], std::chrono::steady_clock::now());
-  return entries_[member].count;
-}
-
 std::uint64_t ReadErrorCounts::total(std::uint32_t member) const {
   if (member >= members_) return 0;
   std::lock_guard guard(mu_);

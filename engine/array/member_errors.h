@@ -36,8 +36,6 @@ class ReadErrorCounts {
   // Counts one corrected read error on `member`; true when that puts it past the limit (the
   // member is then to be failed).
   bool record(std::uint32_t member);
-  // The decayed count now (for stats).
-  std::uint32_t count(std::uint32_t member);
   // Corrected read errors ever counted on `member` (no decay).
   std::uint64_t total(std::uint32_t member) const;
 

@@ -657,15 +657,15 @@ void StripeOp::issue_mirror_read() {
   const std::uint32_t d = p.stripe_offset / strip;
   phase_ = Phase::kReading;
   ios_used_ = 0;
-  mirror_source_ = g.members();
+  std::uint32_t source = g.members();  // a copy neither failed nor unreadable
   for (std::uint32_t copy = 0; copy < g.copies(); ++copy) {
     const std::uint32_t m = g.data_member(stripe_, d, copy);
     if (!q_.array.is_failed(m) && ((unreadable_ >> m) & 1) == 0) {
-      mirror_source_ = m;
+      source = m;
       break;
     }
   }
-  if (mirror_source_ == g.members()) {
+  if (source == g.members()) {
     return finish(
         make_error(Errc::kIoError, "stripe {}: no copy of strip {} could be read", stripe_, d));
   }
@@ -675,7 +675,7 @@ void StripeOp::issue_mirror_read() {
     if (!buf) return finish(buf.status());
     scratch_ = std::move(*buf);
   }
-  StripeMemberIo& io = new_io(mirror_source_);
+  StripeMemberIo& io = new_io(source);
   io.op = MemberOp::kRead;
   io.offset = q_.array.device_offset(stripe_ * strip + p.stripe_offset % strip);
   io.buf = scratch_.data();
