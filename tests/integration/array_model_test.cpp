@@ -153,6 +153,7 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
         io.offset = e.offset;
         io.len = e.len;
         io.buf = bufs[i].data();
+        io.flags = 0;
         if (dice < 5) {
           io.kind = IoKind::kFlush;
           io.offset = 0;
@@ -168,8 +169,17 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
                                [&](const Extent& r) { return overlaps(r, e); })) {
           continue;
         } else {
-          io.kind = dice < 50 ? IoKind::kDiscard : IoKind::kWrite;
+          // Zeroing: a discard, or write-zeroes with or without kIoNoUnmap (tmpfs refuses
+          // ZERO_RANGE, so the array falls back to written zeroes mid-run). Writes: some FUA,
+          // some with a preflush.
+          const int zeroing = static_cast<int>(rng() % 3);
+          io.kind = dice >= 50     ? IoKind::kWrite
+                    : zeroing == 0 ? IoKind::kDiscard
+                                   : IoKind::kWriteZeroes;
+          if (io.kind == IoKind::kWriteZeroes && zeroing == 2) io.flags = kIoNoUnmap;
           if (io.kind == IoKind::kWrite) {
+            const int flag = static_cast<int>(rng() % 16);
+            io.flags = flag < 2 ? kIoFua : flag < 3 ? kIoPreflush : 0;
             for (std::uint32_t b = 0; b < e.len; b += 8) {
               const std::uint64_t v = rng();
               std::memcpy(bufs[i].data() + b, &v, 8);
@@ -186,7 +196,7 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
             << io->offset << ", +" << io->len << "): " << io->status.to_string();
         if (io->kind == IoKind::kWrite) {
           std::memcpy(model_.data() + io->offset, io->buf, io->len);
-        } else if (io->kind == IoKind::kDiscard) {
+        } else if (io->kind == IoKind::kDiscard || io->kind == IoKind::kWriteZeroes) {
           std::memset(model_.data() + io->offset, 0, io->len);
         } else if (io->kind == IoKind::kRead) {
           const auto mismatch =
