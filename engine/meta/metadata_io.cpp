@@ -1,8 +1,6 @@
 // Metadata I/O on every member at once. See metadata_io.h for the design and the lifetime rule.
 #include "meta/metadata_io.h"
 
-#include <pthread.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -36,17 +34,9 @@ struct Job {
 class Pool : public std::enable_shared_from_this<Pool> {
  public:
   static Pool& instance() {
-    static const std::shared_ptr<Pool> pool = [] {
-      auto p = std::make_shared<Pool>();
-      // fork() copies the pool's counts and queue but none of its threads: the child starts
-      // with an empty pool (and a mutex no worker can be holding: prepare takes it). Idle
-      // workers wait on an atomic (a futex), not a condition variable: glibc's condition
-      // variables can block a signal or destroy on waiters that, in a child, do not exist.
-      // (Forking while an update is in flight is not supported.)
-      ::pthread_atfork([] { instance().mutex_.lock(); }, [] { instance().mutex_.unlock(); },
-                       [] { instance().reset_in_child(); });
-      return p;
-    }();
+    // Like any library with threads of its own, graid does not survive a bare fork(): a child
+    // has none of these workers and may inherit locks they held. Fork, then exec.
+    static const std::shared_ptr<Pool> pool = std::make_shared<Pool>();
     return *pool;
   }
 
@@ -67,21 +57,6 @@ class Pool : public std::enable_shared_from_this<Pool> {
     work_seq_.fetch_add(1);
     work_seq_.notify_all();
   }
-
-  void reset_in_child() {
-    queue_.clear();
-    threads_ = 0;
-    busy_ = 0;
-    forked_child_.store(true);
-    mutex_.unlock();
-  }
-
-  // True in a process forked from one that had the pool: there, metadata ops run on the
-  // calling thread. Starting threads in the child of a multi-threaded process depends on locks
-  // (libc's, a sanitizer's) the parent's threads may have held at the fork; an ASan run of the
-  // crash tests, whose children fork from the test runner, once saw every child metadata op
-  // time out.
-  bool forked_child() const noexcept { return forked_child_.load(); }
 
   std::size_t threads() {
     std::lock_guard lock(mutex_);
@@ -125,7 +100,6 @@ class Pool : public std::enable_shared_from_this<Pool> {
   std::deque<Job> queue_;                   // GUARDED_BY(mutex_)
   std::size_t threads_ = 0;                 // GUARDED_BY(mutex_)
   std::size_t busy_ = 0;                    // GUARDED_BY(mutex_)
-  std::atomic<bool> forked_child_{false};
 };
 
 }  // namespace
@@ -145,11 +119,6 @@ std::vector<Status> run_on_members(std::span<const std::shared_ptr<MemberDevice>
   }
   batch->running = jobs.size();
   if (jobs.empty()) return std::move(batch->results);
-  if (Pool::instance().forked_child()) {
-    for (Job& job : jobs)
-      batch->results[job.index] = (*job.op)(*job.member, job.index);
-    return std::move(batch->results);
-  }
   Pool::instance().submit(std::move(jobs));
 
   std::unique_lock lock(batch->mutex);

@@ -22,6 +22,10 @@
 // operation must own what it captures (buffers by shared_ptr or by value, never a reference to
 // the caller's stack or state). When the hung call finally returns it finds its buffer and device
 // still alive, records a result nobody reads, and releases them.
+//
+// fork(): a child of a process that has used the pool has none of its workers and may inherit
+// locks they held (an allocator's, under ASan: seen in the crash tests when their child was a
+// bare fork). Such a child must exec before it touches graid; graidd never forks.
 #pragma once
 
 #include <chrono>

@@ -1,14 +1,15 @@
 // Crash tests: a crash or a member failure loses no acknowledged write that the RAID level can
 // protect.
 //
-// CrashKillTest: the parent creates an array on tmpfs files and stops it cleanly, then forks. The
-// child assembles it and writes at random from one or two threads (queue depth 16, 512 B to 3
-// strips, stripe-misaligned, no two requests in flight overlapping, a few discards, the odd
-// flush), logging "issued" before each submit and "acked" after each completion to a pipe as
-// fixed-size binary records. Its members stagger their writes (StaggeredMember), so a kill can
-// fall between the data and parity writes of one stripe. The parent SIGKILLs it after a seeded
-// 20-300 ms, reassembles the array from the files (an unclean stop: the write-intent bitmap drives
-// a re-sync) and checks every sector:
+// CrashKillTest: the parent creates an array on tmpfs files and stops it cleanly, then starts
+// crash_child (crash_child.cpp, a process of its own: posix_spawn, not a bare fork of this
+// multi-threaded runner). The child assembles it and writes at random from one or two threads
+// (queue depth 16, 512 B to 3 strips, stripe-misaligned, no two requests in flight overlapping, a
+// few discards, the odd flush), logging "issued" before each submit and "acked" after each
+// completion to a pipe as fixed-size binary records. Its members stagger their writes
+// (StaggeredMember), so a kill can fall between the data and parity writes of one stripe. The
+// parent SIGKILLs it a seeded 20-300 ms after its first acknowledgement, reassembles the array from
+// the files (an unclean stop: the write-intent bitmap drives a re-sync) and checks every sector:
 //   - the last write issued to it was acked: the sector holds exactly that write's data;
 //   - it was issued but not acked: that write's data, or the write's before it (zeros if none).
 // Then parity (or every mirror copy) must match its data, and, with members failed afterwards
@@ -37,6 +38,7 @@
 #include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,27 +53,15 @@
 #include <unordered_map>
 
 #include "array_harness.h"
+#include "crash_support.h"
 
 namespace graid::testing {
 namespace {
 
-constexpr std::uint32_t kSector = 512;
-constexpr std::uint64_t kDataOffset = 1u << 20;  // graid's metadata area on every member
-constexpr std::uint64_t kMemberDataBytes = 1u << 20;
-constexpr std::uint64_t kMemberBytes = kDataOffset + kMemberDataBytes;
-constexpr std::uint64_t kRegionBytes = 64 * 1024;  // the smallest bitmap region
-constexpr std::uint32_t kQueueDepth = 16;
 int seeds_per_shape() {
   const char* n = std::getenv("GRAID_CRASH_SEEDS");
   return n != nullptr ? std::max(1, std::atoi(n)) : 3;
 }
-
-struct Shape {
-  RaidLevel level;
-  std::uint32_t members;
-  std::uint32_t strip;
-  std::uint32_t threads;  // writer threads (kill test; the power-loss test uses one)
-};
 
 std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
   const Shape& s = info.param;
@@ -83,47 +73,6 @@ std::uint64_t shape_seed(const Shape& s, std::uint64_t salt, int index) {
   return salt ^ (static_cast<std::uint64_t>(s.level) << 40) ^ (std::uint64_t{s.members} << 32) ^
          (std::uint64_t{s.strip} << 8) ^ (std::uint64_t{s.threads} << 4) ^
          static_cast<std::uint64_t>(index);
-}
-
-// ---- Sector contents ---------------------------------------------------------------------------
-
-std::uint64_t mix64(std::uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-constexpr std::uint64_t kZeros = 0;        // "write id" of never-written sectors
-constexpr std::uint64_t kGarbage = ~0ull;  // a sector that is no write's data
-
-void fill_sector(std::byte* dst, std::uint64_t id, std::uint64_t sector) {
-  std::array<std::uint64_t, kSector / 8> w;
-  w[0] = id;
-  w[1] = sector;
-  const std::uint64_t base = mix64(id ^ mix64(sector));
-  for (std::size_t i = 2; i < w.size(); ++i)
-    w[i] = mix64(base + i);
-  std::memcpy(dst, w.data(), kSector);
-}
-
-void fill_write(std::byte* dst, std::uint64_t id, std::uint64_t offset, std::uint32_t len) {
-  for (std::uint32_t b = 0; b < len; b += kSector)
-    fill_sector(dst + b, id, (offset + b) / kSector);
-}
-
-// Which write's data `src` (array sector `sector`) holds: an id, kZeros or kGarbage.
-std::uint64_t identify(const std::byte* src, std::uint64_t sector) {
-  if (std::all_of(src, src + kSector, [](std::byte b) { return b == std::byte{0}; })) {
-    return kZeros;
-  }
-  std::uint64_t id = 0, at = 0;
-  std::memcpy(&id, src, 8);
-  std::memcpy(&at, src + 8, 8);
-  if (at != sector || id == kZeros || id == kGarbage) return kGarbage;
-  std::array<std::byte, kSector> want;
-  fill_sector(want.data(), id, sector);
-  return std::memcmp(want.data(), src, kSector) == 0 ? id : kGarbage;
 }
 
 // ---- What each sector may hold -----------------------------------------------------------------
@@ -196,90 +145,6 @@ Status read_array(Array& array, std::vector<std::byte>& out) {
   return Status::ok();
 }
 
-// ---- Members and arrays ------------------------------------------------------------------------
-
-Result<std::vector<std::unique_ptr<MemberDevice>>> open_plain(const std::vector<std::string>& paths,
-                                                              bool create) {
-  std::vector<std::unique_ptr<MemberDevice>> out;
-  for (const std::string& p : paths) {
-    OpenOptions o;
-    o.create = create;
-    o.create_size = kMemberBytes;
-    auto dev = open_member(p, o);
-    if (!dev) return dev.status();
-    out.push_back(std::move(*dev));
-  }
-  return out;
-}
-
-// A member whose asynchronous writes reach the device zero to two polls late, at random. Writes
-// to real drives complete at different times, so a crash often leaves a stripe with new data on
-// one member and old parity on another; on tmpfs the member writes of a stripe all go to the
-// kernel in one io_uring submission, which SIGKILL all but never splits. Staggering them puts
-// parity and data writes of one stripe into different submissions, with user-space work between
-// them where the kill can land. Completion still comes through the inner device on the
-// submitting thread, never inline, as MemberDevice requires.
-class StaggeredMember final : public MemberDevice {
- public:
-  StaggeredMember(std::unique_ptr<MemberDevice> inner, std::uint64_t seed)
-      : inner_(std::move(inner)), seed_(seed) {}
-
-  const std::string& path() const noexcept override { return inner_->path(); }
-  std::uint64_t size() const noexcept override { return inner_->size(); }
-  bool direct_io() const noexcept override { return inner_->direct_io(); }
-  Status read_sync(std::uint64_t offset, std::span<std::byte> buf) override {
-    return inner_->read_sync(offset, buf);
-  }
-  Status write_sync(std::uint64_t offset, std::span<const std::byte> buf) override {
-    return inner_->write_sync(offset, buf);
-  }
-  Status flush_sync() override { return inner_->flush_sync(); }
-
-  void submit(IoContext& ctx, MemberRequest& req) override {
-    const std::uint64_t r = mix64(seed_ + draws_.fetch_add(1, std::memory_order_relaxed));
-    const int polls = static_cast<int>(r % 4) - 1;  // -1 and 0: now; 1 or 2 polls late
-    if (req.op != MemberOp::kWrite || polls <= 0) {
-      inner_->submit(ctx, req);
-      return;
-    }
-    (new Delayed(*inner_, ctx, req, polls))->queue();
-  }
-
- private:
-  // Owns itself from queue() until it hands the request to the inner device.
-  class Delayed final : public Task {
-   public:
-    Delayed(MemberDevice& inner, IoContext& ctx, MemberRequest& req, int polls)
-        : inner_(inner), ctx_(ctx), req_(req), polls_(polls) {}
-    void queue() { ctx_.defer(*this); }
-    void run() override {
-      if (--polls_ > 0) return queue();
-      inner_.submit(ctx_, req_);
-      delete this;
-    }
-
-   private:
-    MemberDevice& inner_;
-    IoContext& ctx_;
-    MemberRequest& req_;
-    int polls_;
-  };
-
-  std::unique_ptr<MemberDevice> inner_;
-  std::uint64_t seed_;
-  std::atomic<std::uint64_t> draws_{0};
-};
-
-CreateOptions create_options(const Shape& s) {
-  CreateOptions c;
-  c.level = s.level;
-  c.strip_bytes = s.strip;
-  c.name = "crash";
-  c.bitmap_region_bytes = kRegionBytes;
-  return c;
-}
-
-// The members to fail together for the degraded reads after recovery: every member alone for
 // single-redundancy levels (RAID10: its mirror survives), n distinct pairs for RAID6.
 std::vector<std::vector<std::uint32_t>> failure_sets(const Shape& s, std::uint64_t seed) {
   std::vector<std::vector<std::uint32_t>> sets;
@@ -372,235 +237,6 @@ void check_recovery(const Shape& s, std::uint64_t seed,
   if (array_out != nullptr) *array_out = std::move(array);
 }
 
-// ---- Choosing extents --------------------------------------------------------------------------
-
-struct Extent {
-  std::uint64_t offset = 0;
-  std::uint32_t len = 0;
-};
-
-bool overlaps(const Extent& a, const Extent& b) {
-  return a.offset < b.offset + b.len && b.offset < a.offset + a.len;
-}
-
-// Where the writers write: a window of about half the array cut into units of at least a stripe
-// and a half; unit u belongs to thread u % threads, so threads write different sectors of the
-// same stripes and never the same sector.
-struct Layout {
-  std::uint64_t start = 0;
-  std::uint64_t unit = 0;
-  std::uint64_t units = 0;
-  std::uint32_t threads = 1;
-  std::uint32_t max_sectors = 0;  // 3 strips
-
-  static Layout make(const Geometry& g, std::uint64_t capacity, std::uint32_t threads,
-                     std::mt19937_64& rng) {
-    Layout l;
-    l.threads = threads;
-    l.unit = std::max<std::uint64_t>(g.stripe_data_bytes() * 3 / 2, 4ull * g.strip_bytes());
-    l.units = std::max<std::uint64_t>(capacity / 2 / l.unit, threads);
-    const std::uint64_t slack = (capacity - l.units * l.unit) / kSector;
-    l.start = (rng() % (slack + 1)) * kSector;
-    l.max_sectors = 3 * g.strip_bytes() / kSector;
-    return l;
-  }
-
-  Extent pick(std::mt19937_64& rng, std::uint32_t thread) const {
-    const std::uint64_t mine = (units - thread + threads - 1) / threads;
-    const std::uint64_t u = thread + threads * (rng() % mine);
-    const std::uint64_t unit_sectors = unit / kSector;
-    const std::uint64_t first = rng() % unit_sectors;
-    const std::uint64_t room = std::min<std::uint64_t>(unit_sectors - first, max_sectors);
-    // Half small writes (the read-modify-write path), half up to three strips.
-    const std::uint64_t sectors =
-        1 + ((rng() & 1) != 0 ? rng() % std::min<std::uint64_t>(room, 16) : rng() % room);
-    return Extent{start + u * unit + first * kSector,
-                  static_cast<std::uint32_t>(sectors * kSector)};
-  }
-};
-
-// ---- The kill test -----------------------------------------------------------------------------
-
-enum class RecordKind : std::uint32_t {
-  kReady = 1,      // the child assembled the array and attached its queues
-  kIssued,         // a write is about to be submitted: id, offset, len
-  kDiscardIssued,  // a discard is about to be submitted: id, offset, len
-  kAcked,          // a write or discard completed successfully: id
-  kFlushIssued,    // id
-  kFlushAcked,     // id
-  kError,          // something failed in the child: id (0 if none), len = what
-};
-
-struct Record {
-  RecordKind kind;
-  std::uint32_t len;
-  std::uint64_t id;
-  std::uint64_t offset;
-};
-static_assert(sizeof(Record) == 24 && sizeof(Record) <= PIPE_BUF, "one atomic pipe write each");
-
-// What failed in the child (Record::len of kError).
-enum ChildError : std::uint32_t {
-  kChildParity = 1,
-  kChildOpen,
-  kChildAssemble,
-  kChildContext,
-  kChildAttach,
-  kChildBuffer,
-  kChildWrite,
-  kChildFlush,
-  kChildPipe,
-};
-
-std::string_view child_error_name(std::uint32_t e) {
-  switch (e) {
-    case kChildParity:
-      return "making the parity backend";
-    case kChildOpen:
-      return "opening the members";
-    case kChildAssemble:
-      return "assembling the array";
-    case kChildContext:
-      return "creating an IoContext";
-    case kChildAttach:
-      return "attaching a queue";
-    case kChildBuffer:
-      return "allocating a buffer";
-    case kChildWrite:
-      return "a write or discard failed";
-    case kChildFlush:
-      return "a flush failed";
-    case kChildPipe:
-      return "writing the pipe";
-    default:
-      return "unknown";
-  }
-}
-
-void send(int fd, const Record& r) {
-  // Pipe writes of at most PIPE_BUF bytes are atomic: records of two threads never interleave.
-  ssize_t n;
-  do {
-    n = ::write(fd, &r, sizeof r);
-  } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(sizeof r)) _exit(5);
-}
-
-[[noreturn]] void child_fail(int fd, ChildError what, std::uint64_t id = 0) {
-  send(fd, Record{RecordKind::kError, what, id, 0});
-  _exit(3);
-}
-
-// One writer thread of the child: random non-overlapping writes at queue depth 16, forever.
-void child_writer(int fd, Array& array, const Layout& layout, std::uint32_t thread,
-                  std::uint64_t seed, std::atomic<std::uint32_t>& attached, std::atomic<bool>& go) {
-  auto ctx = IoContext::create(256);
-  if (!ctx) child_fail(fd, kChildContext);
-  auto queue = array.attach(**ctx);
-  if (!queue) child_fail(fd, kChildAttach);
-
-  struct Slot final : ArrayIo {
-    bool busy = false;
-    bool done = false;
-    std::uint64_t id = 0;
-    Status status;
-    AlignedBuffer data;
-    void on_complete(Status s) override {
-      status = std::move(s);
-      done = true;
-    }
-  };
-  std::vector<Slot> slots(kQueueDepth);
-  for (Slot& slot : slots) {
-    auto buf = AlignedBuffer::allocate(std::size_t{layout.max_sectors} * kSector, 4096);
-    if (!buf) child_fail(fd, kChildBuffer);
-    slot.data = std::move(*buf);
-  }
-  attached.fetch_add(1);
-  attached.notify_all();
-  go.wait(false);
-
-  std::mt19937_64 rng(seed);
-  std::uint64_t next_id = (std::uint64_t{thread} + 1) << 40;
-  for (;;) {
-    for (Slot& slot : slots) {
-      if (slot.busy) continue;
-      slot.id = ++next_id;
-      slot.done = false;
-      const std::uint64_t dice = rng() % 100;
-      if (dice < 3) {
-        slot.kind = IoKind::kFlush;
-        slot.offset = 0;
-        slot.len = 0;
-        slot.buf = nullptr;
-        send(fd, Record{RecordKind::kFlushIssued, 0, slot.id, 0});
-      } else {
-        Extent e;
-        bool found = false;
-        for (int attempt = 0; attempt < 8 && !found; ++attempt) {
-          e = layout.pick(rng, thread);
-          found = std::none_of(slots.begin(), slots.end(), [&](const Slot& o) {
-            return o.busy && o.kind != IoKind::kFlush && overlaps(e, Extent{o.offset, o.len});
-          });
-        }
-        if (!found) break;
-        slot.offset = e.offset;
-        slot.len = e.len;
-        if (dice < 6) {
-          slot.kind = IoKind::kDiscard;
-          slot.buf = nullptr;
-          send(fd, Record{RecordKind::kDiscardIssued, e.len, slot.id, e.offset});
-        } else {
-          slot.kind = IoKind::kWrite;
-          slot.buf = slot.data.data();
-          fill_write(slot.buf, slot.id, e.offset, e.len);
-          send(fd, Record{RecordKind::kIssued, e.len, slot.id, e.offset});
-        }
-      }
-      slot.busy = true;
-      (*queue)->submit(slot);
-    }
-    (*ctx)->poll(true);
-    for (Slot& slot : slots) {
-      if (!slot.busy || !slot.done) continue;
-      const bool write = slot.kind != IoKind::kFlush;
-      if (!slot.status.is_ok()) child_fail(fd, write ? kChildWrite : kChildFlush, slot.id);
-      send(fd, Record{write ? RecordKind::kAcked : RecordKind::kFlushAcked, 0, slot.id, 0});
-      slot.busy = false;
-    }
-  }
-}
-
-[[noreturn]] void child_main(int fd, const Shape& s, const std::vector<std::string>& paths,
-                             const Layout& layout, std::uint64_t seed) {
-  auto parity = make_parity_backend("cpu");
-  if (!parity) child_fail(fd, kChildParity);
-  auto devs = open_plain(paths, /*create=*/false);
-  if (!devs) child_fail(fd, kChildOpen);
-  for (std::size_t m = 0; m < devs->size(); ++m)
-    (*devs)[m] = std::make_unique<StaggeredMember>(std::move((*devs)[m]), mix64(seed ^ m));
-  ArrayOptions options;
-  options.parity = parity->get();
-  // Every flush runs a bitmap clearing cycle, so the kill can land in the middle of one.
-  options.bitmap_clear_interval = std::chrono::milliseconds(0);
-  auto array = Array::assemble(std::move(*devs), options);
-  if (!array) child_fail(fd, kChildAssemble);
-  std::atomic<std::uint32_t> attached{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (std::uint32_t t = 0; t < s.threads; ++t) {
-    threads.emplace_back(child_writer, fd, std::ref(**array), std::cref(layout), t,
-                         mix64(seed + t + 1), std::ref(attached), std::ref(go));
-  }
-  for (std::uint32_t n = attached.load(); n < s.threads; n = attached.load())
-    attached.wait(n);
-  send(fd, Record{RecordKind::kReady, 0, 0, 0});
-  go.store(true);
-  go.notify_all();
-  for (;;)
-    pause();  // until the parent's SIGKILL; nothing here ever returns into the test runner
-}
-
 struct Fd {
   int fd = -1;
   explicit Fd(int f = -1) : fd(f) {}
@@ -667,7 +303,7 @@ void CrashKillTest::run_seed(std::uint64_t seed) {
   for (std::uint32_t i = 0; i < s.members; ++i)
     paths.push_back(dir.path() + "/member-" + std::to_string(i) + ".img");
 
-  // Create and stop cleanly in the parent: no thread or io_uring exists here before fork().
+  // Create and stop cleanly in the parent; the child is a fresh process (crash_child.cpp).
   std::uint64_t capacity = 0;
   Layout layout;
   {
@@ -683,19 +319,35 @@ void CrashKillTest::run_seed(std::uint64_t seed) {
     ASSERT_TRUE(st.is_ok()) << st.to_string();
   }
   const auto kill_after = std::chrono::milliseconds(20 + rng() % 281);
-  SCOPED_TRACE(fmt::format("kill after {} ms, writes in [{}, +{})", kill_after.count(),
-                           layout.start, layout.units * layout.unit));
+  SCOPED_TRACE(fmt::format("kill {} ms after the first ack, writes in [{}, +{})",
+                           kill_after.count(), layout.start, layout.units * layout.unit));
 
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0) << std::strerror(errno);
   Fd read_end(fds[0]), write_end(fds[1]);
+  std::vector<std::string> args = {GRAID_CRASH_CHILD,
+                                   std::to_string(static_cast<std::uint32_t>(s.level)),
+                                   std::to_string(s.members),
+                                   std::to_string(s.strip),
+                                   std::to_string(s.threads),
+                                   std::to_string(rng()),
+                                   std::to_string(layout.start),
+                                   std::to_string(layout.unit),
+                                   std::to_string(layout.units),
+                                   std::to_string(layout.max_sectors)};
+  args.insert(args.end(), paths.begin(), paths.end());
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  ASSERT_EQ(::posix_spawn_file_actions_init(&actions), 0);
+  // dup2 onto the child's fixed descriptor clears O_CLOEXEC there; nothing else is inherited.
+  ASSERT_EQ(::posix_spawn_file_actions_adddup2(&actions, write_end.fd, kChildPipeFd), 0);
   Child child;
-  child.pid = ::fork();
-  ASSERT_GE(child.pid, 0) << std::strerror(errno);
-  if (child.pid == 0) {
-    read_end.reset();
-    child_main(write_end.fd, s, paths, layout, rng());
-  }
+  const int spawned = ::posix_spawn(&child.pid, argv[0], &actions, nullptr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ASSERT_EQ(spawned, 0) << "posix_spawn " << argv[0] << ": " << std::strerror(spawned);
   write_end.reset();
 
   std::string log;
@@ -708,6 +360,21 @@ void CrashKillTest::run_seed(std::uint64_t seed) {
     FAIL() << "child failed " << child_error_name(first.len);
   }
   ASSERT_EQ(first.kind, RecordKind::kReady);
+  // The delay counts from the first acknowledgement: a freshly started child (its first bitmap
+  // writes start the metadata workers) on a loaded machine can take longer than the shortest
+  // delays to complete anything, and a kill before any ack checks nothing.
+  const auto ack_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::size_t scanned = sizeof(Record);
+  bool acked_one = false;
+  while (!acked_one && std::chrono::steady_clock::now() < ack_deadline) {
+    if (!drain(read_end.fd, log, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)))
+      break;  // the child is gone: the checks below say why
+    for (; scanned + sizeof(Record) <= log.size() && !acked_one; scanned += sizeof(Record)) {
+      Record r;
+      std::memcpy(&r, log.data() + scanned, sizeof r);
+      acked_one = r.kind == RecordKind::kAcked || r.kind == RecordKind::kError;
+    }
+  }
   drain(read_end.fd, log, std::chrono::steady_clock::now() + kill_after);
   child.kill_and_wait();
   drain(read_end.fd, log, std::chrono::steady_clock::now() + std::chrono::seconds(30));
