@@ -35,19 +35,11 @@ std::string_view init_method_name(InitMethod method) noexcept {
   return "unknown";
 }
 
-bool Array::State::mirrors_survive() const noexcept {
-  const std::uint32_t n = geometry.members();
-  switch (geometry.level()) {
-    case RaidLevel::kRaid1:
-      return failed_count.load() < n;
-    case RaidLevel::kRaid10:
-      for (std::uint32_t i = 0; i + 1 < n; i += 2) {
-        if (is_failed(i) && is_failed(i + 1)) return false;
-      }
-      return true;
-    default:
-      return false;
-  }
+std::uint64_t Array::State::failed_mask() const noexcept {
+  std::uint64_t mask = 0;
+  for (std::uint32_t m = 0; m < geometry.members(); ++m)
+    mask |= is_failed(m) ? std::uint64_t{1} << m : 0;
+  return mask;
 }
 
 Array::Array(std::unique_ptr<State> state) : state_(std::move(state)) {}

@@ -224,7 +224,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   state->logical_block = *logical_block;
   state->read_errors.emplace(n, options.max_read_errors);
 
-  if (sb.level != RaidLevel::kRaid0) {
+  if (geometry->redundancy() != Redundancy::kNone) {
     const auto live = live_members(*state);
     meta::BitmapParams params;
     params.array_uuid = sb.array_uuid.bytes;
@@ -237,7 +237,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   }
   state->sb = sb;
   // A dirty RAID5/6 with a data strip missing in a dirty region: the write hole.
-  if (!rep.was_clean && state->bitmap && geometry->parity_strips() > 0 &&
+  if (!rep.was_clean && state->bitmap && geometry->redundancy() == Redundancy::kParity &&
       state->failed_count.load() > 0) {
     for (const auto& [offset, length] : state->bitmap->dirty_ranges()) {
       rep.unsynced_stripes += count_unsyncable_stripes(*state, offset, length);
@@ -271,7 +271,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     state->reported_health = state->health();  // kStarted reports it
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
   }
-  if (state->sb.init_checkpoint.has_value() && geometry->level() != RaidLevel::kRaid0) {
+  if (state->sb.init_checkpoint.has_value() && geometry->redundancy() != Redundancy::kNone) {
     // create() was cut short while initialising: finish it before trusting the parity.
     spdlog::warn("graid: array '{}': initialisation was interrupted at byte {}; finishing it",
                  sb.name, *state->sb.init_checkpoint);

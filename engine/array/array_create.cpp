@@ -92,7 +92,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   state->members.assign(std::make_move_iterator(members.begin()),
                         std::make_move_iterator(members.end()));
 
-  if (create.level != RaidLevel::kRaid0) {
+  if (geometry->redundancy() != Redundancy::kNone) {
     const auto live = live_members(*state);
     meta::BitmapParams params;
     params.array_uuid = sb.array_uuid.bytes;
@@ -109,7 +109,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   // first read-modify-write carries garbage parity forward and the first reconstruction returns
   // wrong data. Members known to read zeroes need nothing: zeroes are consistent at every level.
   InitMethod method = InitMethod::kNone;
-  if (create.level != RaidLevel::kRaid0 && !create.assume_clean) {
+  if (geometry->redundancy() != Redundancy::kNone && !create.assume_clean) {
     const bool all_zero =
         std::all_of(state->members.begin(), state->members.end(),
                     [&](const auto& m) { return m->reads_zeroes(data_offset, data_size); });

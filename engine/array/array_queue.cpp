@@ -58,7 +58,7 @@ class DirectIo final : public TimedMemberRequest {
       case MemberErrorClass::kMedia: {
         const bool over_limit = a.read_errors && a.read_errors->record(failed_member);
         if (over_limit) break;
-        if (a.geometry.parity_strips() == 0 && a.geometry.copies() == 1) {
+        if (a.geometry.redundancy() == Redundancy::kNone) {
           // RAID0: nothing to rebuild from. The request fails; the member stays.
           queue.part_done(request, make_error(Errc::kIoError,
                                               "member {}: read error at array "
@@ -321,7 +321,7 @@ void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std
                                     std::byte* dst) {
   const Geometry& g = array.geometry;
   const DataLocation loc = g.locate(array_offset);
-  if (g.copies() > 1) {
+  if (g.redundancy() == Redundancy::kMirror) {
     const std::uint32_t copies = g.copies();
     const std::uint32_t first = read_rotor++ % copies;
     for (std::uint32_t i = 0; i < copies; ++i) {
@@ -338,7 +338,7 @@ void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std
     direct_io(io, MemberOp::kRead, loc.member, loc.member_offset, len, dst, array_offset);
     return;
   }
-  if (g.parity_strips() == 0) {
+  if (g.redundancy() != Redundancy::kParity) {
     add_parts(io, 1);
     part_done(io, make_error(Errc::kIoError, "member {} holding array byte {} has failed",
                              loc.member, array_offset));
@@ -373,7 +373,7 @@ void ArrayQueue::Impl::write_zeroes(ArrayIo& io, std::uint32_t member, std::uint
 
 void ArrayQueue::Impl::repair_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
                                    std::byte* dst, std::uint32_t member) {
-  const bool parity = array.geometry.parity_strips() > 0;
+  const bool parity = array.geometry.redundancy() == Redundancy::kParity;
   locked_read(io, array_offset, len, dst,
               parity ? StripeOp::Mode::kDegradedRead : StripeOp::Mode::kMirrorRead,
               std::uint64_t{1} << member);
@@ -423,7 +423,9 @@ void ArrayQueue::Impl::submit_read(ArrayIo& io, std::uint64_t offset) {
 
 void ArrayQueue::Impl::submit_write(ArrayIo& io, std::uint64_t offset) {
   const Geometry& g = array.geometry;
-  if (g.level() == RaidLevel::kRaid0) {
+  // The write path is the level's: direct member writes without redundancy, a stripe
+  // operation that writes every copy (mirrors) or data and parity together (parity).
+  if (g.redundancy() == Redundancy::kNone) {
     split_by(offset, io.len, g.strip_bytes(),
              [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
                const DataLocation loc = g.locate(at);
@@ -431,7 +433,8 @@ void ArrayQueue::Impl::submit_write(ArrayIo& io, std::uint64_t offset) {
              });
     return;
   }
-  const auto mode = g.parity_strips() > 0 ? StripeOp::Mode::kWrite : StripeOp::Mode::kMirrorWrite;
+  const auto mode =
+      g.redundancy() == Redundancy::kParity ? StripeOp::Mode::kWrite : StripeOp::Mode::kMirrorWrite;
   const std::uint64_t stripe_bytes = g.stripe_data_bytes();
   split_by(offset, io.len, stripe_bytes,
            [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
@@ -452,7 +455,7 @@ void ArrayQueue::Impl::submit_discard(ArrayIo& io, std::uint64_t offset) {
   // Write-zeroes that must keep the range allocated, or a discard (which may deallocate).
   const bool keep = io.kind == IoKind::kWriteZeroes && (io.flags & kIoNoUnmap) != 0;
   const MemberOp zeroing = keep ? MemberOp::kWriteZeroes : MemberOp::kDiscard;
-  if (g.level() == RaidLevel::kRaid0) {
+  if (g.redundancy() == Redundancy::kNone) {
     split_by(offset, io.len, g.strip_bytes(),
              [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {
                const DataLocation loc = g.locate(at);
@@ -460,7 +463,7 @@ void ArrayQueue::Impl::submit_discard(ArrayIo& io, std::uint64_t offset) {
              });
     return;
   }
-  const bool parity = g.parity_strips() > 0;
+  const bool parity = g.redundancy() == Redundancy::kParity;
   const std::uint64_t stripe_bytes = g.stripe_data_bytes();
   const bool members_can = array.zeroing_supported(zeroing).load();
   split_by(offset, io.len, stripe_bytes, [&](std::uint64_t at, std::uint32_t n, std::uint32_t) {

@@ -90,13 +90,14 @@ struct Array::State {
   bool is_failed(std::uint32_t member) const noexcept {
     return failed[member].load(std::memory_order_acquire) != 0;
   }
+  // Members failed now, bit m for member m.
+  std::uint64_t failed_mask() const noexcept;
+  // True when the level cannot serve every byte with the members failed now (its module's
+  // survives(): RAID10 outlives failures_tolerated() when they hit different pairs).
   bool array_failed() const noexcept {
     return failed_count.load(std::memory_order_acquire) > geometry.failures_tolerated() &&
-           !mirrors_survive();
+           !geometry.survives(failed_mask());
   }
-  // RAID10 survives more failures than failures_tolerated() when they hit different pairs;
-  // RAID1 while one copy is left.
-  bool mirrors_survive() const noexcept;
 
   // Marks `member` failed, records it in the superblocks of the survivors (events + 1), and
   // stops writing its bitmap. Idempotent. Safe from any thread.

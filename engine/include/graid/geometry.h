@@ -1,6 +1,7 @@
 // RAID geometry: where every byte of an array lives on its members.
 //
-// Pure functions of (level, member count, strip size); no I/O, no state. Terms:
+// Pure functions of (level, member count, strip size); no I/O, no state. Each level's rules live in
+// its module (engine/level/: one file per level); Geometry is their public face. Terms:
 //
 //   strip   strip_bytes of one member, the unit of striping (md calls it a chunk).
 //   stripe  one row of strips across all members at the same member offset.
@@ -52,6 +53,13 @@ inline constexpr std::uint32_t kMaxMembers = 32;
 inline constexpr std::uint32_t kMinStripBytes = 4096;
 inline constexpr std::uint32_t kMaxStripBytes = 1u << 20;
 
+// How a level keeps redundancy, which decides the write path: kNone writes members directly
+// (RAID0), kMirror writes every copy (RAID1, RAID10), kParity updates data and parity together
+// under the stripe lock (RAID5, RAID6).
+enum class Redundancy : std::uint8_t { kNone, kMirror, kParity };
+
+class LevelModule;  // engine-internal: level/level_module.h
+
 // What a member holds at some place in a stripe.
 enum class StripRole : std::uint8_t { kData, kP, kQ };
 
@@ -86,6 +94,7 @@ class Geometry {
   static Result<Geometry> make(RaidLevel level, std::uint32_t members, std::uint32_t strip_bytes);
 
   RaidLevel level() const noexcept { return level_; }
+  Redundancy redundancy() const noexcept;
   std::uint32_t members() const noexcept { return members_; }
   std::uint32_t strip_bytes() const noexcept { return strip_bytes_; }
 
@@ -95,9 +104,12 @@ class Geometry {
   std::uint32_t parity_strips() const noexcept;
   // Copies of each data byte: n for RAID1, 2 for RAID10, else 1.
   std::uint32_t copies() const noexcept;
-  // Members that may fail with no data lost: 0, n-1, 1 (one per mirror pair; more if in
-  // different pairs), 1, 2.
+  // Members that may fail, whichever they are, with no data lost: 0, n-1, 1 (one per mirror
+  // pair; more if in different pairs), 1, 2.
   std::uint32_t failures_tolerated() const noexcept;
+  // True when every data byte is still readable with the members in `failed_mask` (bit m: member
+  // m) gone; beyond failures_tolerated() for RAID10 failures in different pairs.
+  bool survives(std::uint64_t failed_mask) const noexcept;
   // Data bytes in one stripe: k * strip_bytes.
   std::uint64_t stripe_data_bytes() const noexcept {
     return std::uint64_t{data_strips()} * strip_bytes_;
@@ -124,10 +136,15 @@ class Geometry {
   // What `member` holds at `member_offset` (inverse of locate()/data_member()).
   MemberPlace place(std::uint32_t member, std::uint64_t member_offset) const noexcept;
 
- private:
-  Geometry(RaidLevel level, std::uint32_t members, std::uint32_t strip_bytes)
-      : level_(level), members_(members), strip_bytes_(strip_bytes) {}
+  // The level's module (engine-internal interface).
+  const LevelModule& module() const noexcept { return *module_; }
 
+ private:
+  Geometry(const LevelModule& module, RaidLevel level, std::uint32_t members,
+           std::uint32_t strip_bytes)
+      : module_(&module), level_(level), members_(members), strip_bytes_(strip_bytes) {}
+
+  const LevelModule* module_ = nullptr;
   RaidLevel level_ = RaidLevel::kRaid0;
   std::uint32_t members_ = 0;
   std::uint32_t strip_bytes_ = 0;

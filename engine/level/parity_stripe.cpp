@@ -1,0 +1,92 @@
+// Background-job work on one stripe of a parity level (RAID5, RAID6): resync recomputes P (and
+// Q) from the data; check verifies them. Data strips first, then P, then Q, as StripeJob wants.
+#include <algorithm>
+
+#include "level/level_module.h"
+
+namespace graid {
+namespace {
+
+std::uint32_t chunk_member(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
+  const std::uint32_t k = g.data_strips();
+  return c < k ? g.data_member(stripe, c) : (c == k ? g.p_member(stripe) : g.q_member(stripe));
+}
+
+StripeJob parity_job(const Geometry& g, std::span<AlignedBuffer> bufs, ParityOp op) {
+  StripeJob job;
+  job.op = op;
+  job.scheme = g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+  job.k = g.data_strips();
+  job.len = g.strip_bytes();
+  for (std::uint32_t c = 0; c < job.k + g.parity_strips(); ++c)
+    job.chunk[c] = bufs[c].view();
+  return job;
+}
+
+}  // namespace
+
+bool can_resync_parity_stripe(const Geometry& g, std::uint64_t stripe, std::uint64_t failed) {
+  for (std::uint32_t d = 0; d < g.data_strips(); ++d) {
+    if ((failed >> g.data_member(stripe, d) & 1u) != 0) return false;
+  }
+  return true;
+}
+
+StripeOutcome process_parity_stripe(StripeTask task, const Geometry& g, StripeAccess& access,
+                                    std::uint64_t stripe) {
+  const std::uint32_t k = g.data_strips();
+  const std::uint32_t chunks = k + g.parity_strips();
+  std::span<AlignedBuffer> bufs = access.scratch();
+  StripeOutcome out;
+  auto io = [&](std::uint32_t m, Status st) {
+    if (!st && out.status.is_ok()) {
+      out.status = std::move(st);
+      out.failed_member = m;
+    }
+    return out.status.is_ok();
+  };
+  auto run = [&](StripeJob& job) {
+    Status st = access.parity() != nullptr
+                    ? access.parity()->execute(std::span(&job, 1))
+                    : make_error(Errc::kInternal, "parity level without a parity backend");
+    if (!st) out.status = std::move(st);
+    return out.status.is_ok();
+  };
+  if (task == StripeTask::kCheck) {
+    // A stripe with a failed member has nothing to compare against: not checkable.
+    for (std::uint32_t c = 0; c < chunks; ++c) {
+      if (access.is_failed(chunk_member(g, stripe, c))) {
+        out.skipped = true;
+        return out;
+      }
+    }
+    for (std::uint32_t c = 0; c < chunks; ++c) {
+      const std::uint32_t m = chunk_member(g, stripe, c);
+      if (!io(m, access.read_strip(m, stripe, bufs[c].span()))) return out;
+    }
+    StripeJob job = parity_job(g, bufs, ParityOp::kVerify);
+    if (!run(job)) return out;
+    out.inconsistent = !job.parity_ok;
+    return out;
+  }
+  for (std::uint32_t d = 0; d < k; ++d) {
+    if (access.is_failed(g.data_member(stripe, d))) {
+      out.skipped = true;
+      return out;
+    }
+  }
+  for (std::uint32_t d = 0; d < k; ++d) {
+    const std::uint32_t m = g.data_member(stripe, d);
+    if (!io(m, access.read_strip(m, stripe, bufs[d].span()))) return out;
+  }
+  StripeJob job = parity_job(g, bufs, ParityOp::kEncode);
+  if (!run(job)) return out;
+  for (std::uint32_t c = k; c < chunks; ++c) {
+    const std::uint32_t m = chunk_member(g, stripe, c);
+    if (access.is_failed(m)) continue;
+    if (!io(m, access.write_strip(m, stripe, bufs[c].span()))) return out;
+  }
+  return out;
+}
+
+}  // namespace graid
