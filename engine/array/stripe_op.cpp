@@ -1,0 +1,258 @@
+// StripeOp, its life: locking, planning, member I/O and its errors, and finishing (see
+// array/stripe_op.h for the state machine). The parity path is in stripe_op_parity.cpp, mirrors
+// and whole-stripe discards in stripe_op_mirror.cpp.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <cstring>
+
+#include "array/array_queue_impl.h"
+
+namespace graid {
+
+void StripeMemberIo::on_done(std::int32_t res) {
+  record_member_io(owner->queue(), member, *this, res);
+  result = res;
+  owner->member_io_done(*this);
+}
+
+void StripeOp::reset(Mode mode, std::uint64_t stripe) {
+  mode_ = mode;
+  phase_ = Phase::kIdle;
+  stripe_ = stripe;
+  pieces_.clear();
+  extents_used_ = 0;
+  ios_used_ = 0;
+  ios_left_ = 0;
+  bitmap_held_ = false;
+  replans_ = 0;
+  unreadable_ = 0;
+  zero_writes_ = false;
+  lock_.stripe = stripe;
+  lock_.home = &q_.ctx;
+  lock_.grant = this;
+}
+
+void StripeOp::start() {
+  phase_ = Phase::kLocking;
+  if (q_.array.locks.acquire(lock_)) run_locked();
+  // else: run() is called on this thread once the holder hands the lock over.
+}
+
+void StripeOp::run_locked() {
+  Array::State& a = q_.array;
+  if (a.array_failed()) {
+    finish(make_error(Errc::kIoError, "array has failed: {} members lost", a.failed_count.load()));
+    return;
+  }
+  ios_used_ = 0;
+  fua_ = std::any_of(pieces_.begin(), pieces_.end(),
+                     [](const Piece& p) { return (p.io->flags & kIoFua) != 0; });
+  if (mode_ == Mode::kMirrorRead) {
+    issue_mirror_read();
+    return;
+  }
+  if (mode_ == Mode::kMirrorWrite || mode_ == Mode::kPunch) {
+    if (a.bitmap && !bitmap_held_) {
+      Status st = a.bitmap_begin(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
+      if (!st) {
+        finish(st);
+        return;
+      }
+      bitmap_held_ = true;
+    }
+    if (mode_ == Mode::kMirrorWrite) {
+      issue_mirror_writes();
+    } else {
+      issue_punches();
+    }
+    return;
+  }
+  release_buffers();
+  if (!build_extents()) {
+    finish(make_error(Errc::kIoError, "stripe {}: more members failed than the level tolerates",
+                      stripe_));
+    return;
+  }
+  issue_reads();
+}
+
+bool StripeOp::chunk_unreadable(std::uint32_t c) const noexcept {
+  if (unreadable_ == 0) return false;
+  const Geometry& g = q_.array.geometry;
+  const std::uint32_t k = g.data_strips();
+  const std::uint32_t m = c < k    ? g.data_member(stripe_, c)
+                          : c == k ? g.p_member(stripe_)
+                                   : g.q_member(stripe_);
+  return (unreadable_ >> m) & 1;
+}
+
+StripeMemberIo& StripeOp::new_io(std::uint32_t member) {
+  if (ios_used_ == ios_.size()) ios_.push_back(std::make_unique<StripeMemberIo>());
+  StripeMemberIo& io = *ios_[ios_used_++];
+  io.owner = this;
+  io.member = member;
+  io.result = 0;
+  io.fua = false;
+  return io;
+}
+
+void StripeOp::submit_io(StripeMemberIo& io) {
+  ++ios_left_;
+  submit_timed(*q_.array.members[io.member], q_.ctx, io);
+}
+void StripeOp::member_io_done(StripeMemberIo& /*io*/) {
+  if (--ios_left_ != 0) return;
+  bool replan = false;
+  if (Status st = absorb_member_errors(replan); !st) return finish(st);
+  const bool had_errors = std::any_of(ios_.begin(), ios_.begin() + static_cast<long>(ios_used_),
+                                      [](const auto& io) { return io->result < 0; });
+  if (phase_ == Phase::kReading) {
+    if (had_errors || replan) {
+      // Plan again with the member now failed or unreadable (bounded: each round fails or
+      // marks at least one more member).
+      if (++replans_ > 2 * static_cast<int>(q_.array.geometry.members())) {
+        finish(make_error(Errc::kInternal, "stripe {}: re-planning did not converge", stripe_));
+        return;
+      }
+      run_locked();
+      return;
+    }
+    if (mode_ == Mode::kMirrorRead) return after_mirror_read();
+    start_compute();
+    return;
+  }
+  if (replan) {
+    // A member refused a discard: write the stripe's zeroes instead, on every member, so parity
+    // (or the other copies) and "reads after a discard return zeroes" both hold.
+    if (mode_ == Mode::kPunch) mode_ = Mode::kWrite;
+    zero_writes_ = true;
+    if (++replans_ > 2 * static_cast<int>(q_.array.geometry.members())) {
+      finish(make_error(Errc::kInternal, "stripe {}: re-planning did not converge", stripe_));
+      return;
+    }
+    run_locked();
+    return;
+  }
+  // kWriting: the data is on every live member it belongs to (failed members were recorded).
+  finish(Status::ok());
+}
+
+Status StripeOp::absorb_member_errors(bool& replan) {
+  Array::State& a = q_.array;
+  replan = false;
+  Status request_error;
+  for (std::size_t i = 0; i < ios_used_; ++i) {
+    const StripeMemberIo& io = *ios_[i];
+    if (io.result >= 0) continue;
+    const char* what = io.op == MemberOp::kRead    ? "read"
+                       : io.op == MemberOp::kWrite ? "write"
+                       : io.op == MemberOp::kFlush ? "flush"
+                                                   : "zeroing";
+    switch (classify_member_error(io.op, io.result)) {
+      case MemberErrorClass::kUnsupported:
+        if (io.op == MemberOp::kDiscard || io.op == MemberOp::kWriteZeroes) {
+          a.zeroing_refused(io.op, io.member, io.result);
+          replan = true;
+          continue;
+        }
+        break;  // an unsupported read or write: the device is unusable
+      case MemberErrorClass::kRequest:
+        spdlog::error(
+            "graid: array '{}': member {} refused a {} at byte {} ({} bytes) as "
+            "malformed: {}; the request fails, the member stays",
+            a.sb.name, io.member, what, io.offset, io.len, std::strerror(-io.result));
+        if (request_error.is_ok()) {
+          request_error = make_error(Errc::kInternal, "member {} refused a {} at byte {}: {}",
+                                     io.member, what, io.offset, std::strerror(-io.result));
+        }
+        continue;
+      case MemberErrorClass::kMedia:
+        if (((unreadable_ >> io.member) & 1) == 0 && a.read_errors &&
+            !a.read_errors->record(io.member)) {
+          spdlog::warn(
+              "graid: array '{}': member {} ({}): read error at byte {}: {}; "
+              "reconstructing and rewriting it ({} corrected on this member)",
+              a.sb.name, io.member, a.members[io.member]->path(), io.offset,
+              std::strerror(-io.result), a.read_errors->total(io.member));
+          unreadable_ |= std::uint64_t{1} << io.member;
+          replan = true;
+          continue;
+        }
+        break;  // past the read-error limit, or unreadable again: fail it
+      case MemberErrorClass::kDevice:
+        break;
+    }
+    Status st = a.fail_member(io.member, fmt::format("{} error at byte {}: {}", what, io.offset,
+                                                     std::strerror(-io.result)));
+    (void)st;  // a failure to record it on the survivors is logged by fail_member
+  }
+  if (a.array_failed()) {
+    return make_error(Errc::kIoError, "stripe {}: member I/O failed beyond redundancy", stripe_);
+  }
+  return request_error;
+}
+
+Status StripeOp::ensure(PoolBuffer& b, std::uint32_t len) {
+  if (b.size() >= len) return Status::ok();
+  q_.buffers.put(std::move(b));
+  auto buf = q_.buffers.get(len);
+  if (!buf) return buf.status();
+  b = std::move(*buf);
+  return Status::ok();
+}
+
+void StripeOp::parity_done(Status status) {
+  if (!status) return finish(status);
+  if (compute_stage_ == ComputeStage::kReconstruct) return after_reconstruct();
+  after_encode();
+}
+
+Status StripeOp::hold_bitmap() {
+  Array::State& a = q_.array;
+  if (!a.bitmap || bitmap_held_) return Status::ok();
+  const std::uint32_t strip = a.geometry.strip_bytes();
+  GRAID_RETURN_IF_ERROR(a.bitmap_begin(stripe_ * strip, strip));
+  bitmap_held_ = true;
+  return Status::ok();
+}
+
+void StripeOp::release_buffers() {
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    for (auto& b : extents_[i].image)
+      q_.buffers.put(std::move(b));
+    for (auto& b : extents_[i].old)
+      q_.buffers.put(std::move(b));
+  }
+  extents_used_ = 0;
+  q_.buffers.put(std::move(scratch_));
+}
+
+void StripeOp::ResumeAfterRecord::run() {
+  Array::State& a = op->q_.array;
+  op->finish(a.array_failed()
+                 ? make_error(Errc::kIoError, "array failed before the write could be acknowledged")
+                 : Status::ok());
+}
+
+void StripeOp::finish(Status status) {
+  Array::State& a = q_.array;
+  if (status.is_ok() && mode_ != Mode::kDegradedRead && mode_ != Mode::kMirrorRead &&
+      !a.failures_durable_or_park(q_.ctx, resume_)) {
+    return;  // resume_ finishes it once the failure is recorded
+  }
+  if (bitmap_held_) {
+    a.bitmap->end_write(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
+    bitmap_held_ = false;
+  }
+  release_buffers();
+  if (phase_ != Phase::kIdle) a.locks.release(lock_, q_.ctx);
+  phase_ = Phase::kIdle;
+  for (const Piece& p : pieces_)
+    q_.part_done(*p.io, status);
+  q_.recycle(*this);
+}
+
+}  // namespace graid
