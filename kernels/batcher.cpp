@@ -85,7 +85,7 @@ Batcher::Batcher(DeviceQueue& device, ParityBackend& cpu, BatcherOptions options
 
 Batcher::~Batcher() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -128,7 +128,7 @@ void Batcher::submit(BatchedJob& job, CompletionQueue& cq) {
   }
   job.submitted_ = std::chrono::steady_clock::now();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (pending_tail_ == nullptr) {
       pending_head_ = &job;
     } else {
@@ -179,7 +179,7 @@ void Batcher::count_launch(Reason reason) {
 void Batcher::launcher_loop() {
   std::vector<BatchedJob*> batch;
   std::vector<StripeJob> jobs;  // contiguous copies: ParityBackend takes a span of StripeJob
-  std::unique_lock lock(mu_);
+  UniqueLock lock(mu_);
   for (;;) {
     Reason reason = Reason::kNone;
     for (;;) {
@@ -187,9 +187,9 @@ void Batcher::launcher_loop() {
       if (reason != Reason::kNone) break;
       if (pending_head_ == nullptr) {
         if (stopping_) return;
-        cv_.wait(lock);
+        lock.wait(cv_);
       } else {
-        cv_.wait_until(lock, pending_head_->submitted_ + options_.deadline);
+        lock.wait_until(cv_, pending_head_->submitted_ + options_.deadline);
       }
     }
 
@@ -263,7 +263,7 @@ void Batcher::launcher_loop() {
 BatcherStats Batcher::stats() const {
   BatcherStats s;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     s = stats_;
   }
   s.cpu_small_jobs = cpu_small_jobs_.load(std::memory_order_relaxed);

@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -40,6 +39,7 @@
 
 #include "graid/parity.h"
 #include "graid/status.h"
+#include "graid/thread_annotations.h"
 
 namespace graid::kernels {
 
@@ -170,28 +170,27 @@ class Batcher {
  private:
   enum class Reason { kNone, kFullBytes, kFullJobs, kDeadline, kIdle, kFlush, kCpu };
 
-  void launcher_loop();
-  // REQUIRES: mu_ held.
-  Reason launch_reason(std::chrono::steady_clock::time_point now) const;
+  void launcher_loop() EXCLUDES(mu_);
+  Reason launch_reason(std::chrono::steady_clock::time_point now) const REQUIRES(mu_);
   // Completes `job` with its result so far: pushes it to its queue. The batcher does not touch
   // the job afterwards.
   static void complete(BatchedJob& job, Status status, ExecutedOn where);
   void run_on_cpu_inline(BatchedJob& job, ExecutedOn where);
-  void count_launch(Reason reason);
+  void count_launch(Reason reason) REQUIRES(mu_);
 
   DeviceQueue& device_;
   ParityBackend& cpu_;
   const BatcherOptions options_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  BatchedJob* pending_head_ = nullptr;  // GUARDED_BY(mu_), FIFO
-  BatchedJob* pending_tail_ = nullptr;  // GUARDED_BY(mu_)
-  std::size_t pending_jobs_ = 0;        // GUARDED_BY(mu_)
-  std::size_t pending_bytes_ = 0;       // GUARDED_BY(mu_)
-  unsigned in_flight_ = 0;              // GUARDED_BY(mu_): batches on the device now
-  bool stopping_ = false;               // GUARDED_BY(mu_)
-  BatcherStats stats_;                  // GUARDED_BY(mu_)
+  BatchedJob* pending_head_ GUARDED_BY(mu_) = nullptr;  // FIFO
+  BatchedJob* pending_tail_ GUARDED_BY(mu_) = nullptr;
+  std::size_t pending_jobs_ GUARDED_BY(mu_) = 0;
+  std::size_t pending_bytes_ GUARDED_BY(mu_) = 0;
+  unsigned in_flight_ GUARDED_BY(mu_) = 0;  // batches on the device now
+  bool stopping_ GUARDED_BY(mu_) = false;
+  BatcherStats stats_ GUARDED_BY(mu_);
 
   std::atomic<bool> dead_{false};
   std::atomic<std::uint64_t> cpu_small_jobs_{0};

@@ -47,7 +47,7 @@ BatcherParity::BatcherParity(Batcher& batcher) : batcher_(batcher) {}
 BatcherParity::~BatcherParity() = default;
 
 BatcherParity::ThreadState& BatcherParity::state_for(IoContext& ctx) {
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   auto& slot = threads_[&ctx];
   if (!slot) slot = std::make_unique<ThreadState>(ctx);
   return *slot;

@@ -9,10 +9,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "graid/array.h"
+#include "graid/thread_annotations.h"
 #include "kernels/batcher.h"
 
 namespace graid::kernels {
@@ -32,11 +32,11 @@ class BatcherParity final : public AsyncParity {
  private:
   struct ThreadState;
   struct Group;
-  ThreadState& state_for(IoContext& ctx);
+  ThreadState& state_for(IoContext& ctx) EXCLUDES(mu_);
 
   Batcher& batcher_;
-  std::mutex mu_;
-  std::unordered_map<IoContext*, std::unique_ptr<ThreadState>> threads_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<IoContext*, std::unique_ptr<ThreadState>> threads_ GUARDED_BY(mu_);
 };
 
 }  // namespace graid::kernels

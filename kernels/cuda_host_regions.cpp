@@ -8,7 +8,7 @@
 namespace graid::kernels {
 
 Status HostRegions::add(std::span<std::byte> region, int device) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Snapshot current = snapshot();
   const auto b = reinterpret_cast<std::uintptr_t>(region.data());
   const std::uintptr_t e = b + region.size();
@@ -38,7 +38,7 @@ Status HostRegions::add(std::span<std::byte> region, int device) {
 }
 
 bool HostRegions::remove(std::span<std::byte> region) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Snapshot current = snapshot();
   const auto b = reinterpret_cast<std::uintptr_t>(region.data());
   auto next = std::make_shared<Table>(*current);
@@ -52,7 +52,7 @@ bool HostRegions::remove(std::span<std::byte> region) {
 }
 
 void HostRegions::clear() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Snapshot current = snapshot();
   publish(std::make_shared<const Table>());
   for (const HostRegion& r : *current)

@@ -16,12 +16,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "graid/status.h"
+#include "graid/thread_annotations.h"
 
 namespace graid::kernels {
 
@@ -43,29 +43,30 @@ class HostRegions {
 
   // Registers `region` (cudaHostRegister, portable + mapped) on `device`. kInvalidArgument when it
   // overlaps a registered region; the CUDA error otherwise.
-  Status add(std::span<std::byte> region, int device);
+  Status add(std::span<std::byte> region, int device) EXCLUDES(mu_);
   // Unregisters the region starting at region.data(); false when there is none.
-  bool remove(std::span<std::byte> region);
+  bool remove(std::span<std::byte> region) EXCLUDES(mu_);
   // Unregisters everything.
-  void clear();
+  void clear() EXCLUDES(mu_);
 
   // The current table. Keep it while using what find() returns from it.
-  Snapshot snapshot() const {
-    std::lock_guard lock(table_mu_);
+  Snapshot snapshot() const EXCLUDES(table_mu_) {
+    MutexLock lock(table_mu_);
     return table_;
   }
   // The region of `table` holding [p, p + len), or null.
   static const HostRegion* find(const Table& table, const void* p, std::size_t len);
 
  private:
-  void publish(Snapshot next) {
-    std::lock_guard lock(table_mu_);
+  // Publishers hold mu_, so that no two copy-modify-publish the table at once.
+  void publish(Snapshot next) REQUIRES(mu_) EXCLUDES(table_mu_) {
+    MutexLock lock(table_mu_);
     table_ = std::move(next);
   }
 
-  std::mutex mu_;                // serialises add/remove/clear (publishers); never taken by lookups
-  mutable std::mutex table_mu_;  // guards the pointer only
-  Snapshot table_ = std::make_shared<const Table>();  // GUARDED_BY(table_mu_)
+  Mutex mu_;                // serialises add/remove/clear (publishers); never taken by lookups
+  mutable Mutex table_mu_;  // guards the pointer only
+  Snapshot table_ GUARDED_BY(table_mu_) = std::make_shared<const Table>();
 };
 
 }  // namespace graid::kernels

@@ -46,7 +46,7 @@ Array::Array(std::unique_ptr<State> state) : state_(std::move(state)) {}
 // The observer may call back into the array while its last events are delivered.
 Array::~Array() {
   if (const std::uint32_t attached = queues_attached(); attached != 0) {
-    spdlog::error("graid: array '{}' destroyed with {} queues attached", state_->sb.name, attached);
+    spdlog::error("graid: array '{}' destroyed with {} queues attached", state_->name, attached);
   }
   state_->events.shutdown();
 }
@@ -107,7 +107,7 @@ Status Array::stop() {
     return make_error(Errc::kBusy,
                       "array '{}' still has {} queues attached: stop I/O and destroy them first "
                       "(quiesce() waits for requests in flight); nothing was changed",
-                      s.sb.name, attached);
+                      s.name, attached);
   }
   const std::vector<Status> flushed = flush_members(live_members(s), s.metadata_timeout);
   for (std::uint32_t m = 0; m < flushed.size(); ++m) {
@@ -124,9 +124,9 @@ Status Array::stop() {
       (void)fs;
     }
   }
-  std::lock_guard guard(s.control_mutex);
+  MutexLock guard(s.control_mutex);
   if (s.array_failed()) {
-    return make_error(Errc::kIoError, "array '{}' has failed; not marked clean", s.sb.name);
+    return make_error(Errc::kIoError, "array '{}' has failed; not marked clean", s.name);
   }
   s.sb.array_flags |= meta::kArrayClean;
   GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());

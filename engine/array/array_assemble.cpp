@@ -110,6 +110,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   }
 
   auto state = std::make_unique<State>(*geometry);
+  state->name = sb.name;
   state->events.start(options.observer, sb.name, sb.array_uuid.to_string());
   state->parity = options.parity;
   state->async_parity = options.async_parity;
@@ -138,7 +139,8 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   for (std::size_t i : newest->in_sync)
     take(i);
   // Hot spares that are as new as the array: kept for rebuild. Absent ones keep their slot.
-  state->spares.resize(sb.spare_count);
+  // Published with sb below, under the control mutex.
+  std::vector<std::shared_ptr<MemberDevice>> spares(sb.spare_count);
   for (std::size_t i : newest->in_sync) {
     const std::uint32_t slot = copies[i].member_index;
     std::unique_ptr<MemberDevice>& dev = devices[device_of[i]];
@@ -147,7 +149,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
         sb.members[slot].uuid != copies[i].member_uuid) {
       continue;
     }
-    state->spares[slot - n] = std::move(dev);
+    spares[slot - n] = std::move(dev);
   }
   for (std::size_t i : newest->behind)
     rep.behind_members.push_back(state->members[copies[i].member_index]
@@ -235,7 +237,11 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     if (!bitmap) return bitmap.status();
     state->bitmap.emplace(std::move(*bitmap));
   }
-  state->sb = sb;
+  {
+    MutexLock guard(state->control_mutex);
+    state->sb = sb;
+    state->spares = std::move(spares);
+  }
   // A dirty RAID5/6 with a data strip missing in a dirty region: the write hole.
   if (!rep.was_clean && state->bitmap && geometry->redundancy() == Redundancy::kParity &&
       state->failed_count.load() > 0) {
@@ -265,21 +271,23 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     state->emit(ArrayEventKind::kMemberBack, slot, std::move(why));
 
   // Open the array: not clean until stop(), and record any members found missing.
-  state->sb.array_flags &= ~meta::kArrayClean;
+  std::optional<std::uint64_t> init_checkpoint;
   {
-    std::lock_guard guard(state->control_mutex);
+    MutexLock guard(state->control_mutex);
+    state->sb.array_flags &= ~meta::kArrayClean;
     state->reported_health = state->health();  // kStarted reports it
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
+    init_checkpoint = state->sb.init_checkpoint;
   }
-  if (state->sb.init_checkpoint.has_value() && geometry->redundancy() != Redundancy::kNone) {
+  if (init_checkpoint.has_value() && geometry->redundancy() != Redundancy::kNone) {
     // create() was cut short while initialising: finish it before trusting the parity.
     spdlog::warn("graid: array '{}': initialisation was interrupted at byte {}; finishing it",
-                 sb.name, *state->sb.init_checkpoint);
-    const ArrayEventCounts todo = byte_counts(*geometry, sb.data_size - *state->sb.init_checkpoint);
+                 sb.name, *init_checkpoint);
+    const ArrayEventCounts todo = byte_counts(*geometry, sb.data_size - *init_checkpoint);
     state->emit(ArrayEventKind::kInitStarted, std::nullopt, "finishing interrupted initialisation",
                 todo);
-    GRAID_RETURN_IF_ERROR(initialise(*state, *state->sb.init_checkpoint));
-    std::lock_guard guard(state->control_mutex);
+    GRAID_RETURN_IF_ERROR(initialise(*state, *init_checkpoint));
+    MutexLock guard(state->control_mutex);
     state->sb.init_checkpoint = std::nullopt;
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
     state->emit(ArrayEventKind::kInitFinished, std::nullopt, "initialisation finished", todo);
@@ -322,11 +330,16 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     }
     GRAID_RETURN_IF_ERROR(state->bitmap->clear_idle());
   }
-  const std::string started = fmt::format(
-      "assembled {} array '{}' ({}), {}, {} of {} members, events {}{}", raid_level_name(sb.level),
-      sb.name, sb.array_uuid.to_string(), array_health_name(state->health()),
-      n - state->failed_count.load(), n, state->sb.events,
-      rep.was_clean ? "" : fmt::format(", re-synced {} bytes", rep.resynced_bytes));
+  std::uint64_t events = 0;
+  {
+    MutexLock guard(state->control_mutex);
+    events = state->sb.events;
+  }
+  const std::string started =
+      fmt::format("assembled {} array '{}' ({}), {}, {} of {} members, events {}{}",
+                  raid_level_name(sb.level), sb.name, sb.array_uuid.to_string(),
+                  array_health_name(state->health()), n - state->failed_count.load(), n, events,
+                  rep.was_clean ? "" : fmt::format(", re-synced {} bytes", rep.resynced_bytes));
   spdlog::info("graid: {}", started);
   state->emit(ArrayEventKind::kStarted, std::nullopt, started);
   return std::unique_ptr<Array>(new Array(std::move(state)));

@@ -67,7 +67,9 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   state->data_size = data_size;
   state->capacity = geometry->data_capacity(data_size);
   state->failed = std::make_unique<std::atomic<std::uint8_t>[]>(n);
-  meta::Superblock& sb = state->sb;
+  state->name = create.name;
+  // Filled here, then published into state->sb under the control mutex.
+  meta::Superblock sb;
   auto array_uuid = meta::Uuid::generate();
   if (!array_uuid) return array_uuid.status();
   sb.array_uuid = *array_uuid;
@@ -89,6 +91,10 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   GRAID_RETURN_IF_ERROR(meta::validate(sb));
   state->events.start(options.observer, sb.name, sb.array_uuid.to_string());
   sb.events = 0;  // write_superblocks_locked() makes it 1
+  {
+    MutexLock guard(state->control_mutex);
+    state->sb = sb;
+  }
   state->members.assign(std::make_move_iterator(members.begin()),
                         std::make_move_iterator(members.end()));
 
@@ -123,8 +129,8 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
                 init_counts);
     // Recorded first: a crash before it ends leaves init_checkpoint set, and assembly finishes
     // the job instead of trusting unsynced parity.
-    sb.init_checkpoint = 0;
-    std::lock_guard guard(state->control_mutex);
+    MutexLock guard(state->control_mutex);
+    state->sb.init_checkpoint = 0;
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
   }
   if (method == InitMethod::kZeroed) {
@@ -145,9 +151,9 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   if (method == InitMethod::kResync) {
     GRAID_RETURN_IF_ERROR(initialise(*state, 0));
   }
-  sb.init_checkpoint = std::nullopt;
   {
-    std::lock_guard guard(state->control_mutex);
+    MutexLock guard(state->control_mutex);
+    state->sb.init_checkpoint = std::nullopt;
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
   }
   state->init_method = method;

@@ -148,7 +148,7 @@ Status Array::quiesce(std::chrono::milliseconds timeout) {
     std::string busy;
     {
       const QueueRegistry& r = *state_->registry;
-      std::lock_guard guard(r.mutex);
+      MutexLock guard(r.mutex);
       for (std::size_t i = 0; i < r.queues.size(); ++i) {
         const std::uint32_t n = r.queues[i]->in_flight.load();
         if (n != 0) busy += fmt::format("{}queue {} ({} requests)", busy.empty() ? "" : ", ", i, n);
@@ -159,7 +159,7 @@ Status Array::quiesce(std::chrono::milliseconds timeout) {
       return make_error(Errc::kBusy,
                         "array '{}': requests still in flight after {} ms: {}; are the queues' "
                         "threads still polling?",
-                        state_->sb.name, timeout.count(), busy);
+                        state_->name, timeout.count(), busy);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -167,7 +167,7 @@ Status Array::quiesce(std::chrono::milliseconds timeout) {
 
 Result<MemberSlot> Array::member_slot(std::uint32_t slot) const {
   const State& s = *state_;
-  std::lock_guard guard(state_->control_mutex);
+  MutexLock guard(s.control_mutex);
   if (slot >= slot_count(s.sb)) {
     return make_error(Errc::kOutOfRange, "no member slot {} (array has {})", slot,
                       slot_count(s.sb));
@@ -184,7 +184,7 @@ Result<MemberSlot> Array::member_slot(std::uint32_t slot) const {
 std::vector<MemberSlot> Array::member_slots() const {
   std::uint32_t n = 0;
   {
-    std::lock_guard guard(state_->control_mutex);
+    MutexLock guard(state_->control_mutex);
     n = slot_count(state_->sb);
   }
   std::vector<MemberSlot> out;

@@ -12,17 +12,17 @@ namespace graid {
 Result<std::uint32_t> Array::add_spare(std::unique_ptr<MemberDevice> device, bool force) {
   if (!device) return make_error(Errc::kInvalidArgument, "no device given");
   State& s = *state_;
-  std::lock_guard guard(s.control_mutex);
+  MutexLock guard(s.control_mutex);
   const auto n = static_cast<std::uint32_t>(s.members.size());
   if (n + s.sb.spare_count >= kMaxMembers) {
     return make_error(Errc::kNoSpace, "array '{}' already has {} members and spares, the most {}",
-                      s.sb.name, n + s.sb.spare_count, kMaxMembers);
+                      s.name, n + s.sb.spare_count, kMaxMembers);
   }
   const std::uint64_t needed = s.data_offset + s.data_size;
   if (device->size() < needed) {
     return make_error(Errc::kNoSpace,
                       "{} has {} bytes; a spare of array '{}' needs {}; nothing was changed",
-                      device->path(), device->size(), s.sb.name, needed);
+                      device->path(), device->size(), s.name, needed);
   }
   std::vector<MemberDevice*> all;
   for (const auto& d : s.members)
@@ -50,7 +50,7 @@ Result<std::uint32_t> Array::add_spare(std::unique_ptr<MemberDevice> device, boo
     s.drop_spare_locked(n + static_cast<std::uint32_t>(kept - s.spares.begin()));
     return st;
   }
-  spdlog::info("graid: array '{}': {} added as a spare (slot {})", s.sb.name, path, slot);
+  spdlog::info("graid: array '{}': {} added as a spare (slot {})", s.name, path, slot);
   s.emit(ArrayEventKind::kSpareAdded, slot, fmt::format("{} added as a spare", path));
   return slot;
 }

@@ -11,14 +11,15 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "array/event_notifier.h"
 #include "array/member_errors.h"
 #include "array/queue_registry.h"
 #include "graid/array.h"
+#include "graid/thread_annotations.h"
 #include "meta/superblock.h"
 #include "meta/write_intent_bitmap.h"
 #include "stripe/stripe_lock_table.h"
@@ -54,8 +55,8 @@ struct Array::State {
   // meta/metadata_io.h).
   std::vector<std::shared_ptr<MemberDevice>> members;
   // Hot spares by spare slot (member slot - members.size()); null where assembly found none.
-  // Not used for I/O; written only by superblock updates. GUARDED_BY(control_mutex)
-  std::vector<std::shared_ptr<MemberDevice>> spares;
+  // Not used for I/O; written only by superblock updates.
+  std::vector<std::shared_ptr<MemberDevice>> spares GUARDED_BY(control_mutex);
   // 1 = failed. Read on every I/O; written under control_mutex.
   std::unique_ptr<std::atomic<std::uint8_t>[]> failed;
   std::atomic<std::uint32_t> failed_count{0};
@@ -63,8 +64,12 @@ struct Array::State {
   StripeLockTable locks;
   std::optional<meta::WriteIntentBitmap> bitmap;  // none for RAID0
 
-  std::mutex control_mutex;
-  meta::Superblock sb;  // GUARDED_BY(control_mutex): the array-wide state last written
+  mutable Mutex control_mutex;                    // mutable: const readers of sb take it too
+  meta::Superblock sb GUARDED_BY(control_mutex);  // the array-wide state last written
+  // sb.name, which never changes: set before the state is shared, then read without a lock
+  // (log lines and errors on any thread, I/O threads included, which must not wait for the
+  // control mutex while a superblock update holds it).
+  std::string name;
 
   // Failure ordering (md's MD_SB_CHANGE_PENDING): a write planned around a failed member may be
   // acknowledged only once the superblocks recording that failure are durable, or a member that
@@ -74,16 +79,18 @@ struct Array::State {
   // update has finished. Writes that finish in between park here until it has.
   std::atomic<std::uint64_t> failures_marked{0};
   std::atomic<std::uint64_t> failures_recorded{0};
-  std::mutex parked_mutex;
-  std::vector<std::pair<IoContext*, Task*>> parked;  // GUARDED_BY(parked_mutex)
+  Mutex parked_mutex;
+  std::vector<std::pair<IoContext*, Task*>> parked GUARDED_BY(parked_mutex);
 
   // True when the caller may acknowledge its write now. False when every failure marked so far
   // is not yet recorded: `resume` is then posted to `ctx` once it is.
-  bool failures_durable_or_park(IoContext& ctx, Task& resume);
+  bool failures_durable_or_park(IoContext& ctx, Task& resume) EXCLUDES(parked_mutex);
   // Publishes that failures up to `marked` are recorded and releases the writes that waited.
-  void publish_failures_recorded(std::uint64_t marked);
-  // Marks `member` failed in memory. REQUIRES: control_mutex held. Returns false if it already was.
-  bool mark_failed_locked(std::uint32_t member);
+  // control_mutex held, so no failure is marked meanwhile.
+  void publish_failures_recorded(std::uint64_t marked) REQUIRES(control_mutex)
+      EXCLUDES(parked_mutex);
+  // Marks `member` failed in memory. Returns false if it already was.
+  bool mark_failed_locked(std::uint32_t member) REQUIRES(control_mutex);
 
   explicit State(Geometry g) : geometry(g) {}
 
@@ -101,7 +108,7 @@ struct Array::State {
 
   // Marks `member` failed, records it in the superblocks of the survivors (events + 1), and
   // stops writing its bitmap. Idempotent. Safe from any thread.
-  Status fail_member(std::uint32_t member, std::string_view reason);
+  Status fail_member(std::uint32_t member, std::string_view reason) EXCLUDES(control_mutex);
 
   // Declares a write to member data bytes [member_offset, +len) to the write-intent bitmap,
   // persisting its bit first if needed; a member that fails the bitmap update is failed and the
@@ -121,9 +128,9 @@ struct Array::State {
   std::atomic<std::int64_t> bitmap_cleared_at_ns{0};  // steady clock
 
   // Writes the superblock (bumped events, per-member identity) to every live member and flushes.
-  // REQUIRES: control_mutex held.
-  Status write_superblocks_locked();
-  Status write_superblock_rounds_locked();  // the update itself, without publishing
+  Status write_superblocks_locked() REQUIRES(control_mutex);
+  // The update itself, without publishing.
+  Status write_superblock_rounds_locked() REQUIRES(control_mutex);
 
   // Member byte offset of a data-area offset.
   std::uint64_t device_offset(std::uint64_t member_offset) const noexcept {
@@ -132,23 +139,21 @@ struct Array::State {
 
   ArrayHealth health() const noexcept;
   // Raises a kHealthChanged event if health() differs from what was last reported.
-  // REQUIRES: control_mutex held.
-  void note_health_locked();
-  ArrayHealth reported_health = ArrayHealth::kOptimal;  // GUARDED_BY(control_mutex)
+  void note_health_locked() REQUIRES(control_mutex);
+  ArrayHealth reported_health GUARDED_BY(control_mutex) = ArrayHealth::kOptimal;
   // Raises an event with the array's current health (engine/array/event_notifier.h).
   void emit(ArrayEventKind kind, std::optional<std::uint32_t> member, std::string message,
             ArrayEventCounts counts = {});
 
   // Members a superblock update goes to, by slot (null: none): attached roles recorded active
   // or rebuilding (written no data yet, but still in the array), then the spares.
-  // REQUIRES: control_mutex held.
-  std::vector<std::shared_ptr<MemberDevice>> superblock_targets() const;
+  std::vector<std::shared_ptr<MemberDevice>> superblock_targets() const REQUIRES(control_mutex);
   // Takes spare slot `slot` out of the table (later spares move down one slot) and closes its
-  // device. REQUIRES: control_mutex held.
-  void drop_spare_locked(std::uint32_t slot);
+  // device.
+  void drop_spare_locked(std::uint32_t slot) REQUIRES(control_mutex);
 
-  // Open VdHandles per VD id. GUARDED_BY(control_mutex)
-  std::map<std::uint32_t, std::uint32_t> vd_users;
+  // Open VdHandles per VD id.
+  std::map<std::uint32_t, std::uint32_t> vd_users GUARDED_BY(control_mutex);
 
   // Attached queues and the counts of destroyed ones (engine/array/array_stats.h). Shared with
   // the queues, so that one destroyed after the array (against the contract, but tests do it)

@@ -91,13 +91,13 @@ void record_member_io(ArrayQueue::Impl& queue, std::uint32_t member, const Timed
 QueueRegistration::QueueRegistration(std::shared_ptr<QueueRegistry> registry,
                                      ArrayQueue::Impl& queue)
     : registry_(std::move(registry)), queue_(queue), members_(queue.array.geometry.members()) {
-  std::lock_guard guard(registry_->mutex);
+  MutexLock guard(registry_->mutex);
   registry_->queues.push_back(&queue_);
 }
 
 QueueRegistration::~QueueRegistration() {
   QueueRegistry& r = *registry_;
-  std::lock_guard guard(r.mutex);
+  MutexLock guard(r.mutex);
   std::erase(r.queues, &queue_);
   r.retired_members.resize(members_);
   add_queue(r.retired_totals, r.retired_members, queue_);
@@ -106,7 +106,7 @@ QueueRegistration::~QueueRegistration() {
 ArrayStats Array::State::stats() const {
   ArrayStats out;
   {
-    std::lock_guard guard(registry->mutex);
+    MutexLock guard(registry->mutex);
     out.totals = registry->retired_totals;
     out.members = registry->retired_members;
     out.members.resize(geometry.members());
@@ -123,7 +123,7 @@ ArrayStats Array::stats() const {
 }
 
 std::uint32_t Array::queues_attached() const {
-  std::lock_guard guard(state_->registry->mutex);
+  MutexLock guard(state_->registry->mutex);
   return static_cast<std::uint32_t>(state_->registry->queues.size());
 }
 

@@ -13,7 +13,7 @@ VdInfo vd_info(const meta::VdEntry& e) {
 
 Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
   State& s = *state_;
-  std::lock_guard guard(s.control_mutex);
+  MutexLock guard(s.control_mutex);
   if (name.empty() || name.size() > meta::kMaxVdNameLen ||
       name.find('\0') != std::string_view::npos) {
     return make_error(Errc::kInvalidArgument, "VD name '{}' must be 1 to {} bytes", name,
@@ -70,7 +70,7 @@ Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
 
 Status Array::delete_vd(std::uint32_t id) {
   State& s = *state_;
-  std::lock_guard guard(s.control_mutex);
+  MutexLock guard(s.control_mutex);
   for (meta::VdEntry& e : s.sb.vds) {
     if (e.in_use() && e.id == id) {
       if (auto users = s.vd_users.find(id); users != s.vd_users.end()) {
@@ -87,7 +87,7 @@ Status Array::delete_vd(std::uint32_t id) {
 }
 
 std::vector<VdInfo> Array::vds() const {
-  std::lock_guard guard(state_->control_mutex);
+  MutexLock guard(state_->control_mutex);
   std::vector<VdInfo> out;
   for (const meta::VdEntry& e : state_->sb.vds) {
     if (e.in_use()) out.push_back(vd_info(e));
@@ -98,7 +98,7 @@ std::vector<VdInfo> Array::vds() const {
 
 Result<VdHandle> Array::open_vd(std::uint32_t id) {
   State& s = *state_;
-  std::lock_guard guard(s.control_mutex);
+  MutexLock guard(s.control_mutex);
   for (const meta::VdEntry& e : s.sb.vds) {
     if (e.in_use() && e.id == id) {
       ++s.vd_users[id];
@@ -126,7 +126,7 @@ VdHandle::~VdHandle() {
 
 void VdHandle::close() noexcept {
   if (state_ == nullptr) return;
-  std::lock_guard guard(state_->control_mutex);
+  MutexLock guard(state_->control_mutex);
   auto it = state_->vd_users.find(info_.id);
   if (it != state_->vd_users.end() && --it->second == 0) state_->vd_users.erase(it);
   state_ = nullptr;

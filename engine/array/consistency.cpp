@@ -104,7 +104,7 @@ Result<std::uint64_t> resync_range(Array::State& s, std::uint64_t member_offset,
     spdlog::warn(
         "graid: array '{}': {} stripes could not be re-synced (a data member has "
         "failed); their parity is trusted as written",
-        s.sb.name, skipped);
+        s.name, skipped);
   }
   if (unsynced != nullptr) *unsynced += skipped;
   return synced;
@@ -122,7 +122,7 @@ Status initialise(Array::State& s, std::uint64_t from) {
     if (!synced) return synced.status();
     at += len;
     if (at < s.data_size) {
-      std::lock_guard guard(s.control_mutex);
+      MutexLock guard(s.control_mutex);
       s.sb.init_checkpoint = at;
       GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
     }

@@ -17,7 +17,7 @@ void EventNotifier::emit(ArrayEvent event) {
   event.array_uuid = uuid_;
   event.time = std::chrono::system_clock::now();
   {
-    std::lock_guard guard(mutex_);
+    MutexLock guard(mutex_);
     if (stopping_) return;
     if (queue_.size() >= kMaxQueued) {
       if (dropped_++ == 0) {
@@ -33,7 +33,7 @@ void EventNotifier::emit(ArrayEvent event) {
 void EventNotifier::shutdown() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard guard(mutex_);
+    MutexLock guard(mutex_);
     stopping_ = true;
   }
   wake_.notify_one();
@@ -41,14 +41,15 @@ void EventNotifier::shutdown() {
 }
 
 std::uint64_t EventNotifier::dropped() const {
-  std::lock_guard guard(mutex_);
+  MutexLock guard(mutex_);
   return dropped_;
 }
 
 void EventNotifier::loop() {
-  std::unique_lock lock(mutex_);
+  UniqueLock lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty())
+      lock.wait(wake_);
     if (queue_.empty()) return;  // stopping, and everything delivered
     ArrayEvent event = std::move(queue_.front());
     queue_.pop_front();

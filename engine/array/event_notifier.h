@@ -13,11 +13,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "graid/array.h"
+#include "graid/thread_annotations.h"
 
 namespace graid {
 
@@ -36,21 +36,21 @@ class EventNotifier {
   void start(ArrayObserver* observer, std::string array_name, std::string array_uuid);
   // Queues `event`, filling in the array's name, uuid and the time. Never blocks on the
   // observer; safe from any thread.
-  void emit(ArrayEvent event);
+  void emit(ArrayEvent event) EXCLUDES(mutex_);
   // Delivers what is queued, then stops the thread. Idempotent.
-  void shutdown();
-  std::uint64_t dropped() const;
+  void shutdown() EXCLUDES(mutex_);
+  std::uint64_t dropped() const EXCLUDES(mutex_);
 
  private:
-  void loop();
+  void loop() EXCLUDES(mutex_);
 
   ArrayObserver* observer_ = nullptr;
   std::string name_, uuid_;
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   std::condition_variable wake_;
-  std::deque<ArrayEvent> queue_;  // GUARDED_BY(mutex_)
-  bool stopping_ = false;         // GUARDED_BY(mutex_)
-  std::uint64_t dropped_ = 0;     // GUARDED_BY(mutex_)
+  std::deque<ArrayEvent> queue_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::uint64_t dropped_ GUARDED_BY(mutex_) = 0;
   std::thread thread_;
 };
 

@@ -33,7 +33,7 @@ void ReadErrorCounts::decay(Entry& e, std::chrono::steady_clock::time_point now)
 bool ReadErrorCounts::record(std::uint32_t member) {
   if (member >= members_) return false;
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   Entry& e = entries_[member];
   decay(e, now);
   if (e.count == 0) e.last = now;
@@ -44,7 +44,7 @@ bool ReadErrorCounts::record(std::uint32_t member) {
 
 std::uint64_t ReadErrorCounts::total(std::uint32_t member) const {
   if (member >= members_) return 0;
-  std::lock_guard guard(mu_);
+  MutexLock guard(mu_);
   return entries_[member].total;
 }
 

@@ -17,9 +17,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "graid/member.h"
+#include "graid/thread_annotations.h"
 
 namespace graid {
 
@@ -35,9 +35,9 @@ class ReadErrorCounts {
 
   // Counts one corrected read error on `member`; true when that puts it past the limit (the
   // member is then to be failed).
-  bool record(std::uint32_t member);
+  bool record(std::uint32_t member) EXCLUDES(mu_);
   // Corrected read errors ever counted on `member` (no decay).
-  std::uint64_t total(std::uint32_t member) const;
+  std::uint64_t total(std::uint32_t member) const EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -47,8 +47,8 @@ class ReadErrorCounts {
   };
   void decay(Entry& e, std::chrono::steady_clock::time_point now);
 
-  mutable std::mutex mu_;  // read errors are rare: one lock is fine
-  std::unique_ptr<Entry[]> entries_;
+  mutable Mutex mu_;                                  // read errors are rare: one lock is fine
+  std::unique_ptr<Entry[]> entries_ GUARDED_BY(mu_);  // and the entries it points to
   std::uint32_t members_;
   std::uint32_t limit_;
 };

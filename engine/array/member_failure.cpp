@@ -78,7 +78,7 @@ Status Array::State::write_superblock_rounds_locked() {
 }
 
 Status Array::State::fail_member(std::uint32_t member, std::string_view reason) {
-  std::lock_guard guard(control_mutex);
+  MutexLock guard(control_mutex);
   if (member >= members.size()) {
     return make_error(Errc::kOutOfRange, "no member {} (array has {})", member, members.size());
   }
@@ -86,11 +86,11 @@ Status Array::State::fail_member(std::uint32_t member, std::string_view reason) 
   ArrayEventCounts counts;
   counts.errors = stats().members[member].errors();
   emit(ArrayEventKind::kMemberFailed, member, std::string(reason), counts);
-  spdlog::warn("graid: array '{}': member {} ({}) failed: {}; {} of {} members failed", sb.name,
+  spdlog::warn("graid: array '{}': member {} ({}) failed: {}; {} of {} members failed", name,
                member, members[member] ? members[member]->path() : "missing", reason,
                failed_count.load(), members.size());
   if (array_failed()) {
-    spdlog::error("graid: array '{}' has failed: more members lost than {} tolerates", sb.name,
+    spdlog::error("graid: array '{}' has failed: more members lost than {} tolerates", name,
                   raid_level_name(geometry.level()));
   }
   Status st = write_superblocks_locked();  // publishes the record to the writes parked on it
@@ -100,8 +100,8 @@ Status Array::State::fail_member(std::uint32_t member, std::string_view reason) 
 
 void Array::State::zeroing_refused(MemberOp op, std::uint32_t member, std::int32_t result) {
   if (!zeroing_supported(op).exchange(false)) return;
-  spdlog::warn("graid: array '{}': {} cannot {} ({}); they are written as zeroes from now on",
-               sb.name, members[member] ? members[member]->path() : "a member",
+  spdlog::warn("graid: array '{}': {} cannot {} ({}); they are written as zeroes from now on", name,
+               members[member] ? members[member]->path() : "a member",
                op == MemberOp::kWriteZeroes ? "write zeroes" : "discard", std::strerror(-result));
 }
 
@@ -118,18 +118,17 @@ void Array::State::drop_spare_locked(std::uint32_t slot) {
 bool Array::State::failures_durable_or_park(IoContext& ctx, Task& resume) {
   const std::uint64_t marked = failures_marked.load(std::memory_order_acquire);
   if (failures_recorded.load(std::memory_order_acquire) >= marked) return true;
-  std::lock_guard guard(parked_mutex);
+  MutexLock guard(parked_mutex);
   // Checked again under the lock publish_failures_recorded() takes, so no release is missed.
   if (failures_recorded.load(std::memory_order_acquire) >= marked) return true;
   parked.emplace_back(&ctx, &resume);
   return false;
 }
 
-// REQUIRES: control_mutex held (so no failure is marked meanwhile).
 void Array::State::publish_failures_recorded(std::uint64_t marked) {
   std::vector<std::pair<IoContext*, Task*>> release;
   {
-    std::lock_guard guard(parked_mutex);
+    MutexLock guard(parked_mutex);
     failures_recorded.store(marked, std::memory_order_release);
     release.swap(parked);
   }

@@ -52,7 +52,7 @@ class DirectIo final : public TimedMemberRequest {
         spdlog::error(
             "graid: array '{}': member {} refused a {} at byte {} as malformed: {}; the "
             "request fails, the member stays",
-            a.sb.name, failed_member, what, device_at, std::strerror(-res));
+            a.name, failed_member, what, device_at, std::strerror(-res));
         queue.part_done(request, make_error(Errc::kInternal, "member {} refused a {}: {}",
                                             failed_member, what, std::strerror(-res)));
         return;
@@ -70,7 +70,7 @@ class DirectIo final : public TimedMemberRequest {
         spdlog::warn(
             "graid: array '{}': member {} ({}): read error at byte {}: {}; "
             "reconstructing and rewriting it",
-            a.sb.name, failed_member, a.members[failed_member]->path(), device_at,
+            a.name, failed_member, a.members[failed_member]->path(), device_at,
             std::strerror(-res));
         queue.repair_read(request, at, bytes, data, failed_member);
         queue.part_done(request, Status::ok());

@@ -163,7 +163,7 @@ Status StripeOp::absorb_member_errors(bool& replan) {
         spdlog::error(
             "graid: array '{}': member {} refused a {} at byte {} ({} bytes) as "
             "malformed: {}; the request fails, the member stays",
-            a.sb.name, io.member, what, io.offset, io.len, std::strerror(-io.result));
+            a.name, io.member, what, io.offset, io.len, std::strerror(-io.result));
         if (request_error.is_ok()) {
           request_error = make_error(Errc::kInternal, "member {} refused a {} at byte {}: {}",
                                      io.member, what, io.offset, std::strerror(-io.result));
@@ -175,8 +175,8 @@ Status StripeOp::absorb_member_errors(bool& replan) {
           spdlog::warn(
               "graid: array '{}': member {} ({}): read error at byte {}: {}; "
               "reconstructing and rewriting it ({} corrected on this member)",
-              a.sb.name, io.member, a.members[io.member]->path(), io.offset,
-              std::strerror(-io.result), a.read_errors->total(io.member));
+              a.name, io.member, a.members[io.member]->path(), io.offset, std::strerror(-io.result),
+              a.read_errors->total(io.member));
           unreadable_ |= std::uint64_t{1} << io.member;
           replan = true;
           continue;

@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <list>
-#include <mutex>
 
 #include "graid/buffer.h"
+#include "graid/thread_annotations.h"
 
 namespace graid {
 namespace {
@@ -45,25 +45,25 @@ struct FaultyMember::Shim final : MemberRequest {
 };
 
 struct FaultyMember::State {
-  mutable std::mutex mu;
-  bool vanished = false;
-  std::uint32_t fail_next = 0;
-  int fail_ops[5] = {};                                              // errno per MemberOp
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> fail_ranges;  // [begin, end)
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> bad;          // bad sectors [begin, end)
-  std::uint32_t logical_block = 0;                                   // 0: the inner device's
-  bool tear_pending = false;
-  bool tear_success = false;
-  std::mt19937_64 tear_rng;
-  std::uint32_t last_torn_prefix = 0;
-  std::uint64_t next_seq = 1;
-  std::vector<UndoEntry> log;  // oldest first
-  std::list<Shim> shims;       // writes, discards and flushes in flight
-  FaultCounts counts;
+  mutable Mutex mu;  // guards everything below
+  bool vanished GUARDED_BY(mu) = false;
+  std::uint32_t fail_next GUARDED_BY(mu) = 0;
+  int fail_ops[5] GUARDED_BY(mu) = {};                    // errno per MemberOp
+  using Range = std::pair<std::uint64_t, std::uint64_t>;  // [begin, end)
+  std::vector<Range> fail_ranges GUARDED_BY(mu);
+  std::vector<Range> bad GUARDED_BY(mu);           // bad sectors
+  std::uint32_t logical_block GUARDED_BY(mu) = 0;  // 0: the inner device's
+  bool tear_pending GUARDED_BY(mu) = false;
+  bool tear_success GUARDED_BY(mu) = false;
+  std::mt19937_64 tear_rng GUARDED_BY(mu);
+  std::uint32_t last_torn_prefix GUARDED_BY(mu) = 0;
+  std::uint64_t next_seq GUARDED_BY(mu) = 1;
+  std::vector<UndoEntry> log GUARDED_BY(mu);  // oldest first
+  std::list<Shim> shims GUARDED_BY(mu);       // writes, discards and flushes in flight
+  FaultCounts counts GUARDED_BY(mu);
 
-  // REQUIRES: mu held. The errno an I/O is to fail with by injection, 0 for none (consumes
-  // fail_next).
-  int injected_error(MemberOp op, std::uint64_t offset, std::uint64_t len) {
+  // The errno an I/O is to fail with by injection, 0 for none (consumes fail_next).
+  int injected_error(MemberOp op, std::uint64_t offset, std::uint64_t len) REQUIRES(mu) {
     if (fail_next > 0) {
       --fail_next;
       return EIO;
@@ -77,12 +77,12 @@ struct FaultyMember::State {
     if (op == MemberOp::kRead && std::any_of(bad.begin(), bad.end(), touches)) return EIO;
     return 0;
   }
-  bool should_fail(MemberOp op, std::uint64_t offset, std::uint64_t len) {
+  bool should_fail(MemberOp op, std::uint64_t offset, std::uint64_t len) REQUIRES(mu) {
     return injected_error(op, offset, len) != 0;
   }
 
-  // REQUIRES: mu held. A write of [offset, +len) landed: the bad sectors under it are remapped.
-  void rewritten(std::uint64_t offset, std::uint64_t len) {
+  // A write of [offset, +len) landed: the bad sectors under it are remapped.
+  void rewritten(std::uint64_t offset, std::uint64_t len) REQUIRES(mu) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> left;
     const std::uint64_t end = offset + len;
     for (const auto& [b, e] : bad) {
@@ -96,9 +96,10 @@ struct FaultyMember::State {
     bad.swap(left);
   }
 
-  // REQUIRES: mu held. Records the old contents of a write's range; returns its sequence number,
-  // or 0 when the request is malformed (the inner device will refuse it, changing nothing).
-  std::uint64_t capture(MemberDevice& inner, MemberOp op, std::uint64_t offset, std::uint32_t len) {
+  // Records the old contents of a write's range; returns its sequence number, or 0 when the
+  // request is malformed (the inner device will refuse it, changing nothing).
+  std::uint64_t capture(MemberDevice& inner, MemberOp op, std::uint64_t offset, std::uint32_t len)
+      REQUIRES(mu) {
     if (len == 0 || len % kSector != 0 || offset % kSector != 0 || offset > inner.size() ||
         len > inner.size() - offset) {
       return 0;
@@ -110,15 +111,14 @@ struct FaultyMember::State {
     return seq;
   }
 
-  // REQUIRES: mu held.
-  void mark_completed(std::uint64_t seq) {
+  void mark_completed(std::uint64_t seq) REQUIRES(mu) {
     for (auto& entry : log) {
       if (entry.seq == seq) entry.completed = true;
     }
   }
 
-  // REQUIRES: mu held. The entries a flush issued now makes durable when it succeeds.
-  std::vector<std::uint64_t> completed_entries() const {
+  // The entries a flush issued now makes durable when it succeeds.
+  std::vector<std::uint64_t> completed_entries() const REQUIRES(mu) {
     std::vector<std::uint64_t> seqs;
     for (const auto& entry : log) {
       if (entry.completed) seqs.push_back(entry.seq);
@@ -126,15 +126,14 @@ struct FaultyMember::State {
     return seqs;
   }
 
-  // REQUIRES: mu held.
-  void make_durable(const std::vector<std::uint64_t>& seqs) {
+  void make_durable(const std::vector<std::uint64_t>& seqs) REQUIRES(mu) {
     std::erase_if(log, [&](const UndoEntry& entry) {
       return std::find(seqs.begin(), seqs.end(), entry.seq) != seqs.end();
     });
   }
 
-  // REQUIRES: mu held. Draws the prefix of the pending torn write, in whole sectors below len.
-  std::uint32_t draw_tear(std::uint32_t len) {
+  // Draws the prefix of the pending torn write, in whole sectors below len.
+  std::uint32_t draw_tear(std::uint32_t len) REQUIRES(mu) {
     tear_pending = false;
     ++counts.torn;
     const std::uint32_t sectors = len / kSector;
@@ -164,7 +163,7 @@ DeviceIdentity FaultyMember::identity() const noexcept {
 
 void FaultyMember::submit(IoContext& ctx, MemberRequest& req) {
   State& st = *state_;
-  std::unique_lock lock(st.mu);
+  UniqueLock lock(st.mu);
   switch (req.op) {
     case MemberOp::kRead:
       ++st.counts.reads;
@@ -233,7 +232,7 @@ void FaultyMember::finish(Shim& shim, std::int32_t result) {
   State& st = *state_;
   MemberRequest* user = shim.user;
   {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     if (shim.seq != 0) st.mark_completed(shim.seq);
     if (shim.op == MemberOp::kFlush && result == 0) st.make_durable(shim.covers);
     if (shim.op == MemberOp::kWrite && result >= 0 && !shim.torn) {
@@ -251,7 +250,7 @@ void FaultyMember::finish(Shim& shim, std::int32_t result) {
 
 bool FaultyMember::reads_zeroes(std::uint64_t offset, std::uint64_t len) {
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     if (state_->vanished) return false;
   }
   return inner_->reads_zeroes(offset, len);
@@ -261,7 +260,7 @@ bool FaultyMember::reads_zeroes(std::uint64_t offset, std::uint64_t len) {
 // undo matters; it counts as a sync write.
 Status FaultyMember::zero_range(std::uint64_t offset, std::uint64_t len) {
   State& st = *state_;
-  std::lock_guard lock(st.mu);
+  MutexLock lock(st.mu);
   ++st.counts.sync_writes;
   if (st.vanished || st.should_fail(MemberOp::kWrite, offset, len)) {
     ++st.counts.failed;
@@ -274,7 +273,7 @@ Status FaultyMember::zero_range(std::uint64_t offset, std::uint64_t len) {
 Status FaultyMember::read_sync(std::uint64_t offset, std::span<std::byte> buf) {
   State& st = *state_;
   {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     ++st.counts.sync_reads;
     if (st.vanished || st.should_fail(MemberOp::kRead, offset, buf.size())) {
       ++st.counts.failed;
@@ -287,7 +286,7 @@ Status FaultyMember::read_sync(std::uint64_t offset, std::span<std::byte> buf) {
 
 Status FaultyMember::write_sync(std::uint64_t offset, std::span<const std::byte> buf) {
   State& st = *state_;
-  std::lock_guard lock(st.mu);  // held across the write: the undo entry must match it
+  MutexLock lock(st.mu);  // held across the write: the undo entry must match it
   ++st.counts.sync_writes;
   if (st.vanished || st.should_fail(MemberOp::kWrite, offset, buf.size())) {
     ++st.counts.failed;
@@ -319,7 +318,7 @@ Status FaultyMember::flush_sync() {
   State& st = *state_;
   std::vector<std::uint64_t> covers;
   {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     ++st.counts.sync_flushes;
     if (st.vanished || st.should_fail(MemberOp::kFlush, 0, 0)) {
       ++st.counts.failed;
@@ -330,14 +329,14 @@ Status FaultyMember::flush_sync() {
   }
   Status status = inner_->flush_sync();
   if (status.is_ok()) {
-    std::lock_guard lock(st.mu);
+    MutexLock lock(st.mu);
     st.make_durable(covers);
   }
   return status;
 }
 
 void FaultyMember::fail_next(std::uint32_t count) {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->fail_next = count;
 }
 
@@ -346,81 +345,81 @@ void FaultyMember::fail_op(MemberOp op, bool fail) {
 }
 
 void FaultyMember::fail_op_with(MemberOp op, int err) {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->fail_ops[static_cast<int>(op)] = err;
 }
 
 void FaultyMember::bad_sectors(std::uint64_t offset, std::uint64_t len) {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (len > 0) state_->bad.emplace_back(offset, offset + len);
 }
 
 bool FaultyMember::has_bad_sectors() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return !state_->bad.empty();
 }
 
 void FaultyMember::set_logical_block_size(std::uint32_t bytes) {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->logical_block = bytes;
 }
 
 std::uint32_t FaultyMember::logical_block_size() const noexcept {
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     if (state_->logical_block != 0) return state_->logical_block;
   }
   return inner_->logical_block_size();
 }
 
 void FaultyMember::fail_range(std::uint64_t offset, std::uint64_t len) {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (len > 0) state_->fail_ranges.emplace_back(offset, offset + len);
 }
 
 void FaultyMember::clear_failures() {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->fail_next = 0;
   std::fill(std::begin(state_->fail_ops), std::end(state_->fail_ops), 0);
   state_->fail_ranges.clear();
 }
 
 void FaultyMember::vanish() {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->vanished = true;
 }
 
 bool FaultyMember::vanished() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->vanished;
 }
 
 void FaultyMember::tear_next_write(std::uint64_t seed, bool report_success) {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->tear_pending = true;
   state_->tear_success = report_success;
   state_->tear_rng.seed(seed);
 }
 
 std::uint32_t FaultyMember::last_torn_prefix() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->last_torn_prefix;
 }
 
 std::size_t FaultyMember::unflushed_writes() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->log.size();
 }
 
 FaultCounts FaultyMember::counts() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->counts;
 }
 
 Result<std::vector<PowerLossOutcome>> FaultyMember::power_loss(std::mt19937_64& rng,
                                                                PowerLossPolicy policy) {
   State& st = *state_;
-  std::lock_guard lock(st.mu);
+  MutexLock lock(st.mu);
   if (!st.shims.empty()) {
     return make_error(Errc::kBusy, "{}: power_loss with {} writes/flushes in flight", path(),
                       st.shims.size());

@@ -4,9 +4,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <system_error>
 #include <thread>
+
+#include "graid/thread_annotations.h"
 
 namespace graid::meta {
 namespace {
@@ -15,11 +16,15 @@ namespace {
 // caller and the workers, so a worker that finishes after the caller gave up writes into memory
 // that is still alive.
 struct Batch {
-  std::mutex mutex;
+  // Slots with finished[m] false get a job; the others are finished (nothing to do) already.
+  Batch(std::vector<bool> finished_slots, std::size_t jobs)
+      : results(finished_slots.size()), finished(std::move(finished_slots)), running(jobs) {}
+
+  Mutex mutex;
   std::condition_variable done_cv;
-  std::vector<Status> results;  // GUARDED_BY(mutex)
-  std::vector<bool> finished;   // GUARDED_BY(mutex)
-  std::size_t running = 0;      // GUARDED_BY(mutex)
+  std::vector<Status> results GUARDED_BY(mutex);
+  std::vector<bool> finished GUARDED_BY(mutex);
+  std::size_t running GUARDED_BY(mutex) = 0;
 };
 
 struct Job {
@@ -41,8 +46,8 @@ class Pool : public std::enable_shared_from_this<Pool> {
   }
 
   // Queues `jobs`; makes sure an idle worker is there for each (starting workers as needed).
-  void submit(std::vector<Job> jobs) {
-    std::lock_guard lock(mutex_);
+  void submit(std::vector<Job> jobs) EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     for (Job& job : jobs)
       queue_.push_back(std::move(job));
     // Idle workers = threads - busy; each queued job needs one of its own.
@@ -58,14 +63,14 @@ class Pool : public std::enable_shared_from_this<Pool> {
     work_seq_.notify_all();
   }
 
-  std::size_t threads() {
-    std::lock_guard lock(mutex_);
+  std::size_t threads() EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     return threads_;
   }
 
  private:
-  void work() {
-    std::unique_lock lock(mutex_);
+  void work() EXCLUDES(mutex_) {
+    UniqueLock lock(mutex_);
     for (;;) {
       while (queue_.empty()) {
         const std::uint32_t seen = work_seq_.load();
@@ -84,7 +89,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
       --busy_;
       lock.unlock();
       {
-        std::lock_guard batch_lock(job.batch->mutex);
+        MutexLock batch_lock(job.batch->mutex);
         job.batch->results[job.index] = std::move(st);
         job.batch->finished[job.index] = true;
         --job.batch->running;
@@ -95,11 +100,11 @@ class Pool : public std::enable_shared_from_this<Pool> {
     }
   }
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::atomic<std::uint32_t> work_seq_{0};  // bumped by every submit()
-  std::deque<Job> queue_;                   // GUARDED_BY(mutex_)
-  std::size_t threads_ = 0;                 // GUARDED_BY(mutex_)
-  std::size_t busy_ = 0;                    // GUARDED_BY(mutex_)
+  std::deque<Job> queue_ GUARDED_BY(mutex_);
+  std::size_t threads_ GUARDED_BY(mutex_) = 0;
+  std::size_t busy_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace
@@ -107,22 +112,26 @@ class Pool : public std::enable_shared_from_this<Pool> {
 std::vector<Status> run_on_members(std::span<const std::shared_ptr<MemberDevice>> members,
                                    std::chrono::milliseconds timeout, MemberMetadataOp op) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto batch = std::make_shared<Batch>();
-  batch->results.resize(members.size());
-  batch->finished.assign(members.size(), true);
-  auto shared_op = std::make_shared<const MemberMetadataOp>(std::move(op));
-  std::vector<Job> jobs;
+  std::vector<bool> finished(members.size(), true);
+  std::size_t running = 0;
   for (std::uint32_t m = 0; m < members.size(); ++m) {
     if (members[m] == nullptr) continue;
-    batch->finished[m] = false;
-    jobs.push_back(Job{members[m], m, shared_op, batch});
+    finished[m] = false;
+    ++running;
   }
-  batch->running = jobs.size();
-  if (jobs.empty()) return std::move(batch->results);
+  if (running == 0) return std::vector<Status>(members.size());
+  // Set up by its constructor: not yet shared, nothing to lock.
+  auto batch = std::make_shared<Batch>(std::move(finished), running);
+  auto shared_op = std::make_shared<const MemberMetadataOp>(std::move(op));
+  std::vector<Job> jobs;
+  for (std::uint32_t m = 0; m < members.size(); ++m)
+    if (members[m] != nullptr) jobs.push_back(Job{members[m], m, shared_op, batch});
   Pool::instance().submit(std::move(jobs));
 
-  std::unique_lock lock(batch->mutex);
-  batch->done_cv.wait_until(lock, deadline, [&] { return batch->running == 0; });
+  UniqueLock lock(batch->mutex);
+  while (batch->running != 0) {
+    if (lock.wait_until(batch->done_cv, deadline) == std::cv_status::timeout) break;
+  }
   std::vector<Status> out = batch->results;
   for (std::uint32_t m = 0; m < members.size(); ++m) {
     if (batch->finished[m]) continue;

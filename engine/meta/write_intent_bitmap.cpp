@@ -12,6 +12,7 @@
 #include <string>
 
 #include "graid/buffer.h"
+#include "graid/thread_annotations.h"
 #include "meta/crc32c.h"
 #include "meta/superblock.h"
 
@@ -243,16 +244,29 @@ struct WriteIntentBitmap::State {
   //                  the disk in the order they were made
   //   header_mutex   header writes, so header images (events) reach the disk in order
   //   mutex          `live` and `header`: short critical sections, never across I/O
+  //
+  // Page mutexes are held several at a time, as a std::vector of PageLock (a std::unique_lock
+  // over the page's native std::mutex), which -Wthread-safety cannot follow. So the analysis
+  // checks the other mutexes, and a page's `stale` flag is reached through stale_held() /
+  // set_stale_held(), whose callers hold that page's PageLock.
   struct Page {
-    std::mutex mutex;
-    bool stale = false;  // GUARDED_BY(mutex): disk may hold bits memory cleared
+    Mutex mutex;
+    bool stale GUARDED_BY(mutex) = false;  // disk may hold bits memory cleared
+
+    // REQUIRES: `mutex` held through a PageLock. NO_THREAD_SAFETY_ANALYSIS: such a lock is out of
+    // the analysis' sight (see above); these two are the only way around GUARDED_BY(mutex).
+    bool stale_held() const NO_THREAD_SAFETY_ANALYSIS { return stale; }
+    void set_stale_held(bool value) NO_THREAD_SAFETY_ANALYSIS { stale = value; }
   };
-  std::mutex clear_mutex;
+  using PageLock = std::unique_lock<std::mutex>;
+  static PageLock lock_page(Page& page) { return PageLock(page.mutex.native()); }
+
+  Mutex clear_mutex;
   std::unique_ptr<Page[]> pages;
-  std::mutex header_mutex;
-  mutable std::mutex mutex;
-  BitmapHeader header;     // GUARDED_BY(mutex) (events changes; the rest is fixed)
-  std::vector<bool> live;  // GUARDED_BY(mutex)
+  Mutex header_mutex;
+  mutable Mutex mutex;
+  BitmapHeader header GUARDED_BY(mutex);  // events changes; the rest is fixed
+  std::vector<bool> live GUARDED_BY(mutex);
 
   std::uint64_t word_count() const noexcept { return page_count * kWordsPerPage; }
 
@@ -262,10 +276,13 @@ struct WriteIntentBitmap::State {
     auto s = std::make_unique<State>();
     s->members.assign(devs.begin(), devs.end());
     s->timeout = timeout;
-    s->live.resize(devs.size());
-    for (std::size_t i = 0; i < devs.size(); ++i)
-      s->live[i] = devs[i] != nullptr;
-    s->header = hdr;
+    {
+      MutexLock lock(s->mutex);  // not shared yet (uncontended), but every access is locked
+      s->live.resize(devs.size());
+      for (std::size_t i = 0; i < devs.size(); ++i)
+        s->live[i] = devs[i] != nullptr;
+      s->header = hdr;
+    }
     s->region_bytes = hdr.region_bytes;
     s->region_shift = static_cast<unsigned>(std::countr_zero(hdr.region_bytes));
     s->region_count = hdr.region_count();
@@ -287,7 +304,7 @@ struct WriteIntentBitmap::State {
   };
 
   // Adds the image of bit page `page` (the in-memory bits OR-ed with `extra(word)`) to `images`.
-  // REQUIRES: the page's mutex held.
+  // REQUIRES: the page's mutex held (through a PageLock: not expressible, see Page).
   template <typename Extra>
   Status add_page(Images& images, std::uint64_t page, const Extra& extra) const {
     auto buf = AlignedBuffer::allocate(kBitmapPageSize, kIoAlign);
@@ -302,13 +319,13 @@ struct WriteIntentBitmap::State {
     return Status::ok();
   }
 
-  // Adds the header image to `images`, first bumping events if `bump`. REQUIRES: header_mutex
-  // held (so header images reach the disk in events order).
-  Status add_header(Images& images, bool bump) {
+  // Adds the header image to `images`, first bumping events if `bump`. header_mutex held, so
+  // header images reach the disk in events order.
+  Status add_header(Images& images, bool bump) REQUIRES(header_mutex) EXCLUDES(mutex) {
     auto buf = AlignedBuffer::allocate(kBitmapHeaderSize, kIoAlign);
     if (!buf) return buf.status();
     {
-      std::lock_guard lock(mutex);
+      MutexLock lock(mutex);
       if (bump) ++header.events;
       GRAID_RETURN_IF_ERROR(encode_header(header, buf->span()));
     }
@@ -317,8 +334,8 @@ struct WriteIntentBitmap::State {
   }
 
   // The live members now, by slot (null for dropped ones).
-  std::vector<std::shared_ptr<MemberDevice>> live_targets() const {
-    std::lock_guard lock(mutex);
+  std::vector<std::shared_ptr<MemberDevice>> live_targets() const EXCLUDES(mutex) {
+    MutexLock lock(mutex);
     std::vector<std::shared_ptr<MemberDevice>> out(members.size());
     for (std::size_t m = 0; m < members.size(); ++m)
       if (live[m]) out[m] = members[m];
@@ -359,17 +376,17 @@ struct WriteIntentBitmap::State {
   }
 
   // Takes every page's mutex, ascending.
-  std::vector<std::unique_lock<std::mutex>> lock_all_pages() {
-    std::vector<std::unique_lock<std::mutex>> held;
+  std::vector<PageLock> lock_all_pages() {
+    std::vector<PageLock> held;
     held.reserve(page_count);
     for (std::uint64_t p = 0; p < page_count; ++p)
-      held.emplace_back(pages[p].mutex);
+      held.push_back(lock_page(pages[p]));
     return held;
   }
 
-  // Images of every page (memory as it is) and the header. REQUIRES: every page's mutex and
-  // header_mutex held.
-  Result<std::shared_ptr<Images>> all_images(bool bump) {
+  // Images of every page (memory as it is) and the header. REQUIRES: every page's mutex held
+  // too (lock_all_pages()).
+  Result<std::shared_ptr<Images>> all_images(bool bump) REQUIRES(header_mutex) {
     auto images = std::make_shared<Images>();
     for (std::uint64_t p = 0; p < page_count; ++p)
       GRAID_RETURN_IF_ERROR(add_page(*images, p, kNoExtra));
@@ -553,7 +570,7 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(
   Status first_error;
   if (std::any_of(targets.begin(), targets.end(), [](const auto& t) { return t != nullptr; })) {
     const auto held = st.lock_all_pages();
-    std::lock_guard header_lock(st.header_mutex);
+    MutexLock header_lock(st.header_mutex);
     auto images = st.all_images(/*bump=*/false);
     if (!images) return images.status();
     std::vector<std::uint32_t> failed;
@@ -569,14 +586,14 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(
 Status WriteIntentBitmap::write_all(std::vector<std::uint32_t>* failed) {
   State& st = *state_;
   const auto held = st.lock_all_pages();
-  std::lock_guard header_lock(st.header_mutex);
+  MutexLock header_lock(st.header_mutex);
   auto images = st.all_images(/*bump=*/true);
   if (!images) return images.status();
   Status s = st.write_to(st.live_targets(), std::move(*images), failed);
   // A failed member keeps whatever it had; the others now match memory exactly.
   if (s) {
     for (std::uint64_t p = 0; p < st.page_count; ++p)
-      st.pages[p].stale = false;
+      st.pages[p].set_stale_held(false);
   }
   return s;
 }
@@ -613,9 +630,9 @@ Status WriteIntentBitmap::begin_write(std::uint64_t member_offset, std::uint64_t
   {
     const std::uint64_t first_page = first / kBitsPerPage;
     const std::uint64_t last_page = last / kBitsPerPage;
-    std::vector<std::unique_lock<std::mutex>> held;
+    std::vector<State::PageLock> held;
     for (std::uint64_t p = first_page; p <= last_page; ++p)
-      held.emplace_back(st.pages[p].mutex);
+      held.push_back(State::lock_page(st.pages[p]));
     const auto extra = [&](std::uint64_t w) { return range_mask(w, first, last); };
     auto images = std::make_shared<State::Images>();
     for (std::uint64_t p = first_page; p <= last_page && status; ++p) {
@@ -623,7 +640,7 @@ Status WriteIntentBitmap::begin_write(std::uint64_t member_offset, std::uint64_t
       for (std::uint64_t w = std::max(first / 64, p * kWordsPerPage);
            w <= std::min(last / 64, (p + 1) * kWordsPerPage - 1); ++w)
         clear |= (st.bits[w].load(std::memory_order_relaxed) & extra(w)) != extra(w);
-      if (clear || st.pages[p].stale) status = st.add_page(*images, p, extra);
+      if (clear || st.pages[p].stale_held()) status = st.add_page(*images, p, extra);
     }
     if (status && images->pages.empty()) return Status::ok();  // persisted by another thread
     if (status) status = st.write_to(st.live_targets(), images, failed);
@@ -632,7 +649,7 @@ Status WriteIntentBitmap::begin_write(std::uint64_t member_offset, std::uint64_t
       for (std::uint64_t w = first / 64; w <= last / 64; ++w)
         st.bits[w].fetch_or(extra(w));
       for (const auto& [page, image] : images->pages)
-        st.pages[page].stale = false;
+        st.pages[page].set_stale_held(false);
       return Status::ok();
     }
   }
@@ -659,7 +676,7 @@ void WriteIntentBitmap::end_write(std::uint64_t member_offset, std::uint64_t len
 
 std::uint64_t WriteIntentBitmap::mark_clear_candidates() {
   State& st = *state_;
-  std::lock_guard lock(st.clear_mutex);
+  MutexLock lock(st.clear_mutex);
   std::uint64_t count = 0;
   for (std::uint64_t w = 0; w < st.word_count(); ++w) {
     const std::uint64_t set = st.bits[w].load(std::memory_order_relaxed);
@@ -680,14 +697,14 @@ std::uint64_t WriteIntentBitmap::mark_clear_candidates() {
 
 Status WriteIntentBitmap::clear_candidates(std::vector<std::uint32_t>* failed) {
   State& st = *state_;
-  std::lock_guard clear_lock(st.clear_mutex);
+  MutexLock clear_lock(st.clear_mutex);
   // Page by page, ascending: the pages with bits to clear (or stale on disk) stay locked until
   // their images are written; the others are let go at once.
-  std::vector<std::unique_lock<std::mutex>> held;
+  std::vector<State::PageLock> held;
   auto images = std::make_shared<State::Images>();
   for (std::uint64_t p = 0; p < st.page_count; ++p) {
-    std::unique_lock page_lock(st.pages[p].mutex);
-    bool touched = st.pages[p].stale;
+    State::PageLock page_lock = State::lock_page(st.pages[p]);
+    bool touched = st.pages[p].stale_held();
     for (std::uint64_t w = p * kWordsPerPage; w < (p + 1) * kWordsPerPage; ++w) {
       const std::uint64_t want =
           st.candidates[w].load() & st.bits[w].load(std::memory_order_relaxed);
@@ -707,18 +724,18 @@ Status WriteIntentBitmap::clear_candidates(std::vector<std::uint32_t>* failed) {
     }
     if (!touched) continue;
     // Stale until the write below succeeds: whatever happens next, a later update rewrites it.
-    st.pages[p].stale = true;
+    st.pages[p].set_stale_held(true);
     GRAID_RETURN_IF_ERROR(st.add_page(*images, p, kNoExtra));
     held.push_back(std::move(page_lock));
   }
   if (images->pages.empty()) return Status::ok();
-  std::lock_guard header_lock(st.header_mutex);
+  MutexLock header_lock(st.header_mutex);
   GRAID_RETURN_IF_ERROR(st.add_header(*images, /*bump=*/true));
   // Bits cleared in memory stay clear even if a member fails: the disk then holds them set
   // (safe: an extra resync) until a later clear rewrites the page.
   Status s = st.write_to(st.live_targets(), images, failed);
   for (const auto& [page, image] : images->pages)
-    st.pages[page].stale = !s.is_ok();
+    st.pages[page].set_stale_held(!s.is_ok());
   return s;
 }
 
@@ -749,7 +766,7 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> WriteIntentBitmap::dirty_ra
 
 void WriteIntentBitmap::drop_member(std::uint32_t index) {
   State& st = *state_;
-  std::lock_guard lock(st.mutex);
+  MutexLock lock(st.mutex);
   if (index < st.live.size()) st.live[index] = false;
 }
 
@@ -764,7 +781,7 @@ std::uint64_t WriteIntentBitmap::data_size() const noexcept {
 }
 
 std::uint64_t WriteIntentBitmap::events() const noexcept {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(state_->mutex);
   return state_->header.events;
 }
 

@@ -12,7 +12,7 @@ StripeLockTable::Partition& StripeLockTable::partition_of(std::uint64_t stripe) 
 
 bool StripeLockTable::acquire(Waiter& w) {
   Partition& part = partition_of(w.stripe);
-  std::lock_guard guard(part.mutex);
+  MutexLock guard(part.mutex);
   for (Waiter* h = part.holders; h != nullptr; h = h->next_holder_) {
     if (h->stripe == w.stripe) {
       w.next_waiter_ = nullptr;
@@ -44,7 +44,7 @@ void StripeLockTable::release(Waiter& w, IoContext* current) {
   Partition& part = partition_of(w.stripe);
   Waiter* next = nullptr;
   {
-    std::lock_guard guard(part.mutex);
+    MutexLock guard(part.mutex);
     Waiter** link = &part.holders;
     while (*link != &w) {
       assert(*link != nullptr && "release() of a stripe lock that is not held");
@@ -78,7 +78,7 @@ void StripeLockTable::release(Waiter& w, IoContext* current) {
 std::size_t StripeLockTable::held_count() {
   std::size_t n = 0;
   for (Partition& part : partitions_) {
-    std::lock_guard guard(part.mutex);
+    MutexLock guard(part.mutex);
     for (Waiter* h = part.holders; h != nullptr; h = h->next_holder_)
       ++n;
   }

@@ -15,9 +15,9 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 
 #include "graid/member.h"
+#include "graid/thread_annotations.h"
 
 namespace graid {
 
@@ -62,8 +62,8 @@ class StripeLockTable {
  private:
   static constexpr std::size_t kPartitions = 256;
   struct alignas(64) Partition {
-    std::mutex mutex;
-    Waiter* holders = nullptr;  // GUARDED_BY(mutex)
+    Mutex mutex;
+    Waiter* holders GUARDED_BY(mutex) = nullptr;
   };
   Partition& partition_of(std::uint64_t stripe) noexcept;
   void release(Waiter& w, IoContext* current);

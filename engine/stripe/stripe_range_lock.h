@@ -17,9 +17,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "graid/thread_annotations.h"
 #include "stripe/stripe_lock_table.h"
 
 namespace graid {
@@ -33,7 +33,7 @@ class StripeRangeLock {
 
   // Blocks until this lock holds every stripe in [first, first + count), taken in ascending
   // order. Releases the window held before, if any. count 0 holds nothing.
-  void lock(std::uint64_t first, std::uint64_t count);
+  void lock(std::uint64_t first, std::uint64_t count) EXCLUDES(mutex_);
   // Releases every stripe held (handing each to its first waiter). Nothing held: no-op.
   void unlock();
 
@@ -46,15 +46,15 @@ class StripeRangeLock {
   struct Slot final : Task {
     StripeRangeLock* owner = nullptr;
     StripeLockTable::Waiter waiter;
-    bool granted = false;  // GUARDED_BY(owner->mutex_)
-    void run() override;
+    bool granted GUARDED_BY(owner->mutex_) = false;
+    void run() override EXCLUDES(owner->mutex_);
   };
 
   StripeLockTable& table_;
   std::vector<std::unique_ptr<Slot>> slots_;  // grown to the largest window; reused
   std::uint64_t first_ = 0;
   std::uint64_t held_ = 0;
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable granted_cv_;
 };
 

@@ -150,8 +150,8 @@ TEST(Gf256, InvertMatrixRejectsSingular) {
   const std::vector<std::uint8_t> m = {1, 2, 3, 4, 5, 6, 1, 2, 3};
   std::vector<std::uint8_t> out(9);
   EXPECT_FALSE(gf256::invert_matrix(m, out, 3));
-  // Row 2 = row 0 + row 1 (XOR) is also singular.
-  const std::vector<std::uint8_t> dependent = {1, 2, 3, 7, 9, 11, 1 ^ 7, 2 ^ 9, 3 ^ 11};
+  // Row 2 = row 0 + row 1 (XOR: 1 ^ 7, 2 ^ 9, 3 ^ 11) is also singular.
+  const std::vector<std::uint8_t> dependent = {1, 2, 3, 7, 9, 11, 6, 11, 8};
   EXPECT_FALSE(gf256::invert_matrix(dependent, out, 3));
   EXPECT_FALSE(gf256::invert_matrix(m, out, 4));  // spans too small
 }

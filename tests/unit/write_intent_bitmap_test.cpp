@@ -867,7 +867,6 @@ TEST_F(BitmapTest, ConcurrentBeginEndKeepsCountersExact) {
 TEST_F(BitmapTest, ConcurrentWritersWithClearerNeverLoseADurableBit) {
   WriteIntentBitmap bm = fresh();
   constexpr int kThreads = 4;
-  std::atomic<bool> stop{false};
   std::atomic<int> violations{0};
   std::atomic<int> running{kThreads};
   std::vector<std::thread> threads;
