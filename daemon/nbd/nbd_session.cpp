@@ -40,9 +40,10 @@ void NbdSession::start() {
 void NbdSession::stop() {
   if (phase_ == Phase::kHandshake) {
     hard_close();
-    return;
+  } else {
+    stop_reading();
   }
-  stop_reading();
+  maybe_finish();
 }
 
 void NbdSession::on_socket_op(SocketOp& op, std::int32_t res) {
@@ -155,10 +156,11 @@ void NbdSession::on_send(std::int32_t res) {
   // Empty pieces at the end count as sent.
   while (m->iov_index < m->iovcnt && m->iov[m->iov_index].iov_len == 0)
     ++m->iov_index;
-  if (m->iov_index < m->iovcnt) {
-    if (!broken_) start_send();
+  if (m->iov_index < m->iovcnt && !broken_) {
+    start_send();  // the rest of it
     return;
   }
+  // Sent, or the connection is gone and the rest never will be.
   send_head_ = m->next;
   if (send_head_ == nullptr) send_tail_ = nullptr;
   message_sent(*m);
