@@ -1,0 +1,292 @@
+// NbdServer: exports, listeners (unix socket, TCP), accepting, stopping, reaping sessions.
+#include "nbd/nbd_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "nbd/nbd_session.h"
+
+namespace graid::nbd {
+
+// A listening socket with its accept in flight.
+class NbdServer::Listener final : private SocketOpOwner {
+ public:
+  Listener(NbdServer& server, int fd, bool tcp) : server_(server), fd_(fd), tcp_(tcp) {}
+  ~Listener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  void start() { accept_.accept(server_.ctx_, fd_); }
+  void stop() {
+    stopping_ = true;
+    if (accept_.busy() && !cancel_.busy()) cancel_.cancel_fd(server_.ctx_, fd_);
+  }
+  bool busy() const { return accept_.busy() || cancel_.busy(); }
+  bool tcp() const { return tcp_; }
+
+ private:
+  void on_socket_op(SocketOp& op, std::int32_t res) override {
+    if (&op == &cancel_) return;
+    if (res >= 0) {
+      server_.on_accept(*this, res);
+    } else if (res != -ECANCELED && !stopping_) {
+      spdlog::warn("nbd: accept: {}", std::strerror(-res));
+    }
+    if (!stopping_) accept_.accept(server_.ctx_, fd_);
+  }
+
+  NbdServer& server_;
+  int fd_;
+  bool tcp_;
+  bool stopping_ = false;
+  SocketOp accept_{*this};
+  SocketOp cancel_{*this};
+};
+
+namespace {
+
+// Closes the descriptor unless released.
+struct FdGuard {
+  int fd;
+  ~FdGuard() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+
+Status errno_status(Errc code, std::string_view what) {
+  return make_error(code, "{}: {}", what, std::strerror(errno));
+}
+
+Result<int> listen_unix(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path))
+    return make_error(Errc::kInvalidArgument, "unix socket path '{}' is too long", path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  FdGuard fd{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  if (fd.fd < 0) return errno_status(Errc::kIoError, "socket(AF_UNIX)");
+  const auto* sa = reinterpret_cast<const sockaddr*>(&addr);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return make_error(Errc::kBusy, "'{}' exists and is not a socket", path);
+    // A socket file: live if something accepts on it, stale otherwise.
+    FdGuard probe{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    if (probe.fd >= 0 && ::connect(probe.fd, sa, sizeof(addr)) == 0)
+      return make_error(Errc::kBusy, "'{}' is in use by a running server", path);
+    ::unlink(path.c_str());
+  }
+  // The socket file takes its mode from the socket's inode at bind: 0600 from the start, so
+  // there is no window in which others may connect.
+  if (::fchmod(fd.fd, 0600) != 0) return errno_status(Errc::kIoError, "fchmod");
+  if (::bind(fd.fd, sa, sizeof(addr)) != 0)
+    return errno_status(Errc::kIoError, fmt::format("bind {}", path));
+  if (::chmod(path.c_str(), 0600) != 0 || ::listen(fd.fd, 128) != 0) {
+    const Status s = errno_status(Errc::kIoError, fmt::format("listen {}", path));
+    ::unlink(path.c_str());
+    return s;
+  }
+  return fd.release();
+}
+
+Result<int> listen_tcp(const std::string& address, std::uint16_t port, std::uint16_t& bound) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (::inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    len = sizeof(*v4);
+  } else if (::inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    len = sizeof(*v6);
+  } else {
+    return make_error(Errc::kInvalidArgument, "'{}' is not an IPv4 or IPv6 address", address);
+  }
+  FdGuard fd{::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  if (fd.fd < 0) return errno_status(Errc::kIoError, "socket(tcp)");
+  const int one = 1;
+  ::setsockopt(fd.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  auto* sa = reinterpret_cast<sockaddr*>(&ss);
+  if (::bind(fd.fd, sa, len) != 0)
+    return errno_status(Errc::kBusy, fmt::format("bind {} port {}", address, port));
+  if (::listen(fd.fd, 128) != 0) return errno_status(Errc::kIoError, "listen");
+  if (::getsockname(fd.fd, sa, &len) != 0) return errno_status(Errc::kIoError, "getsockname");
+  bound = ntohs(ss.ss_family == AF_INET ? v4->sin_port : v6->sin6_port);
+  return fd.release();
+}
+
+}  // namespace
+
+const ServedExport* NbdServer::Shared::find(std::string_view name) const {
+  if (name.empty() && exports.size() == 1) return &exports.front();
+  for (const ServedExport& e : exports) {
+    if (e.spec.name == name) return &e;
+  }
+  return nullptr;
+}
+
+NbdServer::NbdServer(Key, IoContext& ctx) : ctx_(ctx) {}
+
+Result<std::unique_ptr<NbdServer>> NbdServer::create(IoContext& ctx, std::vector<NbdExport> exports,
+                                                     const NbdServerOptions& options) {
+  if (exports.empty()) return make_error(Errc::kInvalidArgument, "nbd: no exports");
+  if (options.unix_path.empty() && !options.tcp)
+    return make_error(Errc::kInvalidArgument, "nbd: neither a unix socket nor TCP to listen on");
+  if (options.max_requests_per_connection == 0 || options.max_connections == 0 ||
+      options.max_bytes_per_connection < kMaxPayload)
+    return make_error(Errc::kInvalidArgument,
+                      "nbd: limits must allow a request ({} bytes per connection at least)",
+                      kMaxPayload);
+  auto server = std::make_unique<NbdServer>(Key(), ctx);
+  auto shared = std::make_unique<Shared>(ctx, options);
+  shared->stats = &server->stats_;
+  shared->server = server.get();
+  std::set<std::string> names;
+  for (NbdExport& e : exports) {
+    if (e.array == nullptr)
+      return make_error(Errc::kInvalidArgument, "nbd: export '{}' has no array", e.name);
+    if (e.name.size() > kMaxStringLength || !names.insert(e.name).second)
+      return make_error(Errc::kInvalidArgument, "nbd: export name '{}' is too long or repeated",
+                        e.name);
+    ServedExport s;
+    s.vd = e.handle ? e.handle.info() : e.vd;
+    if (s.vd.size == 0 || s.vd.start > e.array->capacity() ||
+        e.array->capacity() - s.vd.start < s.vd.size)
+      return make_error(Errc::kInvalidArgument, "nbd: export '{}' is not inside its array", e.name);
+    s.limits.size = s.vd.size;
+    s.limits.block = std::max<std::uint32_t>(512, e.array->logical_block_size());
+    s.limits.max_payload = kMaxPayload;
+    s.limits.read_only = e.read_only;
+    s.preferred_block = std::max<std::uint32_t>(4096, s.limits.block);
+    // CAN_MULTI_CONN: see docs/nbd.md. Flush and FUA reach the members, which every connection
+    // shares, and a flush is started only after the writes it must cover were answered.
+    s.flags = kFlagHasFlags | kFlagSendFlush | kFlagSendFua | kFlagCanMultiConn;
+    s.flags |= e.read_only ? kFlagReadOnly : (kFlagSendTrim | kFlagSendWriteZeroes);
+    s.spec = std::move(e);
+    shared->exports.push_back(std::move(s));
+  }
+  // One queue per array, shared by every export of it and every connection.
+  std::vector<Array*> arrays;
+  for (ServedExport& s : shared->exports) {
+    auto at = std::find(arrays.begin(), arrays.end(), s.spec.array);
+    if (at == arrays.end()) {
+      auto q = s.spec.array->attach(ctx);
+      if (!q) return q.status();
+      arrays.push_back(s.spec.array);
+      shared->queues.push_back(std::move(*q));
+      at = arrays.end() - 1;
+    }
+    s.queue = shared->queues[static_cast<std::size_t>(at - arrays.begin())].get();
+  }
+  server->shared_ = std::move(shared);
+  if (!options.unix_path.empty()) {
+    auto fd = listen_unix(options.unix_path);
+    if (!fd) return fd.status();
+    server->unix_path_ = options.unix_path;
+    server->listeners_.push_back(std::make_unique<Listener>(*server, *fd, false));
+  }
+  if (options.tcp) {
+    auto fd = listen_tcp(options.tcp_address, options.tcp_port, server->tcp_port_);
+    if (!fd) return fd.status();
+    server->listeners_.push_back(std::make_unique<Listener>(*server, *fd, true));
+  }
+  return server;
+}
+
+NbdServer::~NbdServer() {
+  if (started_ && !finished())
+    spdlog::error("nbd: server destroyed with {} connections open", sessions_.size());
+  sessions_.clear();
+  listeners_.clear();
+  if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+}
+
+void NbdServer::start() {
+  if (started_) return;
+  started_ = true;
+  for (auto& l : listeners_)
+    l->start();
+}
+
+void NbdServer::run() {
+  start();
+  while (!finished())
+    ctx_.poll(true);
+}
+
+void NbdServer::stop() {
+  if (!stop_posted_.exchange(true)) ctx_.post(stop_task_);
+}
+
+void NbdServer::StopTask::run() {
+  server_.begin_stop();
+}
+void NbdServer::ReapTask::run() {
+  server_.reap();
+}
+
+bool NbdServer::finished() const noexcept {
+  if (shared_ == nullptr || !shared_->stopping || !sessions_.empty() || reap_queued_) return false;
+  return std::none_of(listeners_.begin(), listeners_.end(),
+                      [](const auto& l) { return l->busy(); });
+}
+
+void NbdServer::begin_stop() {
+  if (shared_->stopping) return;
+  shared_->stopping = true;
+  // New connections are refused from now on: remove the socket file at once.
+  if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+  for (auto& l : listeners_)
+    l->stop();
+  for (auto& s : sessions_)
+    s->stop();
+}
+
+void NbdServer::on_accept(Listener& listener, int fd) {
+  if (shared_->stopping || sessions_.size() >= shared_->options.max_connections) {
+    ++stats_.refused;
+    ::close(fd);
+    return;
+  }
+  if (listener.tcp()) {
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  sessions_.push_back(std::make_unique<NbdSession>(*shared_, fd));
+  sessions_.back()->start();
+}
+
+void NbdServer::session_finished(NbdSession& session) {
+  dead_.push_back(&session);
+  if (!reap_queued_) {
+    reap_queued_ = true;
+    ctx_.defer(reap_task_);
+  }
+}
+
+void NbdServer::reap() {
+  reap_queued_ = false;
+  for (NbdSession* dead : dead_) {
+    sessions_.remove_if([dead](const auto& s) { return s.get() == dead; });
+  }
+  dead_.clear();
+}
+
+}  // namespace graid::nbd

@@ -1,0 +1,148 @@
+// The NBD server: serves VDs of graid arrays over the NBD protocol (fixed newstyle, structured
+// replies) on a unix socket and/or TCP, entirely on one thread's IoContext.
+//
+// Threading (the daemon's I/O thread model): the thread that owns the IoContext creates the
+// server, runs it (run(), or start() and its own poll loop) and destroys it. Accepts, socket
+// reads and writes are RingCommands on that context's ring and every request becomes an ArrayIo
+// on that thread's ArrayQueue (one per array, attached at create() and shared by all the
+// server's connections), so the thread sleeps in one IoContext::poll() for network and member
+// I/O alike, and nothing is locked. Only stop() may be called from other threads.
+//
+//   accept ─► NbdSession: handshake (options) ─► transmission: header ─► [payload] ─► ArrayIo
+//                                                     ▲ up to N in flight      │ completion
+//                                                     └──── reply (any order) ◄┘
+//
+// Each connection has at most `max_requests_per_connection` requests in flight and at most
+// `max_bytes_per_connection` of data buffers (from a BufferPool shared by the server's
+// connections); while either is reached the connection's socket is not read (back-pressure).
+// A READ or WRITE carries at most kMaxPayload (32 MiB). See docs/nbd.md.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graid/array.h"
+#include "graid/member.h"
+#include "graid/status.h"
+
+namespace graid::nbd {
+
+// One export: a VD of an array under a name.
+struct NbdExport {
+  std::string name;
+  std::string description;
+  Array* array = nullptr;  // not owned; must outlive the server
+  VdInfo vd;               // the extent served (ignored when `handle` is set)
+  VdHandle handle;         // optional: an open VD, kept open while the server lives
+  bool read_only = false;
+};
+
+struct NbdServerOptions {
+  // A unix socket to listen on (created mode 0600; a stale socket file there is replaced, a
+  // live one or any other file is refused). Empty: none.
+  std::string unix_path;
+  // TCP: listen when set; `tcp_address` is an IPv4 or IPv6 literal, loopback by default. Port 0
+  // picks a free port (tcp_port() says which).
+  bool tcp = false;
+  std::string tcp_address = "127.0.0.1";
+  std::uint16_t tcp_port = 10809;
+  // Connections beyond this are accepted and closed at once.
+  std::uint32_t max_connections = 64;
+  // Per connection: requests in flight, and bytes of data buffers they hold.
+  std::uint32_t max_requests_per_connection = 16;
+  std::uint64_t max_bytes_per_connection = 64u << 20;
+  // Free data buffers the server keeps for reuse (all connections together).
+  std::uint64_t buffer_cache_bytes = 128u << 20;
+};
+
+// What the server has done (read on the server's thread, or after run() returned).
+struct NbdServerStats {
+  std::uint64_t connections = 0;  // accepted and served
+  std::uint64_t refused = 0;      // accepted and closed (limit, stopping)
+  std::uint64_t requests = 0;     // transmission requests received
+  std::uint64_t errors = 0;       // requests answered with an error
+};
+
+class NbdSession;
+struct ServedExport;
+
+class NbdServer {
+ public:
+  // On the thread that owns `ctx`: checks the exports (a name at most once, an array, a VD
+  // inside it), binds the listeners and attaches one ArrayQueue per array. kInvalidArgument
+  // for bad exports or options, kBusy for a socket path in use, or the socket error.
+  static Result<std::unique_ptr<NbdServer>> create(IoContext& ctx, std::vector<NbdExport> exports,
+                                                   const NbdServerOptions& options);
+  // REQUIRES: on the owning thread; finished(), or start() never called.
+  ~NbdServer();
+  NbdServer(const NbdServer&) = delete;
+  NbdServer& operator=(const NbdServer&) = delete;
+
+  // Starts accepting (on the owning thread).
+  void start();
+  // start(), then polls the context until finished() (after stop()).
+  void run();
+  // Asks the server to stop: no more connections; each connection stops reading, finishes the
+  // requests it has (their replies are sent), and closes. Thread-safe; idempotent.
+  void stop();
+  // True once stopped with no connection or socket operation left.
+  bool finished() const noexcept;
+
+  std::uint16_t tcp_port() const noexcept { return tcp_port_; }
+  const std::string& unix_path() const noexcept { return unix_path_; }
+  const NbdServerStats& stats() const noexcept { return stats_; }
+  std::size_t sessions() const noexcept { return sessions_.size(); }
+
+  // Internal: what sessions use.
+  struct Shared;
+  struct Key {  // lets create() use make_unique while nothing else constructs a server
+    explicit Key() = default;
+  };
+  NbdServer(Key, IoContext& ctx);
+
+ private:
+  friend class NbdSession;
+  class Listener;
+  class StopTask final : public Task {
+   public:
+    explicit StopTask(NbdServer& s) : server_(s) {}
+    void run() override;
+
+   private:
+    NbdServer& server_;
+  };
+  class ReapTask final : public Task {
+   public:
+    explicit ReapTask(NbdServer& s) : server_(s) {}
+    void run() override;
+
+   private:
+    NbdServer& server_;
+  };
+
+  void begin_stop();
+  void on_accept(Listener& listener, int fd);
+  void session_finished(NbdSession& session);
+  void reap();
+
+  IoContext& ctx_;
+  std::unique_ptr<Shared> shared_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::list<std::unique_ptr<NbdSession>> sessions_;
+  std::vector<NbdSession*> dead_;
+  bool reap_queued_ = false;
+  bool started_ = false;
+  std::atomic<bool> stop_posted_{false};
+  StopTask stop_task_{*this};
+  ReapTask reap_task_{*this};
+  std::string unix_path_;
+  std::uint16_t tcp_port_ = 0;
+  NbdServerStats stats_;
+};
+
+}  // namespace graid::nbd

@@ -1,0 +1,187 @@
+// One NBD connection, on the server's thread (internal to graid_nbd).
+//
+// Life of a session:
+//   kHandshake  greeting ─► client flags ─► options (one at a time: each reply is sent before
+//               the next option is read) ─► EXPORT_NAME or GO picks an export
+//   kTransmission  read a request header ─► [its WRITE payload] ─► start an ArrayIo ─► read the
+//               next header at once (pipelining); a completion queues its reply, replies go out
+//               in completion order, one sendmsg in flight at a time
+//   closing     no more reads (DISC, the client closed, stop(), a protocol violation); requests
+//               in flight complete and (unless the socket failed) their replies are sent; then the
+//               fd is closed and the server is told, which destroys the session at its next poll.
+//
+// Every ArrayIo a session starts completes exactly once (the engine's contract) and the session
+// is destroyed only after all have: a client that disconnects mid-request leaves its requests to
+// finish, their replies dropped.
+//
+// Request slots: `max_requests_per_connection` slots, each an ArrayIo with its reply header and
+// a data buffer from the server's BufferPool while in use. A parsed header that finds no free
+// slot, or whose buffer would take the connection past `max_bytes_per_connection`, waits (the
+// socket is not read meanwhile) until a reply has been sent.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graid/array.h"
+#include "nbd/buffer_pool.h"
+#include "nbd/nbd_protocol.h"
+#include "nbd/nbd_server.h"
+#include "nbd/socket_op.h"
+
+namespace graid::nbd {
+
+// An export as the server serves it.
+struct ServedExport {
+  NbdExport spec;
+  VdInfo vd;
+  ArrayQueue* queue = nullptr;
+  ExportLimits limits;
+  std::uint32_t preferred_block = 4096;
+  std::uint16_t flags = 0;  // transmission flags (SEND_DF is added per session)
+};
+
+struct NbdServer::Shared {
+  Shared(IoContext& c, const NbdServerOptions& o)
+      : ctx(c), options(o), pool(o.buffer_cache_bytes) {}
+  // The export `name` selects: that name, or for "" the only export. nullptr if none.
+  const ServedExport* find(std::string_view name) const;
+
+  IoContext& ctx;
+  NbdServerOptions options;
+  std::vector<ServedExport> exports;
+  std::vector<std::unique_ptr<ArrayQueue>> queues;  // destroyed first, before the VD handles
+  BufferPool pool;
+  bool stopping = false;
+  NbdServerStats* stats = nullptr;
+  NbdServer* server = nullptr;
+};
+
+class NbdSession final : private SocketOpOwner {
+ public:
+  NbdSession(NbdServer::Shared& shared, int fd);
+  ~NbdSession();
+  NbdSession(const NbdSession&) = delete;
+  NbdSession& operator=(const NbdSession&) = delete;
+
+  void start();
+  // Graceful stop: no more requests are read; those in flight complete and are answered.
+  void stop();
+  bool finished() const noexcept { return finished_; }
+
+ private:
+  struct Slot;
+  // A reply or handshake message waiting to be sent: up to two pieces (header, data).
+  struct OutMessage {
+    std::array<iovec, 2> iov{};
+    std::size_t iovcnt = 0;
+    std::size_t iov_index = 0;  // pieces fully sent
+    OutMessage* next = nullptr;
+    Slot* slot = nullptr;  // nullptr: the handshake message
+  };
+  struct Slot final : ArrayIo {
+    NbdSession* session = nullptr;
+    std::uint32_t index = 0;
+    RequestHeader request;
+    std::uint32_t error = 0;
+    std::string message;  // for a structured error chunk
+    AlignedBuffer data;
+    std::array<std::byte, kErrorChunkMaxSize> head{};
+    OutMessage out;
+    void on_complete(Status status) override;
+  };
+  enum class Phase : std::uint8_t { kHandshake, kTransmission };
+  enum class Recv : std::uint8_t {
+    kClientFlags,
+    kOptionHeader,
+    kOptionData,
+    kRequestHeader,
+    kPayload,
+    kDrain
+  };
+  enum class AfterSend : std::uint8_t { kReadClientFlags, kReadOption, kTransmission, kClose };
+
+  void on_socket_op(SocketOp& op, std::int32_t res) override;
+
+  // Socket plumbing (nbd_session.cpp).
+  void read_into(std::span<std::byte> dst, Recv purpose);
+  void on_recv(std::int32_t res);
+  void on_recv_full();
+  void queue_send(OutMessage& m);
+  void start_send();
+  void on_send(std::int32_t res);
+  void message_sent(OutMessage& m);
+  void hard_close();
+  void stop_reading();
+  void maybe_finish();
+
+  // Handshake (nbd_handshake.cpp).
+  void send_handshake(std::vector<std::byte> bytes, AfterSend then);
+  void handshake_sent();
+  void on_client_flags();
+  void on_option_header();
+  void on_option_data();
+  void handle_info_or_go();
+  std::uint16_t flags_for(const ServedExport& e) const;
+
+  // Transmission (nbd_requests.cpp).
+  void read_next_header();
+  void on_request_header();
+  void admit();
+  void on_payload();
+  void on_drained();
+  void submit(Slot& slot);
+  void on_array_done(Slot& slot, Status status);
+  void reply(Slot& slot);
+  void release(Slot& slot);
+
+  NbdServer::Shared& shared_;
+  int fd_;
+  SocketOp recv_op_{*this};
+  SocketOp send_op_{*this};
+  Phase phase_ = Phase::kHandshake;
+
+  // Receiving.
+  std::span<std::byte> recv_dst_;
+  std::size_t recv_got_ = 0;
+  Recv recv_purpose_ = Recv::kClientFlags;
+  bool done_reading_ = false;  // no read will be started again
+  bool broken_ = false;        // the socket failed or we hard-closed: nothing more is sent
+  bool finished_ = false;
+
+  // Handshake state.
+  std::array<std::byte, kOptionHeaderSize> hs_in_{};
+  OptionHeader option_;
+  std::vector<std::byte> option_data_;
+  std::vector<std::byte> hs_bytes_;
+  OutMessage hs_out_;
+  AfterSend after_send_ = AfterSend::kReadOption;
+  bool fixed_newstyle_ = false;
+  bool no_zeroes_ = false;
+  bool structured_ = false;
+  const ServedExport* export_ = nullptr;
+
+  // Transmission state.
+  std::array<std::byte, kRequestHeaderSize> req_in_{};
+  RequestHeader pending_;      // parsed, waiting for admission
+  bool waiting_ = false;       // pending_ waits for a slot or buffer budget
+  Slot* receiving_ = nullptr;  // the slot whose payload is being read or drained
+  std::uint32_t drain_left_ = 0;
+  std::vector<std::byte> drain_buf_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  std::uint32_t slots_in_use_ = 0;
+  std::uint64_t bytes_in_use_ = 0;
+
+  // Sending.
+  OutMessage* send_head_ = nullptr;
+  OutMessage* send_tail_ = nullptr;
+  msghdr send_msg_{};
+};
+
+}  // namespace graid::nbd

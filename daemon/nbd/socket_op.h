@@ -1,0 +1,56 @@
+// One socket operation on an IoContext's ring (accept, recv, sendmsg, cancel by fd): how the NBD
+// server does all its socket I/O on the thread that also runs the array's member I/O, sleeping in
+// the one IoContext::poll(). Single-shot, as RingCommand requires; the owner is told the CQE's
+// result on the ring's thread and may start the op again from there.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <span>
+
+#include "graid/member.h"
+
+namespace graid::nbd {
+
+class SocketOp;
+
+class SocketOpOwner {
+ public:
+  // `res`: bytes moved, a new fd (accept), 0 (recv: the peer closed), or -errno.
+  virtual void on_socket_op(SocketOp& op, std::int32_t res) = 0;
+
+ protected:
+  ~SocketOpOwner() = default;
+};
+
+class SocketOp final : public RingCommand {
+ public:
+  explicit SocketOp(SocketOpOwner& owner) : owner_(owner) {}
+
+  // REQUIRES for each: !busy(). The buffer / message must stay valid until completion.
+  void recv(IoContext& ctx, int fd, std::span<std::byte> buf);
+  void sendmsg(IoContext& ctx, int fd, const msghdr* msg);
+  void accept(IoContext& ctx, int fd);
+  // Cancels every operation in flight on `fd` (IORING_ASYNC_CANCEL_FD | ALL); completes with the
+  // number cancelled or -ENOENT.
+  void cancel_fd(IoContext& ctx, int fd);
+
+  bool busy() const noexcept { return busy_; }
+
+  std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte> cmd) override;
+  void on_complete(std::int32_t res, std::span<const std::uint64_t> big_cqe) override;
+
+ private:
+  enum class Kind : std::uint8_t { kRecv, kSendMsg, kAccept, kCancelFd };
+  void start(IoContext& ctx, Kind kind, int fd);
+
+  SocketOpOwner& owner_;
+  Kind kind_ = Kind::kRecv;
+  int fd_ = -1;
+  std::span<std::byte> buf_;
+  const msghdr* msg_ = nullptr;
+  bool busy_ = false;
+};
+
+}  // namespace graid::nbd
