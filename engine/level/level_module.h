@@ -57,6 +57,15 @@ struct StripeOutcome {
   std::uint32_t failed_member = ~0u;  // the member whose read or write failed, if any
   bool skipped = false;               // could not be processed with the members failed now
   bool inconsistent = false;          // kCheck: parity or a mirror copy disagrees with the data
+
+  // Records the outcome of member `m`'s I/O: the first failure wins. True while all went well.
+  bool member_io(std::uint32_t m, Status st) {
+    if (!st && status.is_ok()) {
+      status = std::move(st);
+      failed_member = m;
+    }
+    return status.is_ok();
+  }
 };
 
 class LevelModule {
@@ -98,13 +107,6 @@ class LevelModule {
                                        std::uint64_t stripe) const = 0;
 };
 
-// The module of `level`. REQUIRES: a RaidLevel value is_valid_raid_level_value() accepts.
-const LevelModule& level_module(RaidLevel level) noexcept;
-// The module whose RaidLevel has numeric value `value`, or null (decoding untrusted bytes).
-const LevelModule* find_level_module(std::uint32_t value) noexcept;
-// Every registered module, in the table's order.
-std::span<const LevelModule* const> level_modules() noexcept;
-
 // Shared implementations of process_stripe / can_resync (parity_stripe.cpp, mirror_stripe.cpp).
 StripeOutcome process_parity_stripe(StripeTask task, const Geometry& g, StripeAccess& access,
                                     std::uint64_t stripe);
@@ -112,5 +114,26 @@ bool can_resync_parity_stripe(const Geometry& g, std::uint64_t stripe, std::uint
 StripeOutcome process_mirror_stripe(StripeTask task, const Geometry& g, StripeAccess& access,
                                     std::uint64_t stripe);
 bool can_resync_mirror_stripe(const Geometry& g, std::uint64_t stripe, std::uint64_t failed);
+
+// A mirrored level (RAID1, RAID10): every copy written, background work by mirror_stripe.cpp.
+class MirrorLevel : public LevelModule {
+ public:
+  Redundancy redundancy() const noexcept final { return Redundancy::kMirror; }
+  bool can_resync(const Geometry& g, std::uint64_t stripe,
+                  std::uint64_t failed) const noexcept final {
+    return can_resync_mirror_stripe(g, stripe, failed);
+  }
+  StripeOutcome process_stripe(StripeTask task, const Geometry& g, StripeAccess& access,
+                               std::uint64_t stripe) const final {
+    return process_mirror_stripe(task, g, access, stripe);
+  }
+};
+
+// The module of `level`. REQUIRES: a RaidLevel value is_valid_raid_level_value() accepts.
+const LevelModule& level_module(RaidLevel level) noexcept;
+// The module whose RaidLevel has numeric value `value`, or null (decoding untrusted bytes).
+const LevelModule* find_level_module(std::uint32_t value) noexcept;
+// Every registered module, in the table's order.
+std::span<const LevelModule* const> level_modules() noexcept;
 
 }  // namespace graid

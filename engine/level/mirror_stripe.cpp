@@ -20,13 +20,6 @@ StripeOutcome process_mirror_stripe(StripeTask task, const Geometry& g, StripeAc
                                     std::uint64_t stripe) {
   std::span<AlignedBuffer> bufs = access.scratch();
   StripeOutcome out;
-  auto io = [&](std::uint32_t m, Status st) {
-    if (!st && out.status.is_ok()) {
-      out.status = std::move(st);
-      out.failed_member = m;
-    }
-    return out.status.is_ok();
-  };
   for (std::uint32_t d = 0; d < g.data_strips(); ++d) {
     std::uint32_t source = g.members();
     for (std::uint32_t c = 0; c < g.copies() && source == g.members(); ++c) {
@@ -36,15 +29,15 @@ StripeOutcome process_mirror_stripe(StripeTask task, const Geometry& g, StripeAc
       out.skipped = true;
       continue;
     }
-    if (!io(source, access.read_strip(source, stripe, bufs[0].span()))) return out;
+    if (!out.member_io(source, access.read_strip(source, stripe, bufs[0].span()))) return out;
     for (std::uint32_t c = 0; c < g.copies(); ++c) {
       const std::uint32_t m = g.data_member(stripe, d, c);
       if (m == source || access.is_failed(m)) continue;
       if (task == StripeTask::kResync) {
-        if (!io(m, access.write_strip(m, stripe, bufs[0].span()))) return out;
+        if (!out.member_io(m, access.write_strip(m, stripe, bufs[0].span()))) return out;
         continue;
       }
-      if (!io(m, access.read_strip(m, stripe, bufs[1].span()))) return out;
+      if (!out.member_io(m, access.read_strip(m, stripe, bufs[1].span()))) return out;
       if (std::memcmp(bufs[0].data(), bufs[1].data(), g.strip_bytes()) != 0) {
         out.inconsistent = true;
       }

@@ -38,13 +38,6 @@ StripeOutcome process_parity_stripe(StripeTask task, const Geometry& g, StripeAc
   const std::uint32_t chunks = k + g.parity_strips();
   std::span<AlignedBuffer> bufs = access.scratch();
   StripeOutcome out;
-  auto io = [&](std::uint32_t m, Status st) {
-    if (!st && out.status.is_ok()) {
-      out.status = std::move(st);
-      out.failed_member = m;
-    }
-    return out.status.is_ok();
-  };
   auto run = [&](StripeJob& job) {
     Status st = access.parity() != nullptr
                     ? access.parity()->execute(std::span(&job, 1))
@@ -62,7 +55,7 @@ StripeOutcome process_parity_stripe(StripeTask task, const Geometry& g, StripeAc
     }
     for (std::uint32_t c = 0; c < chunks; ++c) {
       const std::uint32_t m = chunk_member(g, stripe, c);
-      if (!io(m, access.read_strip(m, stripe, bufs[c].span()))) return out;
+      if (!out.member_io(m, access.read_strip(m, stripe, bufs[c].span()))) return out;
     }
     StripeJob job = parity_job(g, bufs, ParityOp::kVerify);
     if (!run(job)) return out;
@@ -77,14 +70,14 @@ StripeOutcome process_parity_stripe(StripeTask task, const Geometry& g, StripeAc
   }
   for (std::uint32_t d = 0; d < k; ++d) {
     const std::uint32_t m = g.data_member(stripe, d);
-    if (!io(m, access.read_strip(m, stripe, bufs[d].span()))) return out;
+    if (!out.member_io(m, access.read_strip(m, stripe, bufs[d].span()))) return out;
   }
   StripeJob job = parity_job(g, bufs, ParityOp::kEncode);
   if (!run(job)) return out;
   for (std::uint32_t c = k; c < chunks; ++c) {
     const std::uint32_t m = chunk_member(g, stripe, c);
     if (access.is_failed(m)) continue;
-    if (!io(m, access.write_strip(m, stripe, bufs[c].span()))) return out;
+    if (!out.member_io(m, access.write_strip(m, stripe, bufs[c].span()))) return out;
   }
   return out;
 }

@@ -5,12 +5,11 @@
 namespace graid {
 namespace {
 
-class Raid1 final : public LevelModule {
+class Raid1 final : public MirrorLevel {
  public:
   RaidLevel level() const noexcept override { return RaidLevel::kRaid1; }
   std::string_view name() const noexcept override { return "raid1"; }
   std::uint32_t min_members() const noexcept override { return 2; }
-  Redundancy redundancy() const noexcept override { return Redundancy::kMirror; }
   std::uint32_t data_strips(std::uint32_t /*n*/) const noexcept override { return 1; }
   std::uint32_t copies(std::uint32_t n) const noexcept override { return n; }
   std::uint32_t failures_tolerated(std::uint32_t n) const noexcept override { return n - 1; }
@@ -26,14 +25,6 @@ class Raid1 final : public LevelModule {
     place.role = StripRole::kData;
     place.data_index = 0;
     place.copy = member;
-  }
-  bool can_resync(const Geometry& g, std::uint64_t stripe,
-                  std::uint64_t failed) const noexcept override {
-    return can_resync_mirror_stripe(g, stripe, failed);
-  }
-  StripeOutcome process_stripe(StripeTask task, const Geometry& g, StripeAccess& access,
-                               std::uint64_t stripe) const override {
-    return process_mirror_stripe(task, g, access, stripe);
   }
 };
 

@@ -6,13 +6,12 @@
 namespace graid {
 namespace {
 
-class Raid10 final : public LevelModule {
+class Raid10 final : public MirrorLevel {
  public:
   RaidLevel level() const noexcept override { return RaidLevel::kRaid10; }
   std::string_view name() const noexcept override { return "raid10"; }
   std::uint32_t min_members() const noexcept override { return 4; }
   bool even_members() const noexcept override { return true; }
-  Redundancy redundancy() const noexcept override { return Redundancy::kMirror; }
   std::uint32_t data_strips(std::uint32_t n) const noexcept override { return n / 2; }
   std::uint32_t copies(std::uint32_t /*n*/) const noexcept override { return 2; }
   std::uint32_t failures_tolerated(std::uint32_t /*n*/) const noexcept override { return 1; }
@@ -31,14 +30,6 @@ class Raid10 final : public LevelModule {
     place.role = StripRole::kData;
     place.data_index = member / 2;
     place.copy = member % 2;
-  }
-  bool can_resync(const Geometry& g, std::uint64_t stripe,
-                  std::uint64_t failed) const noexcept override {
-    return can_resync_mirror_stripe(g, stripe, failed);
-  }
-  StripeOutcome process_stripe(StripeTask task, const Geometry& g, StripeAccess& access,
-                               std::uint64_t stripe) const override {
-    return process_mirror_stripe(task, g, access, stripe);
   }
 };
 
