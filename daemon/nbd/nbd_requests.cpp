@@ -146,7 +146,41 @@ void NbdSession::submit(Slot& s) {
       s.error = kErrInval;  // check_request lets nothing else through
       return reply(s);
   }
+  s.started = std::chrono::steady_clock::now();
   export_->queue->submit(s, export_->vd);
+}
+
+void NbdSession::count(const Slot& s, bool ok) {
+  NbdExportCounters* c = export_->spec.counters.get();
+  if (c == nullptr) return;
+  const auto add = [](std::atomic<std::uint64_t>& a, std::uint64_t v) {
+    a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+  };
+  const RequestHeader& r = s.request;
+  switch (r.type) {
+    case kCmdRead:
+      add(c->reads, 1);
+      if (ok) add(c->read_bytes, r.length);
+      break;
+    case kCmdWrite:
+      add(c->writes, 1);
+      if (ok) add(c->write_bytes, r.length);
+      break;
+    case kCmdFlush:
+      add(c->flushes, 1);
+      break;
+    case kCmdTrim:
+      add(c->trims, 1);
+      break;
+    default:
+      add(c->write_zeroes, 1);
+      break;
+  }
+  if (!ok) add(c->errors, 1);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - s.started)
+                      .count();
+  add(c->latency[latency_bucket(static_cast<std::uint64_t>(us))], 1);
 }
 
 void NbdSession::on_array_done(Slot& s, Status status) {
@@ -166,6 +200,7 @@ void NbdSession::on_array_done(Slot& s, Status status) {
     export_->queue->submit(s, export_->vd);
     return;
   }
+  count(s, s.error == 0);
   if (broken_) {
     release(s);
   } else {

@@ -18,6 +18,7 @@
 // A READ or WRITE carries at most kMaxPayload (32 MiB). See docs/nbd.md.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <list>
@@ -32,6 +33,17 @@
 
 namespace graid::nbd {
 
+// Counters of one export's requests, kept by the server's thread (single writer, relaxed atomics)
+// and readable from any thread (graidd's `stats`). Share one between exports or servers to sum.
+struct NbdExportCounters {
+  std::atomic<std::uint64_t> reads{0}, writes{0}, flushes{0}, trims{0}, write_zeroes{0};
+  std::atomic<std::uint64_t> read_bytes{0}, write_bytes{0};  // of successful requests
+  std::atomic<std::uint64_t> errors{0};                      // requests answered with an error
+  // Latency of the requests above, from submission to the engine to its completion, in the
+  // engine's buckets (graid::latency_bucket: bucket 0 < 1 us, bucket i [2^(i-1), 2^i) us).
+  std::array<std::atomic<std::uint64_t>, kLatencyBuckets> latency{};
+};
+
 // One export: a VD of an array under a name.
 struct NbdExport {
   std::string name;
@@ -40,6 +52,8 @@ struct NbdExport {
   VdInfo vd;               // the extent served (ignored when `handle` is set)
   VdHandle handle;         // optional: an open VD, kept open while the server lives
   bool read_only = false;
+  // Optional: counted into while the server runs (not owned beyond the shared pointer).
+  std::shared_ptr<NbdExportCounters> counters;
 };
 
 struct NbdServerOptions {

@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -93,6 +94,7 @@ class NbdSession final : private SocketOpOwner {
     AlignedBuffer data;
     std::array<std::byte, kErrorChunkMaxSize> head{};
     OutMessage out;
+    std::chrono::steady_clock::time_point started;  // submission to the engine
     void on_complete(Status status) override;
   };
   enum class Phase : std::uint8_t { kHandshake, kTransmission };
@@ -137,6 +139,8 @@ class NbdSession final : private SocketOpOwner {
   void on_drained();
   void submit(Slot& slot);
   void on_array_done(Slot& slot, Status status);
+  // Adds a finished request to the export's counters (NbdExport::counters), if it has any.
+  void count(const Slot& slot, bool ok);
   void reply(Slot& slot);
   void release(Slot& slot);
 

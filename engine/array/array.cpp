@@ -54,6 +54,13 @@ Array::~Array() {
 const Geometry& Array::geometry() const noexcept {
   return state_->geometry;
 }
+std::string Array::uuid() const {
+  MutexLock lock(state_->control_mutex);
+  return state_->sb.array_uuid.to_string();
+}
+const std::string& Array::name() const noexcept {
+  return state_->name;
+}
 std::uint64_t Array::member_data_offset() const noexcept {
   return state_->data_offset;
 }

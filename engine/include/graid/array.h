@@ -408,6 +408,9 @@ class Array {
   Array& operator=(const Array&) = delete;
 
   const Geometry& geometry() const noexcept;
+  // The array's UUID ("xxxxxxxx-xxxx-..."), and its name, as the superblocks record them.
+  std::string uuid() const;
+  const std::string& name() const noexcept;
   // Array data bytes (what VDs are carved from).
   std::uint64_t capacity() const noexcept;
   // Member byte where each member's data area starts (metadata lies before it).

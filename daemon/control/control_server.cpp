@@ -1,0 +1,237 @@
+#include "control/control_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "control/control_protocol.h"
+
+namespace graid::control {
+
+struct ControlServer::Client {
+  int fd = -1;
+  PeerCred peer;
+  bool allowed = false;
+  std::string buffer;
+  ~Client() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+namespace {
+
+constexpr auto kSendTimeout = std::chrono::seconds(5);
+
+bool socket_is_live(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const bool live = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return live;
+}
+
+}  // namespace
+
+ControlServer::ControlServer(Key, ControlServerOptions options, int fd)
+    : options_(std::move(options)), fd_(fd) {}
+
+Result<std::unique_ptr<ControlServer>> ControlServer::open(const ControlServerOptions& o) {
+  sockaddr_un addr{};
+  if (o.path.empty() || o.path.size() >= sizeof(addr.sun_path))
+    return make_error(Errc::kInvalidArgument, "control socket path \"{}\": empty or too long",
+                      o.path);
+  const std::filesystem::path dir = std::filesystem::path(o.path).parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      std::filesystem::create_directories(dir, ec);
+      if (ec) return make_error(Errc::kIoError, "mkdir {}: {}", dir.string(), ec.message());
+      ::chmod(dir.c_str(), 0755);
+    }
+  }
+  struct stat st {};
+  if (::lstat(o.path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return make_error(Errc::kBusy, "{} exists and is not a socket: not replacing it", o.path);
+    if (socket_is_live(o.path))
+      return make_error(Errc::kBusy, "{}: another graidd is listening there", o.path);
+    ::unlink(o.path.c_str());  // stale: left by a daemon that died
+  }
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return make_error(Errc::kIoError, "socket: {}", std::strerror(errno));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, o.path.c_str(), o.path.size() + 1);
+  // Bind with a umask that leaves no window in which others could connect.
+  const mode_t old_mask = ::umask(0177);
+  const int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  const int bind_errno = errno;
+  ::umask(old_mask);
+  if (rc != 0) {
+    ::close(fd);
+    return make_error(Errc::kIoError, "bind {}: {}", o.path, std::strerror(bind_errno));
+  }
+  if (o.group) {
+    if (::chown(o.path.c_str(), static_cast<uid_t>(-1), *o.group) != 0 ||
+        ::chmod(o.path.c_str(), 0660) != 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(o.path.c_str());
+      return make_error(Errc::kIoError, "{}: setting the group: {}", o.path, std::strerror(err));
+    }
+  }
+  if (::listen(fd, 64) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(o.path.c_str());
+    return make_error(Errc::kIoError, "listen {}: {}", o.path, std::strerror(err));
+  }
+  return std::make_unique<ControlServer>(Key{}, o, fd);
+}
+
+ControlServer::~ControlServer() {
+  clients_.clear();
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(options_.path.c_str());
+  }
+}
+
+bool ControlServer::authorised(const PeerCred& peer) const noexcept {
+  if (peer.uid == 0 || peer.uid == ::geteuid()) return true;
+  if (!options_.group) return false;
+  if (peer.gid == *options_.group) return true;
+  return std::find(peer.groups.begin(), peer.groups.end(), *options_.group) != peer.groups.end();
+}
+
+void ControlServer::accept_clients() {
+  for (;;) {
+    const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN: none left (other errors: try again at the next poll)
+    if (clients_.size() >= options_.max_clients) {
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_unique<Client>();
+    c->fd = fd;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      c->peer.pid = cred.pid;
+      c->peer.uid = cred.uid;
+      c->peer.gid = cred.gid;
+    } else {
+      c->peer.uid = static_cast<uid_t>(-1);  // unknown: never authorised
+      c->peer.gid = static_cast<gid_t>(-1);
+    }
+    std::vector<gid_t> groups(64);
+    socklen_t glen = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) == 0) {
+      groups.resize(glen / sizeof(gid_t));
+      c->peer.groups = std::move(groups);
+    }
+    c->allowed = authorised(c->peer);
+    clients_.push_back(std::move(c));
+  }
+}
+
+bool ControlServer::send_all(Client& c, std::string_view data) {
+  const auto deadline = std::chrono::steady_clock::now() + kSendTimeout;
+  while (!data.empty()) {
+    const ssize_t n = ::send(c.fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      data.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{c.fd, POLLOUT, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+bool ControlServer::read_client(Client& c, const Handler& handler) {
+  char chunk[65536];
+  const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
+  if (n == 0) return false;
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  c.buffer.append(chunk, static_cast<std::size_t>(n));
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t nl = c.buffer.find('\n', start);
+    if (nl == std::string::npos) break;
+    const std::string_view line(c.buffer.data() + start, nl - start + 1);
+    std::string response;
+    if (c.allowed) {
+      response = handler(line, c.peer);
+    } else {
+      RequestId id;
+      (void)parse_request(line, &id);
+      response = format_response_error(
+          id, ErrorCode::kUnauthorised,
+          fmt::format("uid {} may not use this graidd (root, uid {}{} only)", c.peer.uid,
+                      ::geteuid(), options_.group ? " or its group" : ""));
+    }
+    if (!send_all(c, response)) return false;
+    start = nl + 1;
+  }
+  c.buffer.erase(0, start);
+  // A line this long can never be valid: answer once and drop the connection.
+  if (c.buffer.size() > kMaxRequestLine + 2) {
+    send_all(c, format_response_error(
+                    std::monostate{}, ErrorCode::kBadRequest,
+                    fmt::format("request line is over the {}-byte limit", kMaxRequestLine)));
+    return false;
+  }
+  return true;
+}
+
+void ControlServer::serve(const Handler& handler, int stop_fd) {
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    fds.push_back({stop_fd, POLLIN, 0});
+    fds.push_back({fd_, POLLIN, 0});
+    for (const auto& c : clients_) fds.push_back({c->fd, POLLIN, 0});
+    const int rc = ::poll(fds.data(), fds.size(), -1);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[0].revents != 0) return;
+    // Clients first (indexes match clients_ as it was when fds was built).
+    std::vector<bool> drop(clients_.size(), false);
+    for (std::size_t i = 0; i < clients_.size(); ++i) {
+      const short ev = fds[i + 2].revents;
+      if (ev == 0) continue;
+      if ((ev & POLLIN) != 0) {
+        if (!read_client(*clients_[i], handler)) drop[i] = true;
+      } else if ((ev & (POLLHUP | POLLERR | POLLNVAL)) != 0) {
+        drop[i] = true;
+      }
+    }
+    for (std::size_t i = clients_.size(); i-- > 0;)
+      if (drop[i]) clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (fds[1].revents != 0) accept_clients();
+  }
+}
+
+}  // namespace graid::control

@@ -1,0 +1,46 @@
+#include "graidd/event_log.h"
+
+#include <spdlog/spdlog.h>
+
+namespace graid::daemon {
+
+std::uint64_t EventLog::add(std::string kind, std::optional<std::uint32_t> dg_id,
+                            std::optional<std::uint32_t> pd_id, std::optional<std::uint32_t> vd_id,
+                            std::string message) {
+  std::string where;
+  if (dg_id) where += fmt::format(" dg {}", *dg_id);
+  if (vd_id) where += fmt::format(" vd {}", *vd_id);
+  if (pd_id) where += fmt::format(" pd {}", *pd_id);
+  spdlog::info("event {}{}: {}", kind, where, message);
+  MutexLock lock(mutex_);
+  Event e;
+  e.seq = next_seq_++;
+  e.time = std::chrono::system_clock::now();
+  e.kind = std::move(kind);
+  e.dg_id = dg_id;
+  e.pd_id = pd_id;
+  e.vd_id = vd_id;
+  e.message = std::move(message);
+  events_.push_back(std::move(e));
+  while (events_.size() > capacity_) {
+    events_.pop_front();
+    ++dropped_;
+  }
+  return next_seq_ - 1;
+}
+
+EventQuery EventLog::since(std::uint64_t since, std::size_t limit) const {
+  MutexLock lock(mutex_);
+  EventQuery q;
+  q.next_seq = next_seq_;
+  q.dropped = dropped_;
+  // Events are consecutive: the one with seq s sits at index s - front().seq.
+  if (events_.empty()) return q;
+  const std::uint64_t first = events_.front().seq;
+  std::size_t index = since < first ? 0 : static_cast<std::size_t>(since - first + 1);
+  for (; index < events_.size() && q.events.size() < limit; ++index)
+    q.events.push_back(events_[index]);
+  return q;
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,187 @@
+// graidd: owns the drives, assembles the arrays, serves their VDs (NBD), takes commands from
+// graidctl over the control socket. Runs in the foreground; see docs/daemon.md.
+#include <grp.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "control/control_server.h"
+#include "graidd/dispatcher.h"
+#include "graidd/event_log.h"
+#include "graidd/io_threads.h"
+#include "graidd/registry.h"
+#include "graidd/sd_notify.h"
+#include "kernels/cuda_backend.h"
+
+namespace {
+
+using namespace graid;
+using namespace graid::daemon;
+
+struct Options {
+  std::string socket = "/run/graid/graidd.sock";
+  std::string socket_group;
+  std::string state_dir = "/var/lib/graid";
+  std::string parity = "auto";
+  std::uint32_t io_threads = 2;
+  std::string log_level = "info";
+};
+
+// The parity backends the daemon may own, and the one it uses.
+struct ParityOwner {
+  std::unique_ptr<ParityBackend> cpu;
+  std::unique_ptr<CudaBackend> cuda;
+  ParityChoice choice;
+};
+
+Result<ParityOwner> choose_parity(const std::string& requested) {
+  ParityOwner p;
+  p.choice.requested = requested;
+  if (requested == "cuda" || requested == "auto") {
+    CudaBackendOptions o;
+    o.fallback_to_cpu = true;  // a GPU that dies mid-run hands its batches to the CPU
+    auto cuda = make_cuda_backend(o);
+    if (cuda.is_ok()) {
+      p.cuda = std::move(*cuda);
+      p.choice.backend = p.cuda.get();
+      p.choice.host_memory = p.cuda.get();
+      p.choice.cuda = p.cuda.get();
+      p.choice.gpu = p.cuda->device_info().name;
+      p.choice.reason = requested == "cuda" ? "requested" : "a CUDA GPU is usable";
+      return p;
+    }
+    if (requested == "cuda")
+      return make_error(Errc::kUnsupported, "--parity cuda: {}", cuda.status().message());
+    p.choice.reason = fmt::format("no usable GPU: {}", cuda.status().message());
+  } else if (requested == "cpu") {
+    p.choice.reason = "requested";
+  } else {
+    return make_error(Errc::kInvalidArgument, "--parity {}: expected auto, cuda or cpu",
+                      requested);
+  }
+  p.cpu = make_cpu_backend();
+  p.choice.backend = p.cpu.get();
+  return p;
+}
+
+int run(const Options& o) {
+  auto parity = choose_parity(o.parity);
+  if (!parity.is_ok()) {
+    spdlog::error("{}", parity.status().message());
+    return 2;
+  }
+  spdlog::info("graidd {} starting: parity {} ({}), {} I/O threads, state dir {}", GRAID_VERSION,
+               parity->choice.backend->name(), parity->choice.reason, o.io_threads, o.state_dir);
+
+  control::ControlServerOptions so;
+  so.path = o.socket;
+  if (!o.socket_group.empty()) {
+    const group* g = ::getgrnam(o.socket_group.c_str());
+    if (g == nullptr) {
+      spdlog::error("--socket-group {}: no such group", o.socket_group);
+      return 2;
+    }
+    so.group = g->gr_gid;
+  }
+
+  // Signals arrive through a signalfd the control loop polls; every thread inherits the mask.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  const int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) {
+    spdlog::error("signalfd: {}", std::strerror(errno));
+    return 1;
+  }
+
+  // The socket first: a second graidd stops here, before it touches any drive.
+  auto server = control::ControlServer::open(so);
+  if (!server.is_ok()) {
+    spdlog::error("control socket: {}", server.status().message());
+    return 1;
+  }
+  auto threads = IoThreads::start(o.io_threads);
+  if (!threads.is_ok()) {
+    spdlog::error("{}", threads.status().message());
+    return 2;
+  }
+  EventLog events;
+  RegistryOptions ro;
+  ro.state_dir = o.state_dir;
+  ro.socket_path = o.socket;
+  ro.parity = parity->choice;
+  ro.version = GRAID_VERSION;
+  auto registry = std::make_unique<Registry>(ro, **threads, events);
+  if (auto st = registry->start(); !st) {
+    spdlog::error("cannot start: {}", st.to_string());
+    return 1;
+  }
+  events.add("daemon_started", std::nullopt, std::nullopt, std::nullopt,
+             fmt::format("graidd {} (pid {}), parity {}", GRAID_VERSION, ::getpid(),
+                         parity->choice.backend->name()));
+  spdlog::info("ready: control socket {}", o.socket);
+  sd_notify("READY=1\nSTATUS=serving");
+
+  const std::string version = GRAID_VERSION;
+  (*server)->serve(
+      [&](std::string_view line, const control::PeerCred&) {
+        return dispatch(*registry, line, version);
+      },
+      sigfd);
+
+  signalfd_siginfo info{};
+  if (::read(sigfd, &info, sizeof info) == sizeof info)
+    spdlog::info("signal {}: stopping", info.ssi_signo);
+  sd_notify("STOPPING=1");
+  events.add("daemon_stopping", std::nullopt, std::nullopt, std::nullopt, "stopping");
+  server->reset();  // no more requests
+  registry->shutdown();
+  registry.reset();
+  threads->reset();
+  ::close(sigfd);
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"graidd: the graid daemon (GPU-offloaded software RAID); see docs/daemon.md"};
+  app.add_option("--socket", o.socket, "control socket path")->capture_default_str();
+  app.add_option("--socket-group", o.socket_group,
+                 "group allowed on the control socket (mode 0660); default: owner only");
+  app.add_option("--state-dir", o.state_dir, "state directory")->capture_default_str();
+  app.add_option("--parity", o.parity, "parity backend: auto, cuda or cpu")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_option("--io-threads", o.io_threads, "I/O threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.set_version_flag("--version", std::string("graidd ") + GRAID_VERSION);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  // Plain lines on stderr: journald adds time and unit; by hand a timestamp helps.
+  auto logger = spdlog::stderr_logger_mt("graidd");
+  if (std::getenv("JOURNAL_STREAM") != nullptr)
+    logger->set_pattern("<%l> %v");
+  else
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e graidd[%P] %l: %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  return run(o);
+}

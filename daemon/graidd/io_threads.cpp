@@ -1,0 +1,75 @@
+#include "graidd/io_threads.h"
+
+#include <sys/prctl.h>
+
+#include <future>
+#include <string>
+
+namespace graid::daemon {
+
+struct IoThreads::Thread {
+  std::unique_ptr<IoContext> ctx;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+namespace {
+
+// A function run once on an I/O thread, with a promise the caller waits on.
+class CallTask final : public Task {
+ public:
+  CallTask(IoContext& ctx, const std::function<void(IoContext&)>& fn) : ctx_(ctx), fn_(fn) {}
+  void run() override {
+    fn_(ctx_);
+    done_.set_value();
+  }
+  std::future<void> future() { return done_.get_future(); }
+
+ private:
+  IoContext& ctx_;
+  const std::function<void(IoContext&)>& fn_;
+  std::promise<void> done_;
+};
+
+}  // namespace
+
+IoThreads::IoThreads() = default;
+
+Result<std::unique_ptr<IoThreads>> IoThreads::start(std::uint32_t count, unsigned queue_depth) {
+  if (count == 0 || count > 256)
+    return make_error(Errc::kInvalidArgument, "--io-threads {}: must be 1..256", count);
+  auto pool = std::make_unique<IoThreads>();
+  for (std::uint32_t i = 0; i < count; ++i) {
+    auto t = std::make_unique<Thread>();
+    auto ctx = IoContext::create(queue_depth);
+    if (!ctx.is_ok()) return ctx.status();
+    t->ctx = std::move(*ctx);
+    Thread* raw = t.get();
+    t->thread = std::thread([raw, i] {
+      const std::string name = "graidd-io" + std::to_string(i);
+      ::prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
+      while (!raw->stop.load(std::memory_order_acquire)) raw->ctx->poll(/*wait=*/true);
+    });
+    pool->threads_.push_back(std::move(t));
+  }
+  return pool;
+}
+
+IoThreads::~IoThreads() {
+  for (auto& t : threads_) {
+    call(static_cast<std::uint32_t>(&t - threads_.data()),
+         [&t](IoContext&) { t->stop.store(true, std::memory_order_release); });
+    t->thread.join();
+    t->ctx.reset();
+  }
+}
+
+void IoThreads::call(std::uint32_t i, const std::function<void(IoContext&)>& fn) {
+  Thread& t = *threads_.at(i);
+  CallTask task(*t.ctx, fn);
+  auto done = task.future();
+  t.ctx->post(task);
+  done.wait();
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,170 @@
+#include "graidd/nbd_exports.h"
+
+#include <charconv>
+#include <chrono>
+#include <thread>
+
+namespace graid::daemon {
+
+Result<NbdAddress> parse_nbd_address(std::string_view text) {
+  NbdAddress a;
+  if (text.starts_with("unix:")) {
+    a.path = std::string(text.substr(5));
+    if (a.path.empty() || a.path[0] != '/')
+      return make_error(Errc::kInvalidArgument,
+                        "nbd address \"{}\": a unix socket needs an absolute path", text);
+    if (a.path.size() >= 108)
+      return make_error(Errc::kInvalidArgument, "nbd address \"{}\": the path is too long", text);
+    return a;
+  }
+  if (!text.starts_with("tcp:"))
+    return make_error(Errc::kInvalidArgument,
+                      "nbd address \"{}\": expected unix:PATH or tcp:ADDR:PORT", text);
+  a.tcp = true;
+  std::string_view rest = text.substr(4);
+  std::string_view port_text = rest;
+  if (!rest.empty() && rest[0] == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos || close + 1 >= rest.size() || rest[close + 1] != ':')
+      return make_error(Errc::kInvalidArgument, "nbd address \"{}\": expected tcp:[IPV6]:PORT",
+                        text);
+    a.host = std::string(rest.substr(1, close - 1));
+    port_text = rest.substr(close + 2);
+  } else if (const auto colon = rest.rfind(':'); colon != std::string_view::npos) {
+    a.host = std::string(rest.substr(0, colon));
+    port_text = rest.substr(colon + 1);
+  }
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      port > 65535)
+    return make_error(Errc::kInvalidArgument, "nbd address \"{}\": bad port \"{}\"", text,
+                      port_text);
+  a.port = static_cast<std::uint16_t>(port);
+  if (a.host.empty()) a.host = "127.0.0.1";
+  return a;
+}
+
+NbdExports::~NbdExports() { remove_all(); }
+
+Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, VdHandle handle,
+                       const std::string& address, const std::string& name, bool read_only,
+                       std::shared_ptr<nbd::NbdExportCounters> counters) {
+  const Key key{dg_id, vd_id};
+  if (auto it = exports_.find(key); it != exports_.end())
+    return make_error(Errc::kBusy, "vd {} of dg {} is already exported over nbd at {}", vd_id,
+                      dg_id, it->second.info.address);
+  auto addr = parse_nbd_address(address);
+  if (!addr.is_ok()) return addr.status();
+  for (const auto& [k, e] : exports_) {
+    auto other = parse_nbd_address(e.info.address);
+    if (other.is_ok() && other->tcp == addr->tcp &&
+        (addr->tcp ? other->port == addr->port && other->port != 0 && other->host == addr->host
+                   : other->path == addr->path))
+      return make_error(Errc::kBusy, "{} is already used by the export of vd {} of dg {}",
+                        address, k.second, k.first);
+  }
+  nbd::NbdServerOptions options;
+  if (addr->tcp) {
+    options.tcp = true;
+    options.tcp_address = addr->host;
+    options.tcp_port = addr->port;
+  } else {
+    options.unix_path = addr->path;
+  }
+  std::vector<nbd::NbdExport> specs(1);
+  specs[0].name = name;
+  specs[0].description = fmt::format("graid dg {} vd {}", dg_id, vd_id);
+  specs[0].array = &array;
+  specs[0].vd = handle.info();
+  specs[0].handle = std::move(handle);
+  specs[0].read_only = read_only;
+  specs[0].counters = std::move(counters);
+
+  Entry entry;
+  entry.thread = next_thread_++ % threads_.count();
+  Status status;
+  threads_.call(entry.thread, [&](IoContext& ctx) {
+    auto server = nbd::NbdServer::create(ctx, std::move(specs), options);
+    if (!server.is_ok()) {
+      status = server.status();
+      return;
+    }
+    entry.server = std::move(*server);
+    entry.server->start();
+    entry.info.tcp_port = entry.server->tcp_port();
+  });
+  if (!status) return status;
+  entry.info.dg_id = dg_id;
+  entry.info.vd_id = vd_id;
+  entry.info.address = address;
+  entry.info.name = name;
+  entry.info.read_only = read_only;
+  exports_.emplace(key, std::move(entry));
+  return {};
+}
+
+void NbdExports::stop_entry(Entry& entry) {
+  if (!entry.server) return;
+  entry.server->stop();
+  // The server finishes its requests and closes its connections on its own thread; poll for that
+  // from here (each call is a round trip to the thread, never inside its poll loop).
+  for (;;) {
+    bool finished = false;
+    threads_.call(entry.thread, [&](IoContext&) {
+      if (entry.server->finished()) {
+        entry.server.reset();
+        finished = true;
+      }
+    });
+    if (finished) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+bool NbdExports::remove(std::uint32_t dg_id, std::uint32_t vd_id) {
+  auto it = exports_.find(Key{dg_id, vd_id});
+  if (it == exports_.end()) return false;
+  stop_entry(it->second);
+  exports_.erase(it);
+  return true;
+}
+
+void NbdExports::remove_dg(std::uint32_t dg_id) {
+  for (auto it = exports_.begin(); it != exports_.end();) {
+    if (it->first.first == dg_id) {
+      stop_entry(it->second);
+      it = exports_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void NbdExports::remove_all() {
+  // Ask every server to stop first, so their connections drain in parallel.
+  for (auto& [k, e] : exports_)
+    if (e.server) e.server->stop();
+  for (auto& [k, e] : exports_) stop_entry(e);
+  exports_.clear();
+}
+
+std::optional<NbdExportInfo> NbdExports::find(std::uint32_t dg_id, std::uint32_t vd_id) const {
+  auto it = exports_.find(Key{dg_id, vd_id});
+  if (it == exports_.end()) return std::nullopt;
+  NbdExportInfo info = it->second.info;
+  if (it->second.server) {
+    threads_.call(it->second.thread, [&](IoContext&) {
+      info.connections = static_cast<std::uint32_t>(it->second.server->sessions());
+    });
+  }
+  return info;
+}
+
+std::vector<NbdExportInfo> NbdExports::list() const {
+  std::vector<NbdExportInfo> out;
+  for (const auto& [k, e] : exports_) out.push_back(*find(k.first, k.second));
+  return out;
+}
+
+}  // namespace graid::daemon

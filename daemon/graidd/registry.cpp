@@ -1,0 +1,359 @@
+// Registry: start-up (state dir, PDs, assembly, exports), shutdown, persistence, array events.
+#include "graidd/registry.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+namespace graid::daemon {
+
+// Forwards an array's events into the event log, naming the DG and, for member events, the PD.
+class DgObserver final : public ArrayObserver {
+ public:
+  DgObserver(EventLog& log, std::uint32_t dg_id) : log_(log), dg_id_(dg_id) {}
+
+  void set_slot_map(std::map<std::uint32_t, std::uint32_t> slot_to_pd) {
+    MutexLock lock(mutex_);
+    slot_to_pd_ = std::move(slot_to_pd);
+  }
+
+  void on_event(const ArrayEvent& e) override {
+    std::optional<std::uint32_t> pd;
+    if (e.member) {
+      MutexLock lock(mutex_);
+      if (auto it = slot_to_pd_.find(*e.member); it != slot_to_pd_.end()) pd = it->second;
+    }
+    std::string kind;
+    std::string message = e.message;
+    switch (e.kind) {
+      case ArrayEventKind::kStarted:
+        return;  // the registry says dg_created / dg_assembled itself
+      case ArrayEventKind::kMemberFailed:
+        kind = "member_failed";
+        message = fmt::format("member slot {} failed: {}", e.member.value_or(0), e.message);
+        break;
+      case ArrayEventKind::kMemberBack:
+        kind = "member_back";
+        break;
+      case ArrayEventKind::kHealthChanged:
+        kind = std::string("dg_") + std::string(array_health_name(e.health));
+        message = fmt::format("{} -> {}", array_health_name(e.previous_health),
+                              array_health_name(e.health));
+        break;
+      case ArrayEventKind::kInitStarted:
+        kind = "init_started";
+        message = fmt::format("initialising {} stripes", e.counts.stripes);
+        break;
+      case ArrayEventKind::kInitFinished:
+        kind = "init_finished";
+        message = fmt::format("initialised {} stripes", e.counts.stripes);
+        break;
+      case ArrayEventKind::kResyncStarted:
+        kind = "resync_started";
+        message = fmt::format("re-syncing {} stripes after an unclean stop", e.counts.stripes);
+        break;
+      case ArrayEventKind::kResyncFinished:
+        kind = "resync_finished";
+        message = fmt::format("re-synced {} stripes, {} could not be", e.counts.stripes,
+                              e.counts.unsynced_stripes);
+        break;
+      case ArrayEventKind::kAssemblyOverride:
+        kind = "assembly_override";
+        break;
+      case ArrayEventKind::kSpareAdded:
+        kind = "spare_added";
+        message = fmt::format("hot spare in slot {}", e.member.value_or(0));
+        break;
+      case ArrayEventKind::kStopped:
+        kind = "dg_stopped";
+        message = "stopped clean";
+        break;
+    }
+    log_.add(kind, dg_id_, pd, std::nullopt, message);
+  }
+
+ private:
+  EventLog& log_;
+  const std::uint32_t dg_id_;
+  Mutex mutex_;
+  std::map<std::uint32_t, std::uint32_t> slot_to_pd_ GUARDED_BY(mutex_);
+};
+
+Registry::Registry(RegistryOptions options, IoThreads& threads, EventLog& events)
+    : options_(std::move(options)), threads_(threads), events_(events), nbd_(threads) {}
+
+Registry::~Registry() {
+  shutdown();
+  if (state_lock_fd_ >= 0) ::close(state_lock_fd_);
+}
+
+template <typename Map>
+std::uint32_t Registry::smallest_free_id(const Map& map) {
+  std::uint32_t id = 0;
+  while (map.contains(id)) ++id;
+  return id;
+}
+
+Status Registry::save() {
+  PersistedState s;
+  for (const auto& [id, pd] : pds_) s.pds.push_back({id, pd.path, pd.marker_offline});
+  for (const auto& [id, dg] : dgs_) s.dgs.push_back({id, dg.uuid});
+  s.exports = export_entries_;
+  auto status = save_state(options_.state_dir, s);
+  if (!status) spdlog::error("cannot save the state: {}", status.to_string());
+  return status;
+}
+
+ArrayOptions Registry::array_options(DgObserver& observer) const {
+  ArrayOptions o;
+  o.parity = options_.parity.backend;
+  o.host_memory = options_.parity.host_memory;
+  o.observer = &observer;
+  return o;
+}
+
+std::unique_ptr<DgObserver> Registry::make_observer(std::uint32_t dg_id) {
+  return std::make_unique<DgObserver>(events_, dg_id);
+}
+
+void Registry::update_slot_map(Dg& dg) {
+  std::map<std::uint32_t, std::uint32_t> map;
+  for (const auto& [id, pd] : pds_)
+    if (pd.dg_id == dg.id && pd.slot) map[*pd.slot] = id;
+  dg.observer->set_slot_map(std::move(map));
+}
+
+Result<std::unique_ptr<MemberDevice>> Registry::open_pd_device(const std::string& path) const {
+  OpenOptions o;
+  o.exclusive = true;  // a block device in use (mounted, md, another graidd) is refused
+  o.lock = true;       // a regular file another process holds is refused
+  return open_member(path, o);
+}
+
+void Registry::reopen(Pd& pd) {
+  auto dev = open_pd_device(pd.path);
+  if (!dev.is_ok()) {
+    pd.missing = true;
+    pd.message = dev.status().message();
+    pd.device.reset();
+    return;
+  }
+  pd.missing = false;
+  pd.device = std::move(*dev);
+}
+
+std::optional<std::uint32_t> Registry::pd_at_slot(std::uint32_t dg_id, std::uint32_t slot) const {
+  for (const auto& [id, pd] : pds_)
+    if (pd.dg_id == dg_id && pd.slot == slot) return id;
+  return std::nullopt;
+}
+
+Status Registry::start() {
+  if (::mkdir(options_.state_dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error(Errc::kIoError, "mkdir {}: {}", options_.state_dir, std::strerror(errno));
+  const std::string lock = options_.state_dir + "/lock";
+  state_lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (state_lock_fd_ < 0)
+    return make_error(Errc::kIoError, "open {}: {}", lock, std::strerror(errno));
+  if (::flock(state_lock_fd_, LOCK_EX | LOCK_NB) != 0)
+    return make_error(Errc::kBusy, "state dir {} is in use by another graidd", options_.state_dir);
+  auto loaded = load_state(options_.state_dir);
+  if (!loaded.is_ok()) return loaded.status();
+  std::map<std::string, std::uint32_t> dg_by_uuid;
+  for (const auto& d : loaded->dgs) dg_by_uuid[d.uuid] = d.dg_id;
+  export_entries_ = loaded->exports;
+
+  // Open every PD and read its superblock.
+  std::map<std::string, std::vector<Pd*>> groups;  // array uuid -> its PDs
+  for (const auto& e : loaded->pds) {
+    Pd& pd = pds_[e.pd_id];
+    pd.id = e.pd_id;
+    pd.path = e.path;
+    pd.marker_offline = e.marker_offline;
+    reopen(pd);
+    if (pd.missing) {
+      spdlog::warn("pd {} ({}) is missing: {}", pd.id, pd.path, pd.message);
+      events_.add("pd_missing", std::nullopt, pd.id, std::nullopt, pd.message);
+      continue;
+    }
+    pd.identity = pd.device->identity();
+    pd.info = probe_pd(*pd.device);
+    auto exam = Array::examine(*pd.device);
+    if (exam.is_ok()) {
+      pd.superblock = true;
+      pd.sb_uuid = exam->array_uuid;
+      groups[exam->array_uuid].push_back(&pd);
+    }
+  }
+  // DGs the state knows whose PDs are all gone: offline, kept so the id stays taken.
+  for (const auto& [uuid, id] : dg_by_uuid) {
+    if (groups.contains(uuid)) continue;
+    Dg& dg = dgs_[id];
+    dg.id = id;
+    dg.uuid = uuid;
+    dg.observer = make_observer(id);
+    dg.message = "no member of this drive group was found";
+    spdlog::error("dg {} ({}): {}", id, uuid, dg.message);
+    events_.add("dg_offline", id, std::nullopt, std::nullopt, dg.message);
+  }
+  for (auto& [uuid, members] : groups) {
+    std::uint32_t id = 0;
+    if (auto it = dg_by_uuid.find(uuid); it != dg_by_uuid.end()) {
+      id = it->second;
+    } else {
+      id = smallest_free_id(dgs_);
+      while (std::any_of(dg_by_uuid.begin(), dg_by_uuid.end(),
+                         [&](const auto& kv) { return kv.second == id && !dgs_.contains(id); }))
+        ++id;
+      spdlog::warn("PDs carry array {} that the state does not list: assembling it as dg {}",
+                   uuid, id);
+    }
+    assemble_group(id, uuid, members);
+  }
+  save();
+  for (const auto& e : std::vector<ExportEntry>(export_entries_)) restore_export(e);
+  return {};
+}
+
+void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
+                              std::vector<Pd*> members) {
+  Dg& dg = dgs_[dg_id];
+  dg.id = dg_id;
+  dg.uuid = uuid;
+  dg.observer = make_observer(dg_id);
+  std::optional<MemberExamination> exam;
+  std::vector<std::unique_ptr<MemberDevice>> devices;
+  for (Pd* pd : members) {
+    auto e = Array::examine(*pd->device);
+    if (e.is_ok()) {
+      pd->slot = e->slot;  // as its own superblock says; the array's view replaces it below
+      if (!exam || e->events > exam->events) exam = *e;
+    }
+    pd->dg_id = dg_id;
+    devices.push_back(std::move(pd->device));
+  }
+  AssembleOptions ao;
+  ao.allow_degraded = true;
+  AssembleReport report;
+  auto array = Array::assemble(std::move(devices), array_options(*dg.observer), ao, &report);
+  if (!array.is_ok()) {
+    dg.exam = exam;
+    dg.message = array.status().message();
+    for (Pd* pd : members) reopen(*pd);
+    spdlog::error("dg {} cannot be assembled: {}", dg_id, dg.message);
+    events_.add("dg_offline", dg_id, std::nullopt, std::nullopt, dg.message);
+    return;
+  }
+  dg.array = std::move(*array);
+  dg.was_clean = report.was_clean;
+  // Map PDs to slots by the path the array holds for each.
+  const auto slots = dg.array->member_slots();
+  for (Pd* pd : members) {
+    pd->slot.reset();
+    for (const auto& s : slots)
+      if (!s.path.empty() && s.path == pd->path) pd->slot = s.slot;
+    if (!pd->slot) {
+      // Not taken by assembly (a stale superblock): the array closed it; hold it again.
+      reopen(*pd);
+      pd->message = "stale superblock: not used by the drive group";
+    }
+  }
+  update_slot_map(dg);
+  std::string how = report.was_clean ? "clean" : "after an unclean stop";
+  if (!report.was_clean)
+    how += fmt::format(", re-synced {} bytes per member", report.resynced_bytes);
+  if (!report.stale_members.empty())
+    how += fmt::format(", stale members not used: {}", fmt::join(report.stale_members, ", "));
+  if (!report.failed_members.empty())
+    how += fmt::format(", failed or missing: {}", fmt::join(report.failed_members, ", "));
+  dg.message.clear();
+  events_.add("dg_assembled", dg_id, std::nullopt, std::nullopt,
+              fmt::format("{} {} assembled ({}): {}", raid_level_name(dg.array->geometry().level()),
+                          dg.array->name().empty() ? uuid : dg.array->name(),
+                          array_health_name(dg.array->health()), how));
+}
+
+void Registry::restore_export(const ExportEntry& e) {
+  auto dg_it = dgs_.find(e.dg_id);
+  std::string problem;
+  if (dg_it == dgs_.end() || !dg_it->second.array) {
+    problem = "its drive group is not running";
+  } else {
+    auto handle = dg_it->second.array->open_vd(e.vd_id);
+    if (!handle.is_ok()) {
+      problem = handle.status().message();
+    } else {
+      auto& counters = vd_counters_[{e.dg_id, e.vd_id}];
+      if (!counters) counters = std::make_shared<nbd::NbdExportCounters>();
+      auto st = nbd_.add(e.dg_id, e.vd_id, *dg_it->second.array, std::move(*handle), e.address,
+                         e.name, e.read_only, counters);
+      if (!st) problem = st.message();
+    }
+  }
+  if (problem.empty()) {
+    events_.add("export_started", e.dg_id, std::nullopt, e.vd_id,
+                fmt::format("restored nbd export at {}", e.address));
+  } else {
+    spdlog::error("cannot restore the nbd export of dg {} vd {} at {}: {}", e.dg_id, e.vd_id,
+                  e.address, problem);
+    events_.add("export_failed", e.dg_id, std::nullopt, e.vd_id,
+                fmt::format("nbd export at {} not restored: {}", e.address, problem));
+  }
+}
+
+void Registry::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  nbd_.remove_all();
+  for (auto& [id, dg] : dgs_) {
+    if (!dg.array) continue;
+    auto quiet = dg.array->quiesce(std::chrono::seconds(30));
+    if (!quiet) spdlog::error("dg {}: {}", id, quiet.to_string());
+    auto st = dg.array->stop();
+    if (!st) spdlog::error("dg {} not stopped clean: {}", id, st.to_string());
+    dg.array.reset();
+  }
+}
+
+Result<Registry::Pd*> Registry::find_pd(const nlohmann::json& args, const char* key) {
+  if (!args.contains(key) || !args[key].is_number_unsigned())
+    return make_error(Errc::kInvalidArgument, "missing or bad \"{}\"", key);
+  const auto id = args[key].get<std::uint64_t>();
+  auto it = pds_.find(static_cast<std::uint32_t>(id));
+  if (id > UINT32_MAX || it == pds_.end())
+    return make_error(Errc::kNotFound, "pd {} does not exist (graidctl list pd shows the PDs)", id);
+  return &it->second;
+}
+
+Result<Registry::Dg*> Registry::find_dg(const nlohmann::json& args, bool need_online) {
+  if (!args.contains("dg_id") || !args["dg_id"].is_number_unsigned())
+    return make_error(Errc::kInvalidArgument, "missing or bad \"dg_id\"");
+  const auto id = args["dg_id"].get<std::uint64_t>();
+  auto it = dgs_.find(static_cast<std::uint32_t>(id));
+  if (id > UINT32_MAX || it == dgs_.end())
+    return make_error(Errc::kNotFound, "dg {} does not exist (graidctl list dg shows the DGs)", id);
+  if (need_online && !it->second.array)
+    return make_error(Errc::kUnsupported, "dg {} is offline: {}", id, it->second.message);
+  return &it->second;
+}
+
+Result<VdInfo> Registry::find_vd(Dg& dg, const nlohmann::json& args) {
+  if (!args.contains("vd_id") || !args["vd_id"].is_number_unsigned())
+    return make_error(Errc::kInvalidArgument, "missing or bad \"vd_id\"");
+  const auto id = args["vd_id"].get<std::uint64_t>();
+  if (dg.array)
+    for (const auto& vd : dg.array->vds())
+      if (vd.id == id) return vd;
+  return make_error(Errc::kNotFound, "vd {} of dg {} does not exist (graidctl list vd {})", id,
+                    dg.id, dg.id);
+}
+
+}  // namespace graid::daemon

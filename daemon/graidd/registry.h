@@ -1,0 +1,162 @@
+// graidd's objects and what can be done to them: physical drives (PDs), drive groups (DGs: one
+// Array each) and virtual drives (VDs: extents of a DG), with their NBD exports. Every operation
+// checks its whole input before it changes anything, and answers with the JSON result graidctl
+// prints (docs/cli.md) or a Status naming what is wrong.
+//
+// Threading: the control thread calls everything here, one request at a time; no locking is
+// needed for the objects. Arrays report their own events (member failed, degraded, resync) on
+// their notifier threads straight into the EventLog, which has its own lock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graid/array.h"
+#include "graid/parity.h"
+#include "graidd/event_log.h"
+#include "graidd/io_threads.h"
+#include "graidd/nbd_exports.h"
+#include "graidd/pd_probe.h"
+#include "graidd/state_store.h"
+
+namespace graid {
+class CudaBackend;
+}
+
+namespace graid::daemon {
+
+// The smallest PD: the metadata area (1 MiB) plus 1 MiB of data.
+inline constexpr std::uint64_t kMinPdBytes = std::uint64_t{2} << 20;
+
+// The parity engine the daemon runs with, for `describe controller`.
+struct ParityChoice {
+  ParityBackend* backend = nullptr;       // never null
+  HostMemoryRegistry* host_memory = nullptr;
+  CudaBackend* cuda = nullptr;            // when the backend is the GPU's
+  std::string requested;                  // auto, cuda, cpu
+  std::string reason;                     // why this backend
+  std::string gpu;                        // the GPU's name, when one is used
+};
+
+struct RegistryOptions {
+  std::string state_dir;
+  std::string socket_path;
+  ParityChoice parity;
+  std::string version;
+};
+
+class DgObserver;
+
+class Registry {
+ public:
+  Registry(RegistryOptions options, IoThreads& threads, EventLog& events);
+  // shutdown() if it has not run.
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Locks the state dir (a second graidd on it is refused), loads it, opens the PDs it lists, assembles every DG found on them (re-syncing
+  // after an unclean stop), and restores the exports. Problems with single objects (a missing
+  // drive, a DG that cannot start, an export that cannot listen) are logged, recorded as events
+  // and shown in their objects; only a state dir that cannot be read fails start-up.
+  Status start();
+  // Stops every export (their requests in flight are answered), then stops every array, which
+  // marks it clean. Idempotent.
+  void shutdown();
+
+  // The control verbs (docs/cli.md); `args` is the request's args object. Each returns the
+  // result JSON or a Status whose code becomes the error code on the wire.
+  Result<nlohmann::json> create_pd(const nlohmann::json& args);
+  Result<nlohmann::json> list_pd(const nlohmann::json& args);
+  Result<nlohmann::json> describe_pd(const nlohmann::json& args);
+  Result<nlohmann::json> delete_pd(const nlohmann::json& args);
+  Result<nlohmann::json> edit_pd(const nlohmann::json& args);
+
+  Result<nlohmann::json> create_dg(const nlohmann::json& args);
+  Result<nlohmann::json> list_dg(const nlohmann::json& args);
+  Result<nlohmann::json> describe_dg(const nlohmann::json& args);
+  Result<nlohmann::json> delete_dg(const nlohmann::json& args);
+  Result<nlohmann::json> edit_dg(const nlohmann::json& args);
+
+  Result<nlohmann::json> create_vd(const nlohmann::json& args);
+  Result<nlohmann::json> list_vd(const nlohmann::json& args);
+  Result<nlohmann::json> describe_vd(const nlohmann::json& args);
+  Result<nlohmann::json> delete_vd(const nlohmann::json& args);
+  Result<nlohmann::json> export_vd(const nlohmann::json& args);
+  Result<nlohmann::json> unexport_vd(const nlohmann::json& args);
+
+  Result<nlohmann::json> describe_controller(const nlohmann::json& args);
+  Result<nlohmann::json> list_event(const nlohmann::json& args);
+  Result<nlohmann::json> stats(const nlohmann::json& args);
+
+ private:
+  struct Pd {
+    std::uint32_t id = 0;
+    std::string path;
+    bool marker_offline = false;
+    // Held while the PD is in no running array (keeps its lock: O_EXCL or flock); a running
+    // array holds the device itself.
+    std::unique_ptr<MemberDevice> device;
+    DeviceIdentity identity;
+    PdInfo info;
+    bool missing = false;     // could not be opened at start
+    std::string message;      // why it is missing, stale, ...
+    bool superblock = false;  // carried a graid superblock when opened
+    std::string sb_uuid;      // its array's UUID then
+    std::optional<std::uint32_t> dg_id, slot;
+  };
+  struct Dg {
+    std::uint32_t id = 0;
+    std::string uuid;
+    std::unique_ptr<DgObserver> observer;  // outlives `array` (declared before it)
+    std::unique_ptr<Array> array;          // null: offline (could not be assembled)
+    std::optional<MemberExamination> exam;  // what the superblocks say, for an offline DG
+    std::string message;                    // why it is offline; how it was assembled
+    bool was_clean = true;
+  };
+
+  // Helpers (registry.cpp).
+  Status save();
+  ArrayOptions array_options(DgObserver& observer) const;
+  std::unique_ptr<DgObserver> make_observer(std::uint32_t dg_id);
+  void update_slot_map(Dg& dg);
+  Result<std::unique_ptr<MemberDevice>> open_pd_device(const std::string& path) const;
+  void reopen(Pd& pd);
+  void assemble_group(std::uint32_t dg_id, const std::string& uuid, std::vector<Pd*> pds);
+  void restore_export(const ExportEntry& entry);
+  template <typename Map>
+  static std::uint32_t smallest_free_id(const Map& map);
+
+  Result<Pd*> find_pd(const nlohmann::json& args, const char* key = "pd_id");
+  Result<Dg*> find_dg(const nlohmann::json& args, bool need_online = false);
+  Result<VdInfo> find_vd(Dg& dg, const nlohmann::json& args);
+
+  // JSON views (registry_json.cpp).
+  nlohmann::json pd_json(const Pd& pd) const;
+  std::string pd_state(const Pd& pd) const;
+  nlohmann::json dg_json(const Dg& dg, bool detail) const;
+  nlohmann::json vd_json(const Dg& dg, const VdInfo& vd) const;
+  nlohmann::json settings_json(const Dg& dg) const;
+  std::optional<std::uint32_t> pd_at_slot(std::uint32_t dg_id, std::uint32_t slot) const;
+
+  RegistryOptions options_;
+  IoThreads& threads_;
+  EventLog& events_;
+  std::map<std::uint32_t, Pd> pds_;
+  std::map<std::uint32_t, Dg> dgs_;
+  NbdExports nbd_;  // after dgs_: destroyed first (its servers hold VDs of the arrays)
+  std::vector<ExportEntry> export_entries_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::shared_ptr<nbd::NbdExportCounters>>
+      vd_counters_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  bool shut_down_ = false;
+  int state_lock_fd_ = -1;  // flock on <state dir>/lock: one graidd per state dir
+};
+
+}  // namespace graid::daemon

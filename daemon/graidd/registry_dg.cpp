@@ -1,0 +1,182 @@
+// Registry: drive groups (create, list, describe, delete, edit dg).
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "graidd/registry.h"
+
+namespace graid::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+Result<std::vector<std::uint32_t>> id_list(const json& args, const char* key, bool required) {
+  std::vector<std::uint32_t> ids;
+  if (!args.contains(key)) {
+    if (required) return make_error(Errc::kInvalidArgument, "missing \"{}\"", key);
+    return ids;
+  }
+  if (!args[key].is_array()) return make_error(Errc::kInvalidArgument, "\"{}\" must be a list", key);
+  for (const auto& v : args[key]) {
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() > UINT32_MAX)
+      return make_error(Errc::kInvalidArgument, "\"{}\" must hold PD ids", key);
+    ids.push_back(v.get<std::uint32_t>());
+  }
+  return ids;
+}
+
+}  // namespace
+
+Result<json> Registry::create_dg(const json& args) {
+  if (!args.contains("level") || !args["level"].is_string())
+    return make_error(Errc::kInvalidArgument, "create dg needs a level");
+  auto level = parse_raid_level(args["level"].get<std::string>());
+  if (!level.is_ok())
+    return make_error(Errc::kInvalidArgument,
+                      "unknown RAID level \"{}\" (raid0, raid1, raid10, raid5, raid6)",
+                      args["level"].get<std::string>());
+  auto members = id_list(args, "pd_ids", true);
+  if (!members.is_ok()) return members.status();
+  auto spares = id_list(args, "spare_ids", false);
+  if (!spares.is_ok()) return spares.status();
+  if (members->empty()) return make_error(Errc::kInvalidArgument, "create dg needs PDs");
+  std::uint64_t strip = 64 * 1024;
+  if (args.contains("strip")) {
+    if (!args["strip"].is_number_unsigned())
+      return make_error(Errc::kInvalidArgument, "\"strip\" must be a byte count");
+    strip = args["strip"].get<std::uint64_t>();
+  }
+  const std::string name = args.value("name", "");
+  if (name.size() > 31)
+    return make_error(Errc::kInvalidArgument, "the name \"{}\" is longer than 31 bytes", name);
+  auto geometry = Geometry::make(*level, static_cast<std::uint32_t>(members->size()),
+                                 strip > UINT32_MAX ? 0 : static_cast<std::uint32_t>(strip));
+  if (!geometry.is_ok())
+    return make_error(Errc::kInvalidArgument, "{} with {} PDs and a {}-byte strip: {}",
+                      raid_level_name(*level), members->size(), strip,
+                      geometry.status().message());
+  std::set<std::uint32_t> seen;
+  std::uint64_t smallest = UINT64_MAX;
+  for (const auto& list : {*members, *spares}) {
+    for (const auto id : list) {
+      auto it = pds_.find(id);
+      if (it == pds_.end())
+        return make_error(Errc::kNotFound, "pd {} does not exist (graidctl list pd)", id);
+      const Pd& pd = it->second;
+      if (!seen.insert(id).second)
+        return make_error(Errc::kInvalidArgument, "pd {} is named twice", id);
+      if (pd.dg_id)
+        return make_error(Errc::kBusy, "pd {} already belongs to dg {}", id, *pd.dg_id);
+      if (pd.missing || !pd.device)
+        return make_error(Errc::kInvalidArgument, "pd {} ({}) is missing: {}", id, pd.path,
+                          pd.message);
+    }
+  }
+  for (const auto id : *members) smallest = std::min(smallest, pds_[id].device->size());
+  for (const auto id : *spares)
+    if (pds_[id].device->size() < smallest)
+      return make_error(Errc::kNoSpace, "spare pd {} is smaller than the smallest member", id);
+
+  const std::uint32_t dg_id = smallest_free_id(dgs_);
+  auto observer = make_observer(dg_id);
+  CreateOptions co;
+  co.level = *level;
+  co.strip_bytes = static_cast<std::uint32_t>(strip);
+  co.name = name;
+  co.assume_clean = args.value("assume_clean", false);
+  std::vector<std::unique_ptr<MemberDevice>> devices;
+  for (const auto id : *members) devices.push_back(std::move(pds_[id].device));
+  auto array = Array::create(std::move(devices), co, array_options(*observer),
+                             args.value("force", false));
+  if (!array.is_ok()) {
+    for (const auto id : *members) reopen(pds_[id]);
+    return array.status();
+  }
+  Dg& dg = dgs_[dg_id];
+  dg.id = dg_id;
+  dg.observer = std::move(observer);
+  dg.array = std::move(*array);
+  dg.uuid = dg.array->uuid();
+  for (std::size_t i = 0; i < members->size(); ++i) {
+    Pd& pd = pds_[(*members)[i]];
+    pd.dg_id = dg_id;
+    pd.slot = static_cast<std::uint32_t>(i);
+    pd.superblock = true;
+    pd.sb_uuid = dg.uuid;
+  }
+  std::string spare_problems;
+  for (const auto id : *spares) {
+    Pd& pd = pds_[id];
+    auto slot = dg.array->add_spare(std::move(pd.device));
+    if (!slot.is_ok()) {
+      reopen(pd);
+      spare_problems += fmt::format("; pd {} not added as a spare: {}", id, slot.status().message());
+      continue;
+    }
+    pd.dg_id = dg_id;
+    pd.slot = *slot;
+    pd.superblock = true;
+    pd.sb_uuid = dg.uuid;
+  }
+  update_slot_map(dg);
+  events_.add("dg_created", dg_id, std::nullopt, std::nullopt,
+              fmt::format("{} of {} PDs, strip {}, {} bytes, initialised: {}{}",
+                          raid_level_name(*level), members->size(), strip, dg.array->capacity(),
+                          init_method_name(dg.array->init_method()), spare_problems));
+  if (auto st = save(); !st) return st;
+  return dg_json(dg, true);
+}
+
+Result<json> Registry::list_dg(const json&) {
+  json out = json::array();
+  for (const auto& [id, dg] : dgs_) out.push_back(dg_json(dg, false));
+  return out;
+}
+
+Result<json> Registry::describe_dg(const json& args) {
+  auto dg = find_dg(args);
+  if (!dg.is_ok()) return dg.status();
+  return dg_json(**dg, true);
+}
+
+Result<json> Registry::delete_dg(const json& args) {
+  auto found = find_dg(args);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  if (!args.value("confirm", false))
+    return make_error(Errc::kInvalidArgument,
+                      "deleting dg {} erases its superblocks: add --confirm", dg.id);
+  const std::size_t vds = dg.array ? dg.array->vds().size() : dg.exam ? dg.exam->vds.size() : 0;
+  if (vds > 0)
+    return make_error(Errc::kBusy, "dg {} still has {} VD(s): delete them first", dg.id, vds);
+  if (dg.array) {
+    auto quiet = dg.array->quiesce(std::chrono::seconds(10));
+    if (!quiet) return quiet;
+    auto st = dg.array->stop();
+    if (!st) return st;
+    dg.array.reset();
+  }
+  std::string problems;
+  for (auto& [id, pd] : pds_) {
+    if (pd.dg_id != dg.id) continue;
+    if (!pd.device) reopen(pd);
+    if (pd.device) {
+      auto st = Array::erase_superblock(*pd.device);
+      if (!st) problems += fmt::format("; pd {}: {}", id, st.message());
+    }
+    pd.dg_id.reset();
+    pd.slot.reset();
+    pd.marker_offline = false;
+    pd.superblock = false;
+    pd.sb_uuid.clear();
+    pd.message.clear();
+  }
+  const std::uint32_t id = dg.id;
+  dgs_.erase(id);
+  events_.add("dg_deleted", id, std::nullopt, std::nullopt, "deleted" + problems);
+  if (auto st = save(); !st) return st;
+  return json{{"deleted", id}};
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,159 @@
+// Registry: the JSON objects graidctl prints (docs/cli.md, "JSON objects").
+#include "graidd/registry.h"
+
+namespace graid::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+json opt(const std::optional<std::uint32_t>& v) { return v ? json(*v) : json(nullptr); }
+
+}  // namespace
+
+std::string Registry::pd_state(const Pd& pd) const {
+  if (pd.missing) return "missing";
+  if (!pd.dg_id) return "free";
+  if (pd.marker_offline) return "offline";
+  auto it = dgs_.find(*pd.dg_id);
+  if (it == dgs_.end() || !it->second.array || !pd.slot) return pd.slot ? "member" : "failed";
+  auto slot = it->second.array->member_slot(*pd.slot);
+  if (!slot.is_ok()) return "member";
+  switch (slot->state) {
+    case MemberSlotState::kActive:
+      return "member";
+    case MemberSlotState::kSpare:
+      return "spare";
+    case MemberSlotState::kRebuilding:
+      return "rebuilding";
+    default:
+      return "failed";
+  }
+}
+
+json Registry::pd_json(const Pd& pd) const {
+  json j;
+  j["pd_id"] = pd.id;
+  j["path"] = pd.path;
+  j["state"] = pd_state(pd);
+  j["dg_id"] = opt(pd.dg_id);
+  j["slot"] = opt(pd.slot);
+  j["size"] = pd.info.size;
+  j["logical_block_size"] = pd.info.logical_block_size;
+  j["io_mode"] = pd.info.direct_io ? "direct" : "buffered";
+  j["kind"] = pd.info.kind;
+  j["model"] = pd.info.model;
+  j["serial"] = pd.info.serial;
+  j["firmware"] = pd.info.firmware;
+  j["superblock"] = {{"found", pd.superblock},
+                     {"array_uuid", pd.superblock ? json(pd.sb_uuid) : json(nullptr)},
+                     {"dg_id", opt(pd.dg_id)}};
+  j["message"] = pd.message;
+  return j;
+}
+
+json Registry::settings_json(const Dg& dg) const {
+  ArraySettings s;
+  if (dg.array)
+    s = dg.array->settings();
+  else if (dg.exam)
+    s = dg.exam->settings;
+  return {{"rebuild_speed", background_speed_name(s.rebuild_speed)},
+          {"init_speed", background_speed_name(s.init_speed)},
+          {"check_speed", background_speed_name(s.check_speed)},
+          {"resync_speed", background_speed_name(s.resync_speed)},
+          {"journal", journal_policy_name(s.journal_policy)}};
+}
+
+json Registry::dg_json(const Dg& dg, bool detail) const {
+  json j;
+  j["dg_id"] = dg.id;
+  j["uuid"] = dg.uuid;
+  j["settings"] = settings_json(dg);
+  if (dg.array) {
+    const Array& a = *dg.array;
+    const auto vds = a.vds();
+    std::uint64_t used = 0;
+    for (const auto& vd : vds) used += vd.size;
+    j["name"] = a.name();
+    j["level"] = raid_level_name(a.geometry().level());
+    j["strip"] = a.geometry().strip_bytes();
+    j["member_count"] = a.member_count();
+    j["state"] = array_health_name(a.health());
+    j["capacity"] = a.capacity();
+    j["free"] = a.capacity() - std::min(used, a.capacity());
+    j["vd_count"] = vds.size();
+    j["clean"] = dg.was_clean;
+    j["init_method"] = init_method_name(a.init_method());
+    const auto slots = a.member_slots();
+    std::uint32_t spares = 0;
+    json members = json::array();
+    for (const auto& s : slots) {
+      if (s.state == MemberSlotState::kEmpty) continue;
+      if (s.slot >= a.member_count()) ++spares;
+      members.push_back({{"slot", s.slot},
+                         {"pd_id", opt(pd_at_slot(dg.id, s.slot))},
+                         {"path", s.path},
+                         {"state", member_slot_state_name(s.state)}});
+    }
+    j["spare_count"] = spares;
+    if (detail) {
+      j["members"] = members;
+      json list = json::array();
+      for (const auto& vd : vds) list.push_back(vd_json(dg, vd));
+      j["vds"] = list;
+    }
+  } else {
+    const auto& e = dg.exam;
+    j["name"] = e ? e->name : "";
+    j["level"] = e ? json(raid_level_name(e->level)) : json(nullptr);
+    j["strip"] = e ? json(e->strip_bytes) : json(nullptr);
+    j["member_count"] = e ? json(e->member_count) : json(nullptr);
+    j["spare_count"] = e ? json(e->spare_count) : json(nullptr);
+    j["state"] = "offline";
+    j["capacity"] = e ? json(e->capacity) : json(nullptr);
+    j["free"] = nullptr;
+    j["vd_count"] = e ? e->vds.size() : 0;
+    j["clean"] = e ? e->clean : false;
+    j["init_method"] = nullptr;
+    if (detail) {
+      json members = json::array();
+      if (e)
+        for (const auto& s : e->slots) {
+          if (s.state == MemberSlotState::kEmpty) continue;
+          const auto pd = pd_at_slot(dg.id, s.slot);
+          members.push_back({{"slot", s.slot},
+                             {"pd_id", opt(pd)},
+                             {"path", pd ? json(pds_.at(*pd).path) : json("")},
+                             {"state", member_slot_state_name(s.state)}});
+        }
+      j["members"] = members;
+      j["vds"] = json::array();
+    }
+  }
+  j["message"] = dg.message;
+  return j;
+}
+
+json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
+  json j;
+  j["dg_id"] = dg.id;
+  j["vd_id"] = vd.id;
+  j["name"] = vd.name;
+  j["start"] = vd.start;
+  j["size"] = vd.size;
+  j["state"] = dg.array ? std::string(array_health_name(dg.array->health())) : "offline";
+  json exports = json::array();
+  if (auto e = nbd_.find(dg.id, vd.id)) {
+    exports.push_back({{"kind", "nbd"},
+                       {"address", e->address},
+                       {"name", e->name},
+                       {"read_only", e->read_only},
+                       {"connections", e->connections},
+                       {"tcp_port", e->tcp_port}});
+  }
+  j["exports"] = exports;
+  return j;
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,187 @@
+// Registry: physical drives (create, list, describe, delete, edit pd).
+#include <sys/stat.h>
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "graidd/registry.h"
+
+namespace graid::daemon {
+
+using nlohmann::json;
+
+Result<json> Registry::create_pd(const json& args) {
+  if (!args.contains("paths") || !args["paths"].is_array() || args["paths"].empty())
+    return make_error(Errc::kInvalidArgument, "create pd needs \"paths\": a list of device paths");
+  if (args["paths"].size() > 256)
+    return make_error(Errc::kInvalidArgument, "create pd takes at most 256 paths at once");
+  const bool force = args.value("force", false);
+  struct Candidate {
+    std::string path;
+    std::unique_ptr<MemberDevice> device;
+    DeviceIdentity identity;
+    bool erase = false;
+  };
+  std::vector<Candidate> todo;
+  for (const auto& p : args["paths"]) {
+    if (!p.is_string() || p.get<std::string>().empty())
+      return make_error(Errc::kInvalidArgument, "a path must be a non-empty string");
+    Candidate c;
+    c.path = p.get<std::string>();
+    if (c.path[0] != '/')
+      return make_error(Errc::kInvalidArgument, "{}: give an absolute path", c.path);
+    for (const auto& [id, pd] : pds_)
+      if (pd.path == c.path)
+        return make_error(Errc::kInvalidArgument, "{} is already pd {}", c.path, id);
+    struct stat st {};
+    if (::stat(c.path.c_str(), &st) != 0)
+      return make_error(Errc::kInvalidArgument, "{} does not exist", c.path);
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+      return make_error(Errc::kInvalidArgument,
+                        "{} is neither a block device nor a regular file", c.path);
+    auto dev = open_pd_device(c.path);
+    if (!dev.is_ok()) {
+      const Errc code = dev.status().code() == Errc::kBusy ? Errc::kBusy : Errc::kInvalidArgument;
+      return make_error(code, "{}", dev.status().message());
+    }
+    c.device = std::move(*dev);
+    c.identity = c.device->identity();
+    if (c.identity.known) {
+      for (const auto& [id, pd] : pds_)
+        if (pd.identity == c.identity)
+          return make_error(Errc::kInvalidArgument, "{} is the same drive as pd {} ({})", c.path,
+                            id, pd.path);
+      for (const auto& other : todo)
+        if (other.identity == c.identity)
+          return make_error(Errc::kInvalidArgument, "{} and {} are the same drive", other.path,
+                            c.path);
+    }
+    if (c.device->size() < kMinPdBytes)
+      return make_error(Errc::kNoSpace,
+                        "{} is too small: {} bytes; a PD needs at least {} (1 MiB of metadata "
+                        "and 1 MiB of data)",
+                        c.path, c.device->size(), kMinPdBytes);
+    auto exam = Array::examine(*c.device);
+    if (exam.is_ok() || exam.status().code() == Errc::kCorrupt) {
+      if (!force) {
+        const std::string what =
+            exam.is_ok() ? fmt::format("the superblock of graid array {} ({}{}, slot {})",
+                                       exam->array_uuid, raid_level_name(exam->level),
+                                       exam->name.empty() ? "" : ", \"" + exam->name + "\"",
+                                       exam->slot)
+                         : "a damaged graid superblock";
+            return make_error(Errc::kInvalidArgument,
+                              "{} carries {}; add --force to erase it and take the drive",
+                              c.path, what);
+      }
+      c.erase = true;
+    }
+    todo.push_back(std::move(c));
+  }
+  // Everything checked: now change things.
+  json out = json::array();
+  for (auto& c : todo) {
+    if (c.erase) {
+      auto st = Array::erase_superblock(*c.device);
+      if (!st) return make_error(st.code(), "{}: erasing its superblock: {}", c.path, st.message());
+      spdlog::warn("{}: erased a graid superblock (--force)", c.path);
+    }
+    const std::uint32_t id = smallest_free_id(pds_);
+    Pd& pd = pds_[id];
+    pd.id = id;
+    pd.path = c.path;
+    pd.identity = c.identity;
+    pd.info = probe_pd(*c.device);
+    pd.device = std::move(c.device);
+    events_.add("pd_added", std::nullopt, id, std::nullopt,
+                fmt::format("{} ({} bytes)", pd.path, pd.info.size));
+    out.push_back(pd_json(pd));
+  }
+  if (auto st = save(); !st) return st;
+  return json{{"pds", out}};
+}
+
+Result<json> Registry::list_pd(const json&) {
+  json out = json::array();
+  for (const auto& [id, pd] : pds_) out.push_back(pd_json(pd));
+  return out;
+}
+
+Result<json> Registry::describe_pd(const json& args) {
+  auto pd = find_pd(args);
+  if (!pd.is_ok()) return pd.status();
+  return pd_json(**pd);
+}
+
+Result<json> Registry::delete_pd(const json& args) {
+  if (!args.contains("pd_ids") || !args["pd_ids"].is_array() || args["pd_ids"].empty())
+    return make_error(Errc::kInvalidArgument, "delete pd needs \"pd_ids\"");
+  std::set<std::uint32_t> ids;
+  for (const auto& v : args["pd_ids"]) {
+    auto pd = find_pd(json{{"pd_id", v}});
+    if (!pd.is_ok()) return pd.status();
+    if ((*pd)->dg_id)
+      return make_error(Errc::kBusy, "pd {} belongs to dg {}: delete the dg first", (*pd)->id,
+                        *(*pd)->dg_id);
+    if (!ids.insert((*pd)->id).second)
+      return make_error(Errc::kInvalidArgument, "pd {} is named twice", (*pd)->id);
+  }
+  for (const auto id : ids) {
+    events_.add("pd_deleted", std::nullopt, id, std::nullopt, pds_[id].path);
+    pds_.erase(id);
+  }
+  if (auto st = save(); !st) return st;
+  return json{{"deleted", json(std::vector<std::uint32_t>(ids.begin(), ids.end()))}};
+}
+
+Result<json> Registry::edit_pd(const json& args) {
+  auto found = find_pd(args);
+  if (!found.is_ok()) return found.status();
+  Pd& pd = **found;
+  const std::string key = args.value("key", "");
+  const std::string value = args.value("value", "");
+  if (key != "marker")
+    return make_error(Errc::kInvalidArgument, "unknown pd setting \"{}\" (known: marker)", key);
+  if (value != "offline" && value != "online")
+    return make_error(Errc::kInvalidArgument, "marker must be offline or online, not \"{}\"",
+                      value);
+  if (!pd.dg_id || !pd.slot)
+    return make_error(Errc::kInvalidArgument, "pd {} is not a member of a drive group", pd.id);
+  Dg& dg = dgs_.at(*pd.dg_id);
+  if (!dg.array) return make_error(Errc::kUnsupported, "dg {} is offline", dg.id);
+  Array& array = *dg.array;
+  if (value == "offline") {
+    if (pd.marker_offline) return pd_json(pd);  // already
+    if (*pd.slot >= array.member_count())
+      return make_error(Errc::kUnsupported,
+                        "pd {} is a hot spare of dg {}, not a member: nothing to take offline",
+                        pd.id, dg.id);
+    std::uint64_t failed = 0;
+    for (std::uint32_t m = 0; m < array.member_count(); ++m)
+      if (array.member_health(m) == MemberHealth::kFailed) failed |= std::uint64_t{1} << m;
+    if ((failed >> *pd.slot & 1) == 0 &&
+        !array.geometry().survives(failed | std::uint64_t{1} << *pd.slot))
+      return make_error(Errc::kInvalidArgument,
+                        "taking pd {} offline would fail dg {} ({} tolerates {} failed "
+                        "member(s)): refused",
+                        pd.id, dg.id, raid_level_name(array.geometry().level()),
+                        array.geometry().failures_tolerated());
+    auto st = array.fail_member(*pd.slot,
+                                fmt::format("marked offline (graidctl edit pd {} marker offline)",
+                                            pd.id));
+    if (!st) return st;
+    pd.marker_offline = true;
+    events_.add("pd_offline", dg.id, pd.id, std::nullopt, "marked offline");
+    if (auto s = save(); !s) return s;
+    return pd_json(pd);
+  }
+  if (!pd.marker_offline)
+    return make_error(Errc::kInvalidArgument, "pd {} is not marked offline", pd.id);
+  return make_error(Errc::kUnsupported,
+                    "pd {} was failed out of dg {}: bringing it back online needs a rebuild, "
+                    "which this graidd does not have yet; the dg keeps running degraded",
+                    pd.id, dg.id);
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,179 @@
+// Registry: the daemon-wide queries and settings (describe controller, list event, stats,
+// edit dg).
+#include <unistd.h>
+
+#include <ctime>
+
+#include "graidd/registry.h"
+#include "kernels/cuda_backend.h"
+
+namespace graid::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03}Z", buf, ms.count() % 1000);
+}
+
+json opt(const std::optional<std::uint32_t>& v) { return v ? json(*v) : json(nullptr); }
+
+json buckets(const std::array<std::uint64_t, kLatencyBuckets>& b) {
+  return json(std::vector<std::uint64_t>(b.begin(), b.end()));
+}
+
+}  // namespace
+
+Result<json> Registry::describe_controller(const json&) {
+  json j;
+  j["version"] = options_.version;
+  j["pid"] = ::getpid();
+  j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::steady_clock::now() - started_)
+                      .count();
+  j["io_threads"] = threads_.count();
+  j["socket"] = options_.socket_path;
+  j["state_dir"] = options_.state_dir;
+  const auto& p = options_.parity;
+  j["parity"] = {{"backend", p.backend->name()},
+                 {"requested", p.requested},
+                 {"reason", p.reason},
+                 {"gpu", p.gpu.empty() ? json(nullptr) : json(p.gpu)}};
+  std::uint64_t batches = 0, jobs = 0, fallbacks = 0;
+  for (const auto& [id, dg] : dgs_) {
+    if (!dg.array) continue;
+    const auto s = dg.array->stats();
+    batches += s.totals.parity_batches;
+    jobs += s.totals.parity_jobs;
+    fallbacks += s.totals.parity_batch_failures;
+  }
+  if (p.cuda != nullptr) {
+    const auto cs = p.cuda->stats();
+    j["parity"]["device_batches"] = cs.device_batches;
+    j["parity"]["cpu_batches"] = cs.cpu_batches;
+    j["parity"]["dead"] = p.cuda->dead();
+    fallbacks += cs.cpu_batches;
+  }
+  j["batches"] = batches;
+  j["jobs"] = jobs;
+  j["fallbacks"] = fallbacks;
+  return j;
+}
+
+Result<json> Registry::list_event(const json& args) {
+  std::uint64_t since = 0;
+  if (args.contains("since")) {
+    if (!args["since"].is_number_unsigned())
+      return make_error(Errc::kInvalidArgument, "\"since\" must be an event number");
+    since = args["since"].get<std::uint64_t>();
+  }
+  const auto q = events_.since(since);
+  json list = json::array();
+  for (const auto& e : q.events) {
+    list.push_back({{"seq", e.seq},
+                    {"time", rfc3339(e.time)},
+                    {"kind", e.kind},
+                    {"dg_id", opt(e.dg_id)},
+                    {"pd_id", opt(e.pd_id)},
+                    {"vd_id", opt(e.vd_id)},
+                    {"message", e.message}});
+  }
+  return json{{"events", list}, {"next_seq", q.next_seq}, {"dropped", q.dropped}};
+}
+
+Result<json> Registry::stats(const json&) {
+  json dgs = json::array(), vds = json::array();
+  for (const auto& [id, dg] : dgs_) {
+    if (!dg.array) continue;
+    const auto s = dg.array->stats();
+    std::uint64_t reads = 0, writes = 0, rbytes = 0, wbytes = 0;
+    std::array<std::uint64_t, kLatencyBuckets> lat{};
+    for (const auto& vd : dg.array->vds()) {
+      std::uint64_t r = 0, w = 0, rb = 0, wb = 0, fl = 0, err = 0;
+      std::array<std::uint64_t, kLatencyBuckets> vl{};
+      if (auto it = vd_counters_.find({id, vd.id}); it != vd_counters_.end()) {
+        const auto& c = *it->second;
+        r = c.reads.load(std::memory_order_relaxed);
+        w = c.writes.load(std::memory_order_relaxed);
+        rb = c.read_bytes.load(std::memory_order_relaxed);
+        wb = c.write_bytes.load(std::memory_order_relaxed);
+        fl = c.flushes.load(std::memory_order_relaxed);
+        err = c.errors.load(std::memory_order_relaxed);
+        for (std::size_t i = 0; i < kLatencyBuckets; ++i)
+          vl[i] = c.latency[i].load(std::memory_order_relaxed);
+      }
+      reads += r;
+      writes += w;
+      rbytes += rb;
+      wbytes += wb;
+      for (std::size_t i = 0; i < kLatencyBuckets; ++i) lat[i] += vl[i];
+      vds.push_back({{"dg_id", id},
+                     {"vd_id", vd.id},
+                     {"reads", r},
+                     {"writes", w},
+                     {"read_bytes", rb},
+                     {"write_bytes", wb},
+                     {"flushes", fl},
+                     {"errors", err},
+                     {"latency_us_buckets", buckets(vl)}});
+    }
+    dgs.push_back({{"dg_id", id},
+                   {"reads", reads},
+                   {"writes", writes},
+                   {"read_bytes", rbytes},
+                   {"write_bytes", wbytes},
+                   {"degraded_reads", s.totals.degraded_reads},
+                   {"stripe_writes", s.totals.stripe_writes},
+                   {"latency_us_buckets", buckets(lat)}});
+  }
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  return json{{"time_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()},
+              {"dgs", dgs},
+              {"vds", vds}};
+}
+
+Result<json> Registry::edit_dg(const json& args) {
+  auto found = find_dg(args, /*need_online=*/true);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  const std::string key = args.value("key", "");
+  const std::string value = args.value("value", "");
+  ArraySettings s = dg.array->settings();
+  BackgroundSpeed* speed = key == "rebuild_speed"  ? &s.rebuild_speed
+                           : key == "init_speed"   ? &s.init_speed
+                           : key == "check_speed"  ? &s.check_speed
+                           : key == "resync_speed" ? &s.resync_speed
+                                                   : nullptr;
+  if (speed != nullptr) {
+    auto v = parse_background_speed(value);
+    if (!v)
+      return make_error(Errc::kInvalidArgument,
+                        "{} must be low, normal, high or extreme, not \"{}\"", key, value);
+    *speed = *v;
+  } else if (key == "journal") {
+    auto v = parse_journal_policy(value);
+    if (!v)
+      return make_error(Errc::kInvalidArgument,
+                        "journal must be off, degraded-only or always, not \"{}\"", value);
+    s.journal_policy = *v;
+  } else {
+    return make_error(Errc::kInvalidArgument,
+                      "unknown dg setting \"{}\" (rebuild_speed, init_speed, check_speed, "
+                      "resync_speed, journal)",
+                      key);
+  }
+  auto st = dg.array->set_settings(s);
+  if (!st) return st;
+  events_.add("settings_changed", dg.id, std::nullopt, std::nullopt,
+              fmt::format("{} = {}", key, value));
+  return dg_json(dg, true);
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,177 @@
+// Registry: virtual drives and their exports (create, list, describe, delete, export, unexport).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "graidd/registry.h"
+
+namespace graid::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::uint64_t kVdAlign = 4096;
+constexpr std::uint64_t kVdStartAlign = std::uint64_t{1} << 20;
+
+// The largest extent a new VD could take (VDs start on 1 MiB boundaries, sizes are 4 KiB
+// multiples): what `create vd` without --size uses.
+std::uint64_t largest_free_extent(const Array& array) {
+  auto vds = array.vds();
+  std::sort(vds.begin(), vds.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  std::uint64_t best = 0, cursor = 0;
+  const auto gap = [&](std::uint64_t end) {
+    const std::uint64_t start = (cursor + kVdStartAlign - 1) / kVdStartAlign * kVdStartAlign;
+    if (end > start) best = std::max(best, (end - start) / kVdAlign * kVdAlign);
+  };
+  for (const auto& vd : vds) {
+    gap(vd.start);
+    cursor = std::max(cursor, vd.start + vd.size);
+  }
+  gap(array.capacity());
+  return best;
+}
+
+}  // namespace
+
+Result<json> Registry::create_vd(const json& args) {
+  auto found = find_dg(args, /*need_online=*/true);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  Array& array = *dg.array;
+  if (array.health() == ArrayHealth::kFailed)
+    return make_error(Errc::kUnsupported, "dg {} has failed: no VD can be made on it", dg.id);
+  const std::uint64_t largest = largest_free_extent(array);
+  std::uint64_t size = largest;
+  if (args.contains("size")) {
+    if (!args["size"].is_number_unsigned())
+      return make_error(Errc::kInvalidArgument, "\"size\" must be a byte count");
+    size = args["size"].get<std::uint64_t>();
+    if (size == 0) return make_error(Errc::kInvalidArgument, "a VD needs a size above 0");
+    if (size % kVdAlign != 0)
+      return make_error(Errc::kInvalidArgument,
+                        "a VD size must be a multiple of 4 KiB; {} is not (try {})", size,
+                        (size + kVdAlign - 1) / kVdAlign * kVdAlign);
+    if (size > largest)
+      return make_error(Errc::kNoSpace,
+                        "dg {} has no free extent of {} bytes; the largest free extent is {} bytes",
+                        dg.id, size, largest);
+  } else if (size == 0) {
+    return make_error(Errc::kNoSpace, "dg {} has no free space left", dg.id);
+  }
+  const std::string name = args.value("name", "");
+  auto vd = array.create_vd(name, size);
+  if (!vd.is_ok()) return vd.status();
+  events_.add("vd_created", dg.id, std::nullopt, vd->id,
+              fmt::format("{} bytes at {}{}", vd->size, vd->start,
+                          name.empty() ? "" : ", \"" + name + "\""));
+  return vd_json(dg, *vd);
+}
+
+Result<json> Registry::list_vd(const json& args) {
+  json out = json::array();
+  std::optional<std::uint32_t> only;
+  if (args.contains("dg_id")) {
+    auto dg = find_dg(args);
+    if (!dg.is_ok()) return dg.status();
+    only = (*dg)->id;
+  }
+  for (const auto& [id, dg] : dgs_) {
+    if ((only && id != *only) || !dg.array) continue;
+    for (const auto& vd : dg.array->vds()) out.push_back(vd_json(dg, vd));
+  }
+  return out;
+}
+
+Result<json> Registry::describe_vd(const json& args) {
+  auto dg = find_dg(args);
+  if (!dg.is_ok()) return dg.status();
+  auto vd = find_vd(**dg, args);
+  if (!vd.is_ok()) return vd.status();
+  return vd_json(**dg, *vd);
+}
+
+Result<json> Registry::delete_vd(const json& args) {
+  auto found = find_dg(args);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  auto vd = find_vd(dg, args);
+  if (!vd.is_ok()) return vd.status();
+  if (!args.value("confirm", false))
+    return make_error(Errc::kInvalidArgument,
+                      "deleting vd {} of dg {} drops its data: add --confirm", vd->id, dg.id);
+  if (nbd_.remove(dg.id, vd->id))
+    events_.add("export_stopped", dg.id, std::nullopt, vd->id, "nbd export stopped (vd deleted)");
+  std::erase_if(export_entries_,
+                [&](const ExportEntry& e) { return e.dg_id == dg.id && e.vd_id == vd->id; });
+  auto st = dg.array->delete_vd(vd->id);
+  if (!st) {
+    save();
+    return st;
+  }
+  vd_counters_.erase({dg.id, vd->id});
+  events_.add("vd_deleted", dg.id, std::nullopt, vd->id, "deleted");
+  if (auto s = save(); !s) return s;
+  return json{{"deleted", vd->id}};
+}
+
+Result<json> Registry::export_vd(const json& args) {
+  auto found = find_dg(args, /*need_online=*/true);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  auto vd = find_vd(dg, args);
+  if (!vd.is_ok()) return vd.status();
+  if (args.value("ublk", false))
+    return make_error(Errc::kUnsupported,
+                      "ublk exports are not in this graidd yet; use --nbd unix:PATH or "
+                      "--nbd tcp:ADDR:PORT");
+  if (!args.contains("nbd") || !args["nbd"].is_string())
+    return make_error(Errc::kInvalidArgument,
+                      "export vd needs --nbd unix:PATH or --nbd tcp:ADDR:PORT");
+  const std::string address = args["nbd"].get<std::string>();
+  const bool read_only = args.value("read_only", false);
+  std::string name = args.value("name", "");
+  if (name.empty()) name = fmt::format("dg{}-vd{}", dg.id, vd->id);
+  if (name.size() > 4096) return make_error(Errc::kInvalidArgument, "the export name is too long");
+  auto handle = dg.array->open_vd(vd->id);
+  if (!handle.is_ok()) return handle.status();
+  auto& counters = vd_counters_[{dg.id, vd->id}];
+  if (!counters) counters = std::make_shared<nbd::NbdExportCounters>();
+  auto st = nbd_.add(dg.id, vd->id, *dg.array, std::move(*handle), address, name, read_only,
+                     counters);
+  if (!st) return st;
+  ExportEntry e;
+  e.dg_id = dg.id;
+  e.vd_id = vd->id;
+  e.address = address;
+  e.name = name;
+  e.read_only = read_only;
+  export_entries_.push_back(e);
+  events_.add("export_started", dg.id, std::nullopt, vd->id,
+              fmt::format("nbd at {} as \"{}\"{}", address, name, read_only ? ", read-only" : ""));
+  if (auto s = save(); !s) return s;
+  return vd_json(dg, *vd);
+}
+
+Result<json> Registry::unexport_vd(const json& args) {
+  auto found = find_dg(args);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  auto vd = find_vd(dg, args);
+  if (!vd.is_ok()) return vd.status();
+  const bool want_nbd = args.value("nbd", false);
+  const bool want_ublk = args.value("ublk", false);
+  const bool all = !want_nbd && !want_ublk;
+  if (want_ublk && !want_nbd)
+    return make_error(Errc::kInvalidArgument, "vd {} of dg {} has no ublk export", vd->id, dg.id);
+  if ((all || want_nbd) && !nbd_.find(dg.id, vd->id))
+    return make_error(Errc::kInvalidArgument, "vd {} of dg {} is not exported", vd->id, dg.id);
+  nbd_.remove(dg.id, vd->id);
+  std::erase_if(export_entries_,
+                [&](const ExportEntry& e) { return e.dg_id == dg.id && e.vd_id == vd->id; });
+  events_.add("export_stopped", dg.id, std::nullopt, vd->id, "nbd export stopped");
+  if (auto s = save(); !s) return s;
+  return vd_json(dg, *vd);
+}
+
+}  // namespace graid::daemon

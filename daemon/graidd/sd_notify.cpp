@@ -1,0 +1,32 @@
+#include "graidd/sd_notify.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace graid::daemon {
+
+bool sd_notify(std::string_view state) {
+  const char* path = std::getenv("NOTIFY_SOCKET");
+  if (path == nullptr || path[0] == '\0') return true;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::size_t len = std::strlen(path);
+  if (len >= sizeof(addr.sun_path)) return false;
+  std::memcpy(addr.sun_path, path, len);
+  if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // the abstract namespace
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const auto addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len);
+  const ssize_t n = ::sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
+                             reinterpret_cast<const sockaddr*>(&addr), addr_len);
+  ::close(fd);
+  return n == static_cast<ssize_t>(state.size());
+}
+
+}  // namespace graid::daemon

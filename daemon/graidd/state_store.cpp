@@ -1,0 +1,140 @@
+#include "graidd/state_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace graid::daemon {
+namespace {
+
+using nlohmann::json;
+
+std::string state_path(const std::string& dir) { return dir + "/state.json"; }
+
+Status sync_fd_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return make_error(Errc::kIoError, "open {}: {}", path, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return make_error(Errc::kIoError, "fsync {}: {}", path, std::strerror(err));
+  return {};
+}
+
+// Everything that can throw (json access) stays inside; errors come back as a message.
+Result<PersistedState> decode(const json& j) {
+  PersistedState s;
+  if (!j.is_object()) return make_error(Errc::kCorrupt, "not a JSON object");
+  if (!j.contains("version") || !j["version"].is_number_integer())
+    return make_error(Errc::kCorrupt, "no version");
+  if (j["version"].get<int>() > kStateVersion)
+    return make_error(Errc::kCorrupt, "version {} is newer than this graidd understands ({})",
+                      j["version"].get<int>(), kStateVersion);
+  std::set<std::uint32_t> pd_ids, dg_ids;
+  std::set<std::string> paths;
+  for (const auto& p : j.value("pds", json::array())) {
+    PdEntry e;
+    e.pd_id = p.at("pd_id").get<std::uint32_t>();
+    e.path = p.at("path").get<std::string>();
+    e.marker_offline = p.value("marker_offline", false);
+    if (!pd_ids.insert(e.pd_id).second) return make_error(Errc::kCorrupt, "pd {} twice", e.pd_id);
+    if (!paths.insert(e.path).second) return make_error(Errc::kCorrupt, "path {} twice", e.path);
+    s.pds.push_back(std::move(e));
+  }
+  for (const auto& d : j.value("dgs", json::array())) {
+    DgEntry e;
+    e.dg_id = d.at("dg_id").get<std::uint32_t>();
+    e.uuid = d.at("uuid").get<std::string>();
+    if (!dg_ids.insert(e.dg_id).second) return make_error(Errc::kCorrupt, "dg {} twice", e.dg_id);
+    s.dgs.push_back(std::move(e));
+  }
+  for (const auto& x : j.value("exports", json::array())) {
+    ExportEntry e;
+    e.dg_id = x.at("dg_id").get<std::uint32_t>();
+    e.vd_id = x.at("vd_id").get<std::uint32_t>();
+    e.kind = x.at("kind").get<std::string>();
+    e.address = x.at("address").get<std::string>();
+    e.name = x.value("name", std::string());
+    e.read_only = x.value("read_only", false);
+    s.exports.push_back(std::move(e));
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<PersistedState> load_state(const std::string& dir) {
+  const std::string path = state_path(dir);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return PersistedState{};
+    return make_error(Errc::kIoError, "{}: {}", path, std::strerror(errno));
+  }
+  std::ifstream in(path);
+  if (!in) return make_error(Errc::kIoError, "{}: cannot be read", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    auto decoded = decode(json::parse(text.str()));
+    if (!decoded.is_ok())
+      return make_error(Errc::kCorrupt, "{}: {}", path, decoded.status().message());
+    return decoded;
+  } catch (const std::exception& e) {
+    return make_error(Errc::kCorrupt, "{}: {}", path, e.what());
+  }
+}
+
+Status save_state(const std::string& dir, const PersistedState& state) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error(Errc::kIoError, "mkdir {}: {}", dir, std::strerror(errno));
+  json j;
+  j["version"] = kStateVersion;
+  j["pds"] = json::array();
+  for (const auto& p : state.pds)
+    j["pds"].push_back({{"pd_id", p.pd_id}, {"path", p.path}, {"marker_offline", p.marker_offline}});
+  j["dgs"] = json::array();
+  for (const auto& d : state.dgs) j["dgs"].push_back({{"dg_id", d.dg_id}, {"uuid", d.uuid}});
+  j["exports"] = json::array();
+  for (const auto& x : state.exports) {
+    j["exports"].push_back({{"dg_id", x.dg_id},
+                            {"vd_id", x.vd_id},
+                            {"kind", x.kind},
+                            {"address", x.address},
+                            {"name", x.name},
+                            {"read_only", x.read_only}});
+  }
+  const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  const std::string path = state_path(dir);
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error(Errc::kIoError, "open {}: {}", tmp, std::strerror(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      return make_error(Errc::kIoError, "write {}: {}", tmp, std::strerror(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return make_error(Errc::kIoError, "fsync {}: {}", tmp, std::strerror(err));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return make_error(Errc::kIoError, "rename {} to {}: {}", tmp, path, std::strerror(errno));
+  return sync_fd_path(dir, O_RDONLY | O_DIRECTORY);
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,504 @@
+// graidd and graidctl end to end: a real daemon on a temporary socket and state dir with
+// file-backed PDs, driven through the real graidctl (--format json), with NBD clients (libnbd's
+// nbdcopy/nbdinfo, qemu-io, fio, and a raw client) on its exports. Covers the lifecycle and a
+// restart, a table of bad inputs (message, exit code, nothing changed), SIGKILL during NBD
+// writes (every acknowledged write reads back after the restart's resync), fio verify while a
+// member is taken offline, and the control socket's access checks and hostile lines.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+
+#include "graidd_harness.h"
+#include "nbd_harness.h"
+#include "nbd_test_client.h"
+
+namespace graid::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint64_t kPdBytes = 64u << 20;
+
+// Raw lines on the control socket.
+class ControlSocket {
+ public:
+  explicit ControlSocket(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~ControlSocket() { ::close(fd_); }
+  bool ok() const { return ok_; }
+  bool send(const std::string& s) {
+    std::size_t done = 0;
+    while (done < s.size()) {
+      const ssize_t n = ::send(fd_, s.data() + done, s.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  // One response line, parsed; null JSON on EOF.
+  json line() {
+    for (;;) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string l = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return json::parse(l, nullptr, false);
+      }
+      char b[4096];
+      const ssize_t n = ::recv(fd_, b, sizeof b, 0);
+      if (n <= 0) return json();
+      buf_.append(b, static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  std::string buf_;
+};
+
+class GraiddTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    d_ = std::make_unique<Graidd>(dir_);
+    ASSERT_TRUE(d_->start()) << d_->log();
+  }
+  void TearDown() override {
+    if (HasFailure()) std::fprintf(stderr, "--- graidd log ---\n%s\n", d_->log().c_str());
+  }
+
+  // graidctl that must succeed; returns its JSON.
+  json ok(const std::vector<std::string>& args) {
+    const CtlRun r = d_->ctl(args);
+    EXPECT_EQ(r.exit, 0) << "graidctl " << ::testing::PrintToString(args) << "\n" << describe(r);
+    return r.json;
+  }
+  // Registers `n` file PDs; returns their paths.
+  std::vector<std::string> make_pds(int n, std::uint64_t bytes = kPdBytes) {
+    std::vector<std::string> args = {"create", "pd"};
+    std::vector<std::string> paths;
+    for (int i = 0; i < n; ++i) {
+      paths.push_back(make_pd_file(dir_, "pd" + std::to_string(pd_files_++), bytes));
+      args.push_back(paths.back());
+    }
+    ok(args);
+    return paths;
+  }
+  std::string nbd_uri(const std::string& socket) const { return "nbd+unix:///?socket=" + socket; }
+  // Everything graidctl can list: what a refused command must leave as it was.
+  json snapshot() {
+    json s;
+    s["pd"] = ok({"list", "pd"});
+    s["dg"] = ok({"list", "dg"});
+    s["vd"] = ok({"list", "vd"});
+    return s;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Graidd> d_;
+  int pd_files_ = 0;
+};
+
+TEST_F(GraiddTest, LifecycleExportAndRestart) {
+  make_pds(6);
+  json pds = ok({"list", "pd"});
+  ASSERT_EQ(pds.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(pds[i]["pd_id"], i);
+    EXPECT_EQ(pds[i]["state"], "free");
+    EXPECT_EQ(pds[i]["kind"], "file");
+    EXPECT_EQ(pds[i]["size"], kPdBytes);
+  }
+  json dg = ok({"create", "dg", "raid5", "0-3", "--spare", "4", "--strip", "64K", "--name", "db"});
+  EXPECT_EQ(dg["dg_id"], 0);
+  EXPECT_EQ(dg["level"], "raid5");
+  EXPECT_EQ(dg["state"], "optimal");
+  EXPECT_EQ(dg["strip"], 65536);
+  EXPECT_EQ(dg["spare_count"], 1);
+  ASSERT_EQ(dg["members"].size(), 5u);
+  EXPECT_EQ(dg["members"][4]["state"], "spare");
+  EXPECT_EQ(ok({"describe", "pd", "4"})["state"], "spare");
+  EXPECT_EQ(ok({"describe", "pd", "2"})["state"], "member");
+  EXPECT_EQ(ok({"describe", "pd", "5"})["state"], "free");
+  const std::uint64_t capacity = dg["capacity"];
+  json vd0 = ok({"create", "vd", "0", "--size", "32M", "--name", "first"});
+  EXPECT_EQ(vd0["vd_id"], 0);
+  EXPECT_EQ(vd0["size"], 32u << 20);
+  json vd1 = ok({"create", "vd", "0"});  // the rest
+  EXPECT_EQ(vd1["vd_id"], 1);
+  EXPECT_GT(vd1["size"].get<std::uint64_t>(), 0u);
+  EXPECT_LE(vd1["size"].get<std::uint64_t>() + (32u << 20), capacity);
+  EXPECT_EQ(ok({"list", "vd", "0"}).size(), 2u);
+  dg = ok({"edit", "dg", "0", "rebuild_speed", "high"});
+  EXPECT_EQ(dg["settings"]["rebuild_speed"], "high");
+  ok({"edit", "dg", "0", "journal", "always"});
+
+  const std::string sock = dir_.file("vd0.sock");
+  json vd = ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
+  ASSERT_EQ(vd["exports"].size(), 1u);
+  EXPECT_EQ(vd["exports"][0]["kind"], "nbd");
+  // Data in through nbdcopy, out again, compared.
+  std::vector<std::byte> data(8u << 20);
+  std::mt19937_64 rng(42);
+  for (auto& b : data) b = static_cast<std::byte>(rng());
+  {
+    std::ofstream(dir_.file("in.img"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  }
+  const auto in_img = dir_.file("in.img");
+  ToolRun r = run_tool("nbdcopy '" + in_img + "' '" + nbd_uri(sock) + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run_tool("nbdinfo --size '" + nbd_uri(sock) + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(std::stoull(r.output), 32u << 20);
+
+  // A clean restart: same ids, same settings, clean, the export restored, the data there.
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  dg = ok({"describe", "dg", "0"});
+  EXPECT_EQ(dg["state"], "optimal");
+  EXPECT_EQ(dg["clean"], true);
+  EXPECT_EQ(dg["name"], "db");
+  EXPECT_EQ(dg["settings"]["rebuild_speed"], "high");
+  EXPECT_EQ(dg["settings"]["journal"], "always");
+  EXPECT_EQ(dg["vds"].size(), 2u);
+  EXPECT_EQ(ok({"describe", "pd", "4"})["state"], "spare");
+  EXPECT_EQ(ok({"describe", "pd", "5"})["state"], "free");
+  vd = ok({"describe", "vd", "0", "0"});
+  ASSERT_EQ(vd["exports"].size(), 1u);
+  r = run_tool("nbdcopy --count=" + std::to_string(data.size()) + " '" + nbd_uri(sock) + "' '" +
+               dir_.file("out.img") + "'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream out(dir_.file("out.img"), std::ios::binary);
+  std::vector<char> back((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(back.size(), data.size());
+  EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
+
+  // Events: the assembly after the restart says clean.
+  const json ev = ok({"list", "event"});
+  bool assembled = false;
+  for (const auto& e : ev["events"])
+    if (e["kind"] == "dg_assembled" && e["message"].get<std::string>().find("(clean)") !=
+                                           std::string::npos)
+      assembled = true;
+  EXPECT_TRUE(assembled) << ev.dump(1);
+
+  // Tear down: unexport, delete VDs, the DG (superblocks erased), the PDs.
+  ok({"unexport", "vd", "0", "0"});
+  EXPECT_FALSE(std::filesystem::exists(sock));
+  ok({"delete", "vd", "0", "0", "--confirm"});
+  ok({"delete", "vd", "0", "1", "--confirm-to-delete"});
+  ok({"delete", "dg", "0", "--confirm"});
+  EXPECT_EQ(ok({"describe", "pd", "0"})["state"], "free");
+  EXPECT_EQ(ok({"describe", "pd", "0"})["superblock"]["found"], false);
+  ok({"delete", "pd", "0-5"});
+  EXPECT_TRUE(ok({"list", "pd"}).empty());
+  // A freed PD file carries no superblock: registering it again needs no --force.
+  ok({"create", "pd", dir_.file("pd0")});
+}
+
+TEST_F(GraiddTest, BadInputsChangeNothing) {
+  make_pds(5);
+  ok({"create", "dg", "raid5", "0-2"});
+  ok({"create", "vd", "0", "--size", "16M"});
+  const std::string small = make_pd_file(dir_, "small", 1u << 20);
+  const std::string other = make_pd_file(dir_, "other", kPdBytes);
+  // A file another process holds a lock on.
+  const std::string locked = make_pd_file(dir_, "locked", kPdBytes);
+  const int lock_fd = ::open(locked.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_EQ(::flock(lock_fd, LOCK_EX), 0);
+  struct Case {
+    std::vector<std::string> args;
+    int exit;
+    std::string message;  // a fragment of the error message
+  };
+  const std::vector<Case> cases = {
+      {{"frobnicate", "pd"}, 2, ""},
+      {{"create", "dg", "raid7", "3-4"}, 2, "raid7"},
+      {{"create", "dg", "raid5", "3-4"}, 1, "raid5"},  // too few members
+      {{"create", "dg", "raid6", "3,4,4"}, 2, "twice"},
+      {{"create", "dg", "raid1", "0,3"}, 1, "already belongs to dg 0"},
+      {{"create", "dg", "raid1", "3,9"}, 3, "pd 9 does not exist"},
+      {{"create", "dg", "raid1", "3-4", "--strip", "3K"}, 2, "strip"},
+      {{"create", "pd", dir_.file("nope")}, 1, "does not exist"},
+      {{"create", "pd", small}, 1, "too small"},
+      {{"create", "pd", locked}, 1, "in use"},
+      {{"create", "pd", other, other}, 1, "same drive"},
+      {{"create", "pd", dir_.file("pd0")}, 1, "already pd 0"},
+      {{"create", "vd", "0", "--size", "1G"}, 1, "no free extent"},
+      {{"create", "vd", "0", "--size", "1000"}, 1, "multiple of 4 KiB"},
+      {{"create", "vd", "0", "--size", "12Q"}, 2, "12Q"},
+      {{"create", "vd", "7"}, 3, "dg 7 does not exist"},
+      {{"describe", "vd", "0", "5"}, 3, "vd 5"},
+      {{"delete", "dg", "0"}, 2, "--confirm"},
+      {{"delete", "dg", "0", "--confirm"}, 1, "still has 1 VD"},
+      {{"delete", "vd", "0", "0"}, 2, "--confirm"},
+      {{"delete", "pd", "1"}, 1, "belongs to dg 0"},
+      {{"delete", "pd", "42"}, 3, "pd 42"},
+      {{"edit", "dg", "0", "rebuild_speed", "warp"}, 2, "warp"},
+      {{"edit", "dg", "0", "colour", "red"}, 2, "colour"},
+      {{"edit", "pd", "4", "marker", "offline"}, 1, "not a member"},
+      {{"edit", "pd", "0", "marker", "online"}, 1, "not marked offline"},
+      {{"export", "vd", "0", "0", "--nbd", "udp:1"}, 1, "unix:PATH"},
+      {{"export", "vd", "0", "0", "--nbd", "unix:relative.sock"}, 1, "absolute"},
+      {{"unexport", "vd", "0", "0"}, 1, "not exported"},
+  };
+  const json before = snapshot();
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.args));
+    const CtlRun r = d_->ctl(c.args);
+    EXPECT_EQ(r.exit, c.exit) << describe(r);
+    ASSERT_TRUE(r.json.is_object()) << describe(r);
+    ASSERT_TRUE(r.json.contains("error")) << describe(r);
+    EXPECT_NE(r.json["error"]["message"].get<std::string>().find(c.message), std::string::npos)
+        << describe(r);
+    // The table form prints one line on stderr, nothing on stdout.
+    const CtlRun t = d_->ctl(c.args, /*json=*/false);
+    EXPECT_EQ(t.exit, c.exit);
+    EXPECT_TRUE(t.out.empty()) << t.out;
+    EXPECT_EQ(std::count(t.err.begin(), t.err.end(), '\n'), 1) << t.err;
+    EXPECT_EQ(snapshot(), before);
+  }
+  ::close(lock_fd);
+  // No daemon: exit 4 with a line saying so.
+  d_->stop(SIGTERM);
+  const CtlRun r = d_->ctl({"list", "pd"});
+  EXPECT_EQ(r.exit, 4) << describe(r);
+}
+
+// SIGKILL while a client writes: after the restart (which re-syncs the dirty regions) every
+// acknowledged write reads back; the DG is consistent.
+TEST_F(GraiddTest, SigkillDuringNbdWritesKeepsAcknowledgedWrites) {
+  make_pds(5);
+  ok({"create", "dg", "raid6", "0-4", "--strip", "16K"});
+  ok({"create", "vd", "0", "--size", "16M"});
+  const std::string sock = dir_.file("vd.sock");
+  ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
+
+  constexpr std::uint32_t kBlock = 4096;
+  constexpr std::uint64_t kBlocks = (16u << 20) / kBlock;
+  std::vector<std::uint64_t> acked(kBlocks, 0);  // the seed last acknowledged per block (0: none)
+  std::vector<std::uint64_t> in_flight;          // blocks of the unacknowledged writes
+  std::atomic<std::uint64_t> acks{0};
+  const auto fill = [](std::uint64_t seed, std::vector<std::byte>& b) {
+    std::mt19937_64 g(seed);
+    for (std::size_t i = 0; i < b.size(); i += 8) {
+      const std::uint64_t v = g();
+      std::memcpy(&b[i], &v, 8);
+    }
+  };
+  std::thread writer([&] {
+    NbdTestClient c;
+    if (!c.connect_unix(sock) || !c.handshake("", false)) return;
+    std::mt19937_64 rng(7);
+    std::vector<std::byte> buf(kBlock * 4);
+    std::map<std::uint64_t, std::pair<std::uint64_t, std::uint32_t>> pending;  // handle->blk,n
+    std::uint64_t handle = 1;
+    for (;;) {
+      // Keep 8 writes in flight, each 1..4 blocks.
+      while (pending.size() < 8) {
+        const std::uint32_t n = 1 + static_cast<std::uint32_t>(rng() % 4);
+        const std::uint64_t blk = rng() % (kBlocks - n);
+        const std::uint64_t seed = handle * 1000003;
+        buf.resize(std::size_t{n} * kBlock);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          std::vector<std::byte> one(kBlock);
+          fill(seed + i, one);
+          std::memcpy(&buf[std::size_t{i} * kBlock], one.data(), kBlock);
+        }
+        if (!c.send_request(nbd::kCmdWrite, 0, handle, blk * kBlock, n * kBlock, buf)) return;
+        pending[handle] = {blk, n};
+        for (std::uint32_t i = 0; i < n; ++i) in_flight.push_back(blk + i);
+        ++handle;
+      }
+      auto reply = c.recv_reply([](std::uint64_t) { return 0; });
+      if (!reply) return;  // the daemon died
+      auto it = pending.find(reply->handle);
+      if (it == pending.end() || reply->error != 0) return;
+      const auto [blk, n] = it->second;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        acked[blk + i] = reply->handle * 1000003 + i;
+        in_flight.erase(std::find(in_flight.begin(), in_flight.end(), blk + i));
+      }
+      pending.erase(it);
+      acks.fetch_add(1);
+    }
+  });
+  // Kill once a good number of writes were acknowledged.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (acks.load() < 400 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GE(acks.load(), 400u);
+  d_->stop(SIGKILL);
+  writer.join();
+
+  ASSERT_TRUE(d_->start()) << d_->log();
+  const json dg = ok({"describe", "dg", "0"});
+  EXPECT_EQ(dg["state"], "optimal");
+  EXPECT_EQ(dg["clean"], false);  // it was killed: the assembly re-synced
+  bool resynced = false;
+  for (const auto& e : ok({"list", "event"})["events"])
+    if (e["kind"] == "dg_assembled" &&
+        e["message"].get<std::string>().find("unclean") != std::string::npos)
+      resynced = true;
+  EXPECT_TRUE(resynced);
+  NbdTestClient c;
+  ASSERT_TRUE(c.connect_unix(sock));
+  ASSERT_TRUE(c.handshake("", false));
+  std::uint64_t checked = 0;
+  std::vector<std::byte> want(kBlock);
+  for (std::uint64_t blk = 0; blk < kBlocks; ++blk) {
+    if (acked[blk] == 0) continue;
+    if (std::find(in_flight.begin(), in_flight.end(), blk) != in_flight.end()) continue;
+    ASSERT_TRUE(c.send_request(nbd::kCmdRead, 0, blk, blk * kBlock, kBlock));
+    auto reply = c.recv_reply([](std::uint64_t) { return kBlock; });
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->error, 0u);
+    fill(acked[blk], want);
+    ASSERT_EQ(reply->data, want) << "acknowledged block " << blk << " lost";
+    ++checked;
+  }
+  EXPECT_GT(checked, 300u);
+}
+
+// fio through the daemon's NBD export, verifying every block, while a member goes offline.
+class GraiddFioTest : public GraiddTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(GraiddFioTest, VerifiesWhileAMemberIsTakenOffline) {
+  if (!have_tool("fio")) GTEST_SKIP() << "fio not installed (Debian: fio)";
+  const bool raid6 = std::string(GetParam()) == "raid6";
+  make_pds(raid6 ? 5 : 4);
+  ok({"create", "dg", GetParam(), raid6 ? "0-4" : "0-3", "--strip", "16K"});
+  ok({"create", "vd", "0", "--size", "24M"});
+  const std::string sock = dir_.file("fio.sock");
+  ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
+  const auto fio = [&](const std::string& extra) {
+    return run_tool("fio --name=graid --ioengine=nbd --uri='" + nbd_uri(sock) +
+                        "' --bs=4k --size=24M --iodepth=16 --verify=crc32c --verify_fatal=1"
+                        " --verify_state_save=0 --randseed=11 " +
+                        extra,
+                    120);
+  };
+  ToolRun w;
+  std::thread writer([&] { w = fio("--rw=randwrite"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ok({"edit", "pd", "1", "marker", "offline"});
+  writer.join();
+  ASSERT_EQ(w.status, 0) << w.output;
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "degraded");
+  EXPECT_EQ(ok({"describe", "pd", "1"})["state"], "offline");
+  ToolRun v = fio("--rw=randwrite --verify_only=1");
+  EXPECT_EQ(v.status, 0) << v.output;
+  v = fio("--rw=write --bs=64k");  // sequential, degraded
+  EXPECT_EQ(v.status, 0) << v.output;
+  // The daemon's counters saw the traffic.
+  ControlSocket s(d_->socket());
+  ASSERT_TRUE(s.send("{\"id\":1,\"verb\":\"stats\"}\n"));
+  const json st = s.line();
+  ASSERT_TRUE(st.contains("result")) << st.dump();
+  ASSERT_EQ(st["result"]["vds"].size(), 1u);
+  EXPECT_GE(st["result"]["vds"][0]["write_bytes"].get<std::uint64_t>(), 24u << 20);
+  EXPECT_GT(st["result"]["vds"][0]["reads"].get<std::uint64_t>(), 0u);
+  EXPECT_GT(st["result"]["dgs"][0]["degraded_reads"].get<std::uint64_t>(), 0u);
+}
+INSTANTIATE_TEST_SUITE_P(Levels, GraiddFioTest, ::testing::Values("raid5", "raid6"));
+
+TEST_F(GraiddTest, ControlSocketRefusesHostileLinesAndServesManyClients) {
+  struct stat st {};
+  ASSERT_EQ(::stat(d_->socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ControlSocket s(d_->socket());
+  ASSERT_TRUE(s.ok());
+  for (const char* bad : {"not json\n", "{\"id\":1}\n", "[1,2]\n",
+                          "{\"id\":2,\"verb\":\"create\",\"object\":\"pd\",\"args\":{\"paths\":7}}\n",
+                          "{\"id\":3,\"verb\":\"launch\",\"object\":\"rocket\"}\n",
+                          "{\"id\":4,\"verb\":\"create\",\"object\":\"dg\",\"args\":{\"level\":5}}\n"}) {
+    SCOPED_TRACE(bad);
+    ASSERT_TRUE(s.send(bad));
+    const json r = s.line();
+    ASSERT_TRUE(r.contains("error")) << r.dump();
+    EXPECT_EQ(r["error"]["code"], "bad_request");
+  }
+  ASSERT_TRUE(s.send("{\"id\":\"x\",\"verb\":\"version\"}\n"));
+  EXPECT_EQ(s.line()["id"], "x");
+  // An oversized line: one error, then the connection closes; the daemon lives on.
+  ControlSocket big(d_->socket());
+  ASSERT_TRUE(big.ok());
+  big.send(std::string(2u << 20, 'x'));
+  const json r = big.line();
+  ASSERT_TRUE(r.contains("error")) << r.dump();
+  EXPECT_EQ(big.line(), json());
+  // Many clients at once, each with several requests.
+  std::vector<std::thread> clients;
+  std::atomic<int> good{0};
+  for (int c = 0; c < 32; ++c)
+    clients.emplace_back([&, c] {
+      ControlSocket cs(d_->socket());
+      for (int i = 0; i < 10; ++i) {
+        cs.send(fmt::format("{{\"id\":{},\"verb\":\"list\",\"object\":\"pd\"}}\n", c * 100 + i));
+        const json resp = cs.line();
+        if (resp.contains("result") && resp["id"] == c * 100 + i) good.fetch_add(1);
+      }
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(good.load(), 320);
+  EXPECT_EQ(d_->ctl({"version"}).exit, 0);
+}
+
+TEST_F(GraiddTest, OtherUsersAreUnauthorised) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another uid";
+  // Let the other uid reach the socket file, so that the peer-credential check is what refuses.
+  ::chmod(dir_.path().c_str(), 0755);
+  ::chmod(d_->socket().c_str(), 0666);
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    ControlSocket s(d_->socket());
+    if (!s.ok()) ::_exit(3);
+    s.send("{\"id\":1,\"verb\":\"create\",\"object\":\"pd\",\"args\":{\"paths\":[\"/x\"]}}\n");
+    const json r = s.line();
+    const std::string code = r.contains("error") ? r["error"]["code"].get<std::string>() : "";
+    (void)!::write(pipefd[1], code.data(), code.size());
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  char buf[64] = {};
+  (void)!::read(pipefd[0], buf, sizeof buf - 1);
+  ::close(pipefd[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_STREQ(buf, "unauthorised");
+  EXPECT_TRUE(ok({"list", "pd"}).empty());
+}
+
+TEST_F(GraiddTest, ASecondDaemonIsRefused) {
+  make_pds(3);
+  ok({"create", "dg", "raid1", "0-1"});
+  // Same socket: refused before it touches a drive. Another socket, same state dir: refused.
+  for (const std::string& socket : {d_->socket(), dir_.file("other.sock")}) {
+    std::string out, err;
+    const int rc = run_capture({GRAIDD_PATH, "--socket", socket, "--state-dir", d_->state_dir(),
+                                "--parity", "cpu"},
+                               &out, &err);
+    EXPECT_EQ(rc, 1) << err;
+    EXPECT_NE(err.find("another graidd"), std::string::npos) << err;
+  }
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "optimal");
+  EXPECT_EQ(ok({"list", "pd"}).size(), 3u);
+}
+
+}  // namespace
+}  // namespace graid::testing
