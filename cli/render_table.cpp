@@ -48,9 +48,8 @@ void add_block(TextTable& table, const json& object, const std::vector<std::stri
       add_block(table, *it, {}, prefix + key + ".");
       continue;
     }
-    table.add_row({prefix + key + ":", is_size_key(key) && it->is_number_unsigned()
-                                           ? size_text(object, key)
-                                           : value_text(*it)});
+    table.add_row(
+        {prefix + key + ":", is_size_key(key) ? size_text(object, key) : value_text(*it)});
   }
 }
 
@@ -261,7 +260,10 @@ std::string field_text(const json& object, std::string_view key) {
 std::string size_text(const json& object, std::string_view key) {
   if (!object.is_object()) return "-";
   auto it = object.find(key);
-  if (it == object.end() || !it->is_number_unsigned()) return field_text(object, key);
+  const bool count =
+      it != object.end() &&
+      (it->is_number_unsigned() || (it->is_number_integer() && it->get<std::int64_t>() >= 0));
+  if (!count) return field_text(object, key);
   return format_size(it->get<std::uint64_t>());
 }
 

@@ -21,13 +21,19 @@ struct Counters {
   std::array<std::uint64_t, kLatencyBuckets> buckets{};
 };
 
+// A count as JSON may hold it: unsigned, or signed but not negative (a daemon that builds its
+// numbers from signed integers sends those).
+bool is_count(const json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+}
+
 Status bad_sample(std::string what) {
   return Status(Errc::kCorrupt, fmt::format("graidd sent a stats sample that {}", what));
 }
 
 Result<std::uint64_t> counter(const json& row, const char* key) {
   auto it = row.find(key);
-  if (it == row.end() || !it->is_number_unsigned()) {
+  if (it == row.end() || !is_count(*it)) {
     return bad_sample(fmt::format("has no counter \"{}\"", key));
   }
   return it->get<std::uint64_t>();
@@ -61,8 +67,7 @@ Result<std::vector<Counters>> read_rows(const json& sample, const char* list, bo
       return bad_sample(fmt::format("has no {} latency_us_buckets", kLatencyBuckets));
     }
     for (std::size_t i = 0; i < kLatencyBuckets; ++i) {
-      if (!(*buckets)[i].is_number_unsigned())
-        return bad_sample("has a bucket that is not a count");
+      if (!is_count((*buckets)[i])) return bad_sample("has a bucket that is not a count");
       c.buckets[i] = (*buckets)[i].get<std::uint64_t>();
     }
     rows.push_back(c);
