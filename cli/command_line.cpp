@@ -1,0 +1,683 @@
+#include "command_line.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <string_view>
+#include <utility>
+
+#include "cli_parse.h"
+#include "graid/geometry.h"
+#include "graid/status.h"
+
+namespace graid::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// Everything CLI11 writes into. Only the selected leaf's options are filled, so leaves share the
+// fields; string options are optional to tell "not given" from "given empty".
+struct Inputs {
+  std::string socket;
+  CLI::Option* socket_option = nullptr;
+  std::string format = "table";
+  bool version = false;
+  std::vector<std::string> words;  // the leaf's positional arguments
+  bool force = false;
+  bool assume_clean = false;
+  bool confirm = false;
+  bool read_only = false;
+  bool nbd_flag = false;   // unexport --nbd
+  bool ublk_flag = false;  // unexport --ublk
+  std::optional<std::string> strip, spare, name, size, nbd, since, watch;
+};
+
+// One verb/object pair graidctl knows. `usage` is its synopsis without "graidctl".
+struct Leaf {
+  const char* verb;
+  const char* object;  // "" for verbs without an object (stats, version)
+  const char* usage;
+};
+
+std::string see_help(std::string_view verb, std::string_view object) {
+  if (verb.empty()) return "see graidctl --help";
+  if (object.empty()) return fmt::format("see graidctl {} --help", verb);
+  return fmt::format("see graidctl {} {} --help", verb, object);
+}
+
+Status usage(std::string message) {
+  return Status(Errc::kInvalidArgument, std::move(message));
+}
+
+// One id 0..kMaxId, `what` naming it for the message ("dg id").
+Result<std::uint32_t> parse_one_id(std::string_view text, std::string_view what) {
+  auto ids = parse_id_list(text);
+  if (!ids.is_ok()) {
+    return usage(fmt::format("bad {} \"{}\": {}; give one number 0..{}", what, text,
+                             ids.status().message(), kMaxId));
+  }
+  if (ids->size() != 1) {
+    return usage(fmt::format("\"{}\" names {} ids where one {} is wanted; give one number 0..{}",
+                             text, ids->size(), what, kMaxId));
+  }
+  return ids->front();
+}
+
+// Ids given as one or more words, each an id list ("0-3,5" or "0 1 2 3"), merged.
+Result<std::vector<std::uint32_t>> parse_ids(const std::vector<std::string>& words,
+                                             std::size_t first, std::string_view what) {
+  std::string joined;
+  for (std::size_t i = first; i < words.size(); ++i) {
+    if (!joined.empty()) joined += ',';
+    joined += words[i];
+  }
+  auto ids = parse_id_list(joined);
+  if (!ids.is_ok()) {
+    return usage(
+        fmt::format("bad {}: {}; write ids and ranges like 0-3,5", what, ids.status().message()));
+  }
+  return std::move(*ids);
+}
+
+Result<std::uint64_t> parse_size_option(std::string_view option, std::string_view text) {
+  auto bytes = parse_size(text);
+  if (!bytes.is_ok()) {
+    return usage(fmt::format("bad {}: {}; write a size like 4096, 64K or 1.5G", option,
+                             bytes.status().message()));
+  }
+  return *bytes;
+}
+
+Result<std::uint64_t> parse_count(std::string_view option, std::string_view text) {
+  std::uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return usage(fmt::format("bad {} \"{}\": not a whole number; give a sequence number like 42",
+                             option, text));
+  }
+  return value;
+}
+
+// A path as the daemon must see it: absolute (graidd runs in another directory), normalised.
+Result<std::string> absolute_path(std::string_view path, const Environment& env) {
+  std::filesystem::path p{std::string(path)};
+  if (p.is_absolute()) return p.lexically_normal().string();
+  if (env.cwd.empty()) {
+    return usage(fmt::format(
+        "cannot make \"{}\" absolute: the working directory is unknown; pass an absolute path",
+        path));
+  }
+  return (std::filesystem::path(env.cwd) / p).lexically_normal().string();
+}
+
+// --nbd unix:PATH | tcp:ADDR:PORT, with a relative unix path made absolute.
+Result<std::string> parse_nbd_address(std::string_view text, const Environment& env) {
+  constexpr std::string_view kHint =
+      "write --nbd unix:/run/graid/vd0.sock or --nbd tcp:0.0.0.0:10809";
+  if (text.starts_with("unix:")) {
+    std::string_view path = text.substr(5);
+    if (path.empty()) return usage(fmt::format("--nbd \"{}\" has no socket path; {}", text, kHint));
+    auto abs = absolute_path(path, env);
+    if (!abs.is_ok()) return abs.status();
+    return "unix:" + *abs;
+  }
+  if (text.starts_with("tcp:")) {
+    std::string_view rest = text.substr(4);
+    std::size_t colon = rest.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return usage(fmt::format("--nbd \"{}\" needs an address and a port; {}", text, kHint));
+    }
+    std::string_view port_text = rest.substr(colon + 1);
+    unsigned port = 0;
+    auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
+        port == 0 || port > 65535) {
+      return usage(
+          fmt::format("--nbd \"{}\": port \"{}\" is not 1..65535; {}", text, port_text, kHint));
+    }
+    return std::string(text);
+  }
+  return usage(fmt::format("--nbd \"{}\" is neither unix:PATH nor tcp:ADDR:PORT; {}", text, kHint));
+}
+
+constexpr std::array<std::string_view, 4> kSpeedKeys = {"rebuild_speed", "init_speed",
+                                                        "check_speed", "resync_speed"};
+constexpr std::array<std::string_view, 4> kSpeedValues = {"low", "normal", "high", "extreme"};
+constexpr std::array<std::string_view, 3> kJournalValues = {"off", "degraded-only", "always"};
+
+template <std::size_t N>
+bool one_of(const std::array<std::string_view, N>& names, std::string_view text) {
+  return std::find(names.begin(), names.end(), text) != names.end();
+}
+
+template <std::size_t N>
+std::string listed(const std::array<std::string_view, N>& names) {
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// Checks the number of positional words; `names` is the synopsis of the positionals.
+Status want_words(const Inputs& in, std::size_t min, std::size_t max, const Leaf& leaf) {
+  if (in.words.size() < min) {
+    return usage(fmt::format("{} {} needs more arguments (usage: graidctl {}); {}", leaf.verb,
+                             leaf.object, leaf.usage, see_help(leaf.verb, leaf.object)));
+  }
+  if (in.words.size() > max) {
+    return usage(fmt::format("{} {} does not take \"{}\" (usage: graidctl {}); {}", leaf.verb,
+                             leaf.object, in.words[max], leaf.usage,
+                             see_help(leaf.verb, leaf.object)));
+  }
+  return Status::ok();
+}
+
+constexpr std::size_t kMany = ~std::size_t{0};
+
+// Builds the request args for one leaf from what CLI11 collected. Fills cmd.args (and, for
+// stats, cmd.stats and cmd.watch_s).
+Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Command& cmd) {
+  const std::string_view verb = leaf.verb;
+  const std::string_view object = leaf.object;
+  json& args = cmd.args;
+
+  if (verb == "create" && object == "pd") {
+    GRAID_RETURN_IF_ERROR(want_words(in, 1, kMany, leaf));
+    json paths = json::array();
+    for (const std::string& p : in.words) {
+      auto abs = absolute_path(p, env);
+      if (!abs.is_ok()) return abs.status();
+      paths.push_back(*abs);
+    }
+    args["paths"] = std::move(paths);
+    args["force"] = in.force;
+    return Status::ok();
+  }
+  if (verb == "create" && object == "dg") {
+    GRAID_RETURN_IF_ERROR(want_words(in, 2, kMany, leaf));
+    auto level = parse_raid_level(in.words[0]);
+    if (!level.is_ok()) {
+      return usage(fmt::format("{}; {}", level.status().message(), see_help(verb, object)));
+    }
+    auto pds = parse_ids(in.words, 1, "pd ids");
+    if (!pds.is_ok()) return pds.status();
+    args["level"] = std::string(raid_level_name(*level));
+    args["pd_ids"] = *pds;
+    if (in.strip) {
+      auto strip = parse_size_option("--strip", *in.strip);
+      if (!strip.is_ok()) return strip.status();
+      const std::uint64_t s = *strip;
+      if (s < kMinStripBytes || s > kMaxStripBytes || (s & (s - 1)) != 0) {
+        return usage(fmt::format(
+            "--strip {} is not a power of two from 4 KiB to 1 MiB; use one of 4K, 8K, ..., 1M",
+            *in.strip));
+      }
+      args["strip"] = s;
+    }
+    if (in.spare) {
+      auto spares = parse_ids({*in.spare}, 0, "--spare ids");
+      if (!spares.is_ok()) return spares.status();
+      for (std::uint32_t id : *spares) {
+        if (std::find(pds->begin(), pds->end(), id) != pds->end()) {
+          return usage(fmt::format(
+              "pd {} is named both as a member and as a spare; take it out of one of the lists",
+              id));
+        }
+      }
+      args["spare_ids"] = *spares;
+    }
+    args["assume_clean"] = in.assume_clean;
+    if (in.name) args["name"] = *in.name;
+    args["force"] = in.force;
+    return Status::ok();
+  }
+  if (verb == "create" && object == "vd") {
+    GRAID_RETURN_IF_ERROR(want_words(in, 1, 1, leaf));
+    auto dg = parse_one_id(in.words[0], "dg id");
+    if (!dg.is_ok()) return dg.status();
+    args["dg_id"] = *dg;
+    if (in.size) {
+      auto size = parse_size_option("--size", *in.size);
+      if (!size.is_ok()) return size.status();
+      if (*size == 0) {
+        return usage("--size 0 is an empty vd; leave --size out for the largest free extent");
+      }
+      args["size"] = *size;
+    }
+    if (in.name) args["name"] = *in.name;
+    return Status::ok();
+  }
+  if (verb == "list") {
+    if (object == "vd") {
+      GRAID_RETURN_IF_ERROR(want_words(in, 0, 1, leaf));
+      if (!in.words.empty()) {
+        auto dg = parse_one_id(in.words[0], "dg id");
+        if (!dg.is_ok()) return dg.status();
+        args["dg_id"] = *dg;
+      }
+      return Status::ok();
+    }
+    GRAID_RETURN_IF_ERROR(want_words(in, 0, 0, leaf));
+    if (object == "event" && in.since) {
+      auto since = parse_count("--since", *in.since);
+      if (!since.is_ok()) return since.status();
+      args["since"] = *since;
+    }
+    return Status::ok();
+  }
+  if (verb == "describe" && object == "controller") return want_words(in, 0, 0, leaf);
+  if ((verb == "describe" || verb == "delete") && (object == "pd" || object == "dg")) {
+    const bool list = verb == "delete" && object == "pd";
+    GRAID_RETURN_IF_ERROR(want_words(in, 1, list ? kMany : 1, leaf));
+    if (list) {
+      auto ids = parse_ids(in.words, 0, "pd ids");
+      if (!ids.is_ok()) return ids.status();
+      args["pd_ids"] = *ids;
+      return Status::ok();
+    }
+    const std::string key = std::string(object) + "_id";
+    auto id = parse_one_id(in.words[0], std::string(object) + " id");
+    if (!id.is_ok()) return id.status();
+    args[key] = *id;
+    if (verb == "delete") {
+      if (!in.confirm) {
+        return usage(fmt::format(
+            "refusing to delete dg {} without --confirm; add --confirm (or --confirm-to-delete) "
+            "to destroy it and every vd in it",
+            *id));
+      }
+      args["confirm"] = true;
+    }
+    return Status::ok();
+  }
+  if (object == "vd" &&
+      (verb == "describe" || verb == "delete" || verb == "export" || verb == "unexport")) {
+    GRAID_RETURN_IF_ERROR(want_words(in, 2, 2, leaf));
+    auto dg = parse_one_id(in.words[0], "dg id");
+    if (!dg.is_ok()) return dg.status();
+    auto vd = parse_one_id(in.words[1], "vd id");
+    if (!vd.is_ok()) return vd.status();
+    args["dg_id"] = *dg;
+    args["vd_id"] = *vd;
+    if (verb == "delete") {
+      if (!in.confirm) {
+        return usage(
+            fmt::format("refusing to delete vd {} of dg {} without --confirm; add --confirm (or "
+                        "--confirm-to-delete) to destroy it and its data",
+                        *vd, *dg));
+      }
+      args["confirm"] = true;
+    } else if (verb == "export") {
+      if (!in.nbd) {
+        return usage("export vd needs --nbd unix:PATH or tcp:ADDR:PORT; say where to serve the vd");
+      }
+      auto address = parse_nbd_address(*in.nbd, env);
+      if (!address.is_ok()) return address.status();
+      args["nbd"] = *address;
+      args["read_only"] = in.read_only;
+      if (in.name) args["name"] = *in.name;
+    } else if (verb == "unexport") {
+      args["nbd"] = in.nbd_flag;
+      args["ublk"] = in.ublk_flag;
+    }
+    return Status::ok();
+  }
+  if (verb == "edit") {
+    GRAID_RETURN_IF_ERROR(want_words(in, 3, 3, leaf));
+    auto id = parse_one_id(in.words[0], std::string(object) + " id");
+    if (!id.is_ok()) return id.status();
+    const std::string& key = in.words[1];
+    const std::string& value = in.words[2];
+    if (object == "pd") {
+      if (key != "marker") {
+        return usage(fmt::format("pd has no setting \"{}\"; the only one is marker", key));
+      }
+      if (value != "offline" && value != "online") {
+        return usage(fmt::format("bad marker \"{}\"; write offline or online", value));
+      }
+    } else if (one_of(kSpeedKeys, key)) {
+      if (!one_of(kSpeedValues, value)) {
+        return usage(
+            fmt::format("bad {} \"{}\"; write one of {}", key, value, listed(kSpeedValues)));
+      }
+    } else if (key == "journal") {
+      if (!one_of(kJournalValues, value)) {
+        return usage(
+            fmt::format("bad journal \"{}\"; write one of {}", value, listed(kJournalValues)));
+      }
+    } else {
+      return usage(fmt::format("dg has no setting \"{}\"; the settings are {}, journal", key,
+                               listed(kSpeedKeys)));
+    }
+    args[std::string(object) + "_id"] = *id;
+    args["key"] = key;
+    args["value"] = value;
+    return Status::ok();
+  }
+  if (verb == "stats") {
+    cmd.action = Action::kStats;
+    if (in.watch) {
+      double seconds = 0;
+      const std::string& w = *in.watch;
+      auto [ptr, ec] = std::from_chars(w.data(), w.data() + w.size(), seconds);
+      if (w.empty() || ec != std::errc() || ptr != w.data() + w.size() || !std::isfinite(seconds) ||
+          seconds < 0.1 || seconds > 86400) {
+        return usage(fmt::format(
+            "bad --watch \"{}\": want seconds from 0.1 to 86400; write --watch 1 or --watch 0.5",
+            w));
+      }
+      cmd.watch_s = seconds;
+    }
+    if (in.words.empty()) return Status::ok();
+    const std::string& what = in.words[0];
+    if (what == "dg" || what == "drive_group") {
+      cmd.stats.vds = false;
+      if (in.words.size() > 1) {
+        auto ids = parse_ids(in.words, 1, "dg ids");
+        if (!ids.is_ok()) return ids.status();
+        cmd.stats.dg_ids = std::move(*ids);
+      }
+      return Status::ok();
+    }
+    if (what == "vd" || what == "virtual_drive") {
+      cmd.stats.dgs = false;
+      if (in.words.size() > 1) {
+        auto dg = parse_one_id(in.words[1], "dg id");
+        if (!dg.is_ok()) return dg.status();
+        cmd.stats.vd_dg = *dg;
+      }
+      if (in.words.size() > 2) {
+        auto ids = parse_ids(in.words, 2, "vd ids");
+        if (!ids.is_ok()) return ids.status();
+        cmd.stats.vd_ids = std::move(*ids);
+      }
+      return Status::ok();
+    }
+    return usage(fmt::format("stats does not take \"{}\" (usage: graidctl {}); {}", what,
+                             leaf.usage, see_help("stats", "")));
+  }
+  if (verb == "version") {
+    if (!in.words.empty()) {
+      return usage(
+          fmt::format("version does not take \"{}\"; {}", in.words[0], see_help("version", "")));
+    }
+    return Status::ok();
+  }
+  return Status(Errc::kInternal, fmt::format("no builder for {} {}", verb, object));
+}
+
+constexpr Leaf kLeaves[] = {
+    {"create", "pd", "create pd <path>... [--force]"},
+    {"create", "dg",
+     "create dg <level> <pd ids> [--strip SIZE] [--spare IDS] [--assume-clean] [--name NAME] "
+     "[--force]"},
+    {"create", "vd", "create vd <dg> [--size SIZE] [--name NAME]"},
+    {"list", "pd", "list pd"},
+    {"list", "dg", "list dg"},
+    {"list", "vd", "list vd [<dg>]"},
+    {"list", "event", "list event [--since SEQ]"},
+    {"describe", "pd", "describe pd <id>"},
+    {"describe", "dg", "describe dg <id>"},
+    {"describe", "vd", "describe vd <dg> <vd>"},
+    {"describe", "controller", "describe controller"},
+    {"delete", "pd", "delete pd <ids>"},
+    {"delete", "dg", "delete dg <id> --confirm"},
+    {"delete", "vd", "delete vd <dg> <vd> --confirm"},
+    {"edit", "dg", "edit dg <id> <key> <value>"},
+    {"edit", "pd", "edit pd <id> marker offline|online"},
+    {"export", "vd",
+     "export vd <dg> <vd> --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
+    {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk]"},
+    {"stats", "", "stats [dg [<dg ids>] | vd [<dg> [<vd ids>]]] [--watch SECONDS]"},
+    {"version", "", "version"},
+};
+
+struct VerbSpec {
+  const char* name;
+  const char* alias;  // "" for none
+  const char* help;
+};
+constexpr VerbSpec kVerbs[] = {
+    {"create", "", "create a pd, dg or vd"},
+    {"list", "ls", "list pds, dgs, vds or events"},
+    {"describe", "desc", "show one pd, dg, vd or the controller in full"},
+    {"delete", "del", "delete pds, a dg or a vd"},
+    {"edit", "e", "change a dg setting or a pd marker"},
+    {"export", "", "serve a vd over NBD"},
+    {"unexport", "", "stop serving a vd"},
+    {"stats", "", "I/O rates and latency of dgs and vds"},
+    {"version", "", "graidd's version and control API"},
+};
+
+struct ObjectSpec {
+  const char* name;
+  const char* alias;
+};
+constexpr ObjectSpec kObjects[] = {
+    {"pd", "physical_drive"}, {"dg", "drive_group"}, {"vd", "virtual_drive"},
+    {"controller", "cx"},     {"event", "events"},
+};
+
+const char* object_alias(std::string_view object) {
+  for (const ObjectSpec& o : kObjects) {
+    if (object == o.name) return o.alias;
+  }
+  return "";
+}
+
+std::string objects_of(std::string_view verb) {
+  std::vector<std::string> names;
+  for (const Leaf& leaf : kLeaves) {
+    if (verb == leaf.verb) names.emplace_back(leaf.object);
+  }
+  if (names.size() == 1) return names[0];
+  std::string last = names.back();
+  names.pop_back();
+  return fmt::format("{} or {}", fmt::join(names, ", "), last);
+}
+
+// The options each leaf takes, bound into `in`.
+void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
+  const std::string_view verb = leaf.verb;
+  const std::string_view object = leaf.object;
+  auto text = [sub](const char* name, std::optional<std::string>& dest, const char* help) {
+    sub->add_option_function<std::string>(
+        name, [&dest](const std::string& value) { dest = value; }, help);
+  };
+  sub->add_option("ARGS", in.words, "see the usage line above")->expected(0, 1 << 20);
+  if (verb == "create") sub->add_flag("--force", in.force, "take drives with a foreign superblock");
+  if (verb == "create" && object == "dg") {
+    text("--strip", in.strip, "strip size, a power of two 4K..1M");
+    text("--spare", in.spare, "hot spare pd ids");
+    sub->add_flag("--assume-clean", in.assume_clean, "skip the initial parity sync");
+  }
+  if ((verb == "create" && object != "pd") || verb == "export") {
+    text("--name", in.name, "a name");
+  }
+  if (verb == "create" && object == "vd") text("--size", in.size, "size (default: largest free)");
+  if (verb == "list" && object == "event") text("--since", in.since, "first sequence number");
+  if (verb == "delete" && object != "pd") {
+    sub->add_flag("--confirm,--confirm-to-delete", in.confirm, "yes, destroy the data");
+  }
+  if (verb == "export") {
+    text("--nbd", in.nbd, "unix:PATH or tcp:ADDR:PORT");
+    sub->add_flag("--read-only", in.read_only, "refuse writes");
+  }
+  if (verb == "unexport") {
+    sub->add_flag("--nbd", in.nbd_flag, "stop the NBD export");
+    sub->add_flag("--ublk", in.ublk_flag, "stop the ublk export");
+  }
+  if (verb == "stats") text("--watch", in.watch, "repeat every SECONDS until interrupted");
+}
+
+OutputFormat prescan_format(const std::vector<std::string>& args) {
+  OutputFormat format = OutputFormat::kTable;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--format=json" ||
+        (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "json")) {
+      format = OutputFormat::kJson;
+    } else if (args[i] == "--format=table" ||
+               (args[i] == "--format" && i + 1 < args.size() && args[i + 1] == "table")) {
+      format = OutputFormat::kTable;
+    }
+  }
+  return format;
+}
+
+// The words of the line that name no option or option value: what was meant as verb and object.
+const CLI::App* selected(const CLI::App* app) {
+  auto subs = app->get_subcommands();
+  return subs.empty() ? nullptr : subs.front();
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
+  ParsedCommandLine out;
+  out.format = prescan_format(args);
+  if (args.empty()) {
+    out.error = "no command given; see graidctl --help";
+    return out;
+  }
+
+  Inputs in;
+  CLI::App app{"graidctl: manage graid through graidd's control socket (docs/cli.md)", "graidctl"};
+  app.fallthrough();
+  app.allow_extras();
+  in.socket_option = app.add_option(
+      "--socket", in.socket,
+      fmt::format("graidd's control socket (default: $GRAID_SOCKET, else {})", kDefaultSocket));
+  app.add_option("--format", in.format, "table or json");
+  app.add_flag("--version", in.version, "graidctl's own version");
+
+  std::vector<std::pair<const Leaf*, CLI::App*>> leaves;
+  CLI::App* events = nullptr;
+  for (const VerbSpec& v : kVerbs) {
+    CLI::App* verb = app.add_subcommand(v.name, v.help);
+    verb->allow_extras();
+    if (*v.alias != '\0') verb->alias(v.alias);
+    for (const Leaf& leaf : kLeaves) {
+      if (std::string_view(leaf.verb) != v.name) continue;
+      if (*leaf.object == '\0') {
+        verb->description(fmt::format("{}\nusage: graidctl {}", v.help, leaf.usage));
+        add_leaf_options(verb, leaf, in);
+        leaves.emplace_back(&leaf, verb);
+        continue;
+      }
+      CLI::App* sub = verb->add_subcommand(leaf.object, fmt::format("graidctl {}", leaf.usage));
+      if (const char* alias = object_alias(leaf.object); *alias != '\0') sub->alias(alias);
+      add_leaf_options(sub, leaf, in);
+      leaves.emplace_back(&leaf, sub);
+    }
+  }
+  // `graidctl events` = `graidctl list event`.
+  static constexpr Leaf kListEvent = {"list", "event", "list event [--since SEQ]"};
+  events = app.add_subcommand("events", "graidctl events [--since SEQ] (= list event)");
+  add_leaf_options(events, kListEvent, in);
+  leaves.emplace_back(&kListEvent, events);
+
+  try {
+    std::vector<const char*> argv;
+    argv.push_back("graidctl");
+    for (const std::string& a : args)
+      argv.push_back(a.c_str());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    Command cmd;
+    cmd.action = Action::kHelp;
+    cmd.help_text = app.help();
+    cmd.format = out.format;
+    out.command = std::move(cmd);
+    return out;
+  } catch (const CLI::ParseError& e) {
+    const CLI::App* verb = selected(&app);
+    const CLI::App* object = verb != nullptr ? selected(verb) : nullptr;
+    out.error = fmt::format("{}; {}", e.what(),
+                            see_help(verb != nullptr ? verb->get_name() : "",
+                                     object != nullptr ? object->get_name() : ""));
+    return out;
+  } catch (const std::exception& e) {
+    out.error = fmt::format("cannot parse the command line: {}; see graidctl --help", e.what());
+    return out;
+  }
+
+  if (in.format == "json") {
+    out.format = OutputFormat::kJson;
+  } else if (in.format == "table") {
+    out.format = OutputFormat::kTable;
+  } else {
+    out.error =
+        fmt::format("unknown --format \"{}\"; write --format table or --format json", in.format);
+    return out;
+  }
+
+  Command cmd;
+  cmd.format = out.format;
+  if (in.version) {
+    cmd.action = Action::kVersion;
+    out.command = std::move(cmd);
+    return out;
+  }
+
+  const CLI::App* verb = selected(&app);
+  const CLI::App* object = verb != nullptr ? selected(verb) : nullptr;
+  // Words CLI11 could not place: an unknown verb, an unknown object, or an unknown option.
+  std::vector<std::string> extras = app.remaining(true);
+  if (!extras.empty()) {
+    const std::string& first = extras.front();
+    if (first.starts_with("-")) {
+      out.error = fmt::format("unknown option \"{}\"; {}", first,
+                              see_help(verb != nullptr ? verb->get_name() : "",
+                                       object != nullptr ? object->get_name() : ""));
+    } else if (verb == nullptr) {
+      out.error = fmt::format("unknown command \"{}\"; see graidctl --help", first);
+    } else {
+      out.error = fmt::format("{} does not take \"{}\" (expected {}); {}", verb->get_name(), first,
+                              objects_of(verb->get_name()), see_help(verb->get_name(), ""));
+    }
+    return out;
+  }
+  if (verb == nullptr) {
+    out.error = "no command given; see graidctl --help";
+    return out;
+  }
+
+  const CLI::App* leaf_app = nullptr;
+  for (const auto& [leaf, sub] : leaves) {
+    if (sub == verb || sub == object) leaf_app = sub;
+  }
+  const Leaf* leaf = nullptr;
+  for (const auto& [l, sub] : leaves) {
+    if (sub == leaf_app) leaf = l;
+  }
+  if (leaf == nullptr) {
+    out.error = fmt::format("{} needs an object ({}); {}", verb->get_name(),
+                            objects_of(verb->get_name()), see_help(verb->get_name(), ""));
+    return out;
+  }
+
+  cmd.verb = leaf->verb;
+  cmd.object = leaf->object;
+  if (in.socket_option->count() > 0) {
+    cmd.socket = in.socket;
+  } else {
+    cmd.socket = env.graid_socket.value_or(kDefaultSocket);
+  }
+  if (cmd.socket.empty()) {
+    out.error = "--socket is empty; pass the path of graidd's control socket";
+    return out;
+  }
+  Status built = build_args(*leaf, in, env, cmd);
+  if (!built.is_ok()) {
+    out.error = built.message();
+    return out;
+  }
+  out.command = std::move(cmd);
+  return out;
+}
+
+}  // namespace graid::cli

@@ -1,0 +1,143 @@
+#include "graidctl.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include <chrono>
+#include <csignal>
+#include <utility>
+
+#include "control/control_protocol.h"
+#include "control_client.h"
+#include "render_table.h"
+#include "stats_view.h"
+
+#ifndef GRAIDCTL_VERSION
+#define GRAIDCTL_VERSION "unknown"
+#endif
+
+namespace graid::cli {
+
+namespace {
+
+using nlohmann::json;
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int /*signal*/) {
+  g_interrupted = 1;
+}
+
+// SIGINT sets g_interrupted instead of killing graidctl, so --watch stops between samples and
+// exits 0. No SA_RESTART: a wait in progress returns EINTR and sees the flag.
+void catch_interrupt() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;
+  ::sigaction(SIGINT, &action, nullptr);
+}
+
+// Sleeps `seconds` unless interrupted; false when interrupted.
+bool sleep_unless_interrupted(double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(seconds));
+  while (g_interrupted == 0) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return true;
+    const auto step = std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(100));
+    timespec ts{static_cast<time_t>(step.count() / 1'000'000'000),
+                static_cast<long>(step.count() % 1'000'000'000)};
+    ::nanosleep(&ts, nullptr);
+  }
+  return false;
+}
+
+std::string dump(const json& value, int indent) {
+  return value.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+int report(const CallError& error, OutputFormat format, std::ostream& out, std::ostream& err) {
+  if (format == OutputFormat::kJson) {
+    json doc = {{"error", {{"code", error.code}, {"message", error.message}}}};
+    out << dump(doc, 2) << '\n' << std::flush;
+  } else {
+    err << "graidctl: " << error.message << '\n' << std::flush;
+  }
+  return error.exit_code;
+}
+
+int run_stats(const Command& cmd, std::ostream& out, std::ostream& err) {
+  if (cmd.watch_s) catch_interrupt();
+  ControlClient client(cmd.socket, kDefaultCallTimeout, &g_interrupted);
+  const double period = cmd.watch_s.value_or(1.0);
+
+  CallResult previous = client.call("stats", "", json::object());
+  if (auto* e = std::get_if<CallError>(&previous)) {
+    if (e->code == "interrupted") return control::kExitOk;
+    return report(*e, cmd.format, out, err);
+  }
+  for (bool first = true;; first = false) {
+    if (!sleep_unless_interrupted(period)) return control::kExitOk;
+    CallResult current = client.call("stats", "", json::object());
+    if (auto* e = std::get_if<CallError>(&current)) {
+      if (e->code == "interrupted") return control::kExitOk;
+      return report(*e, cmd.format, out, err);
+    }
+    auto interval = compute_interval(std::get<json>(previous), std::get<json>(current), cmd.stats);
+    if (!interval.is_ok()) {
+      return report(CallError{"internal", interval.status().message(), control::kExitInternal},
+                    cmd.format, out, err);
+    }
+    if (cmd.format == OutputFormat::kJson) {
+      out << dump(interval_to_json(*interval), cmd.watch_s ? -1 : 2) << '\n';
+    } else {
+      if (!first) out << '\n';
+      out << render_stats(*interval);
+    }
+    out << std::flush;
+    if (!cmd.watch_s) return control::kExitOk;
+    previous = std::move(current);
+  }
+}
+
+}  // namespace
+
+int run_graidctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
+                 std::ostream& err) {
+  ParsedCommandLine parsed = parse_command_line(args, env);
+  if (!parsed.command) {
+    return report(CallError{"usage", parsed.error, control::kExitUsage}, parsed.format, out, err);
+  }
+  const Command& cmd = *parsed.command;
+  switch (cmd.action) {
+    case Action::kHelp:
+      out << cmd.help_text << std::flush;
+      return control::kExitOk;
+    case Action::kVersion:
+      if (cmd.format == OutputFormat::kJson) {
+        out << dump(json{{"version", GRAIDCTL_VERSION}}, 2) << '\n' << std::flush;
+      } else {
+        out << "graidctl " << GRAIDCTL_VERSION << '\n' << std::flush;
+      }
+      return control::kExitOk;
+    case Action::kStats:
+      return run_stats(cmd, out, err);
+    case Action::kRequest:
+      break;
+  }
+  ControlClient client(cmd.socket);
+  CallResult result = client.call(cmd.verb, cmd.object, cmd.args);
+  if (auto* e = std::get_if<CallError>(&result)) return report(*e, cmd.format, out, err);
+  const json& value = std::get<json>(result);
+  if (cmd.format == OutputFormat::kJson) {
+    out << dump(value, 2) << '\n';
+  } else {
+    out << render_result(cmd.verb, cmd.object, value);
+  }
+  out << std::flush;
+  return control::kExitOk;
+}
+
+}  // namespace graid::cli

@@ -1,0 +1,327 @@
+#include "render_table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "cli_parse.h"
+
+namespace graid::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Fields of a block printed as sizes.
+bool is_size_key(std::string_view key) {
+  return key == "size" || key == "capacity" || key == "free" || key == "strip" || key == "start";
+}
+
+// A value (not a field) as table text.
+std::string value_text(const json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    return s.empty() ? "-" : s;
+  }
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  return dump(v);
+}
+
+// key: value lines for an object's scalar fields, `first` in that order and then the rest
+// alphabetically; nested objects are flattened as parent.child; arrays are left to the caller.
+void add_block(TextTable& table, const json& object, const std::vector<std::string>& first,
+               const std::string& prefix = "") {
+  std::vector<std::string> keys = first;
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(first.begin(), first.end(), key) == first.end()) keys.push_back(key);
+  }
+  for (const std::string& key : keys) {
+    auto it = object.find(key);
+    if (it == object.end() || it->is_array()) continue;
+    if (it->is_object()) {
+      add_block(table, *it, {}, prefix + key + ".");
+      continue;
+    }
+    table.add_row(
+        {prefix + key + ":", is_size_key(key) ? size_text(object, key) : value_text(*it)});
+  }
+}
+
+std::string block(const json& object, const std::vector<std::string>& first) {
+  TextTable table({{"", false}, {"", false}});
+  add_block(table, object, first);
+  std::string text = table.render();
+  // Drop the (empty) header line.
+  const std::size_t newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(newline + 1);
+}
+
+const json& array_field(const json& object, std::string_view key) {
+  static const json kEmpty = json::array();
+  if (!object.is_object()) return kEmpty;
+  auto it = object.find(key);
+  return it != object.end() && it->is_array() ? *it : kEmpty;
+}
+
+std::string pd_table(const json& pds) {
+  TextTable t({{"ID", true},
+               {"PATH"},
+               {"STATE"},
+               {"DG", true},
+               {"SLOT", true},
+               {"SIZE", true},
+               {"KIND"},
+               {"IO"},
+               {"MODEL"},
+               {"SERIAL"},
+               {"MESSAGE"}});
+  for (const json& pd : pds) {
+    t.add_row({field_text(pd, "pd_id"), field_text(pd, "path"), field_text(pd, "state"),
+               field_text(pd, "dg_id"), field_text(pd, "slot"), size_text(pd, "size"),
+               field_text(pd, "kind"), field_text(pd, "io_mode"), field_text(pd, "model"),
+               field_text(pd, "serial"), field_text(pd, "message")});
+  }
+  return t.render();
+}
+
+std::string dg_table(const json& dgs) {
+  TextTable t({{"ID", true},
+               {"NAME"},
+               {"LEVEL"},
+               {"STRIP", true},
+               {"MEMBERS", true},
+               {"SPARES", true},
+               {"STATE"},
+               {"CAPACITY", true},
+               {"FREE", true},
+               {"VDS", true},
+               {"MESSAGE"}});
+  for (const json& dg : dgs) {
+    t.add_row({field_text(dg, "dg_id"), field_text(dg, "name"), field_text(dg, "level"),
+               size_text(dg, "strip"), field_text(dg, "member_count"),
+               field_text(dg, "spare_count"), field_text(dg, "state"), size_text(dg, "capacity"),
+               size_text(dg, "free"), field_text(dg, "vd_count"), field_text(dg, "message")});
+  }
+  return t.render();
+}
+
+std::string exports_text(const json& vd) {
+  std::vector<std::string> parts;
+  for (const json& e : array_field(vd, "exports")) {
+    parts.push_back(field_text(e, "address") +
+                    (e.is_object() && e.value("read_only", false) == true ? " (ro)" : ""));
+  }
+  return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string vd_table(const json& vds) {
+  TextTable t({{"DG", true},
+               {"VD", true},
+               {"NAME"},
+               {"START", true},
+               {"SIZE", true},
+               {"STATE"},
+               {"EXPORTS"}});
+  for (const json& vd : vds) {
+    t.add_row({field_text(vd, "dg_id"), field_text(vd, "vd_id"), field_text(vd, "name"),
+               size_text(vd, "start"), size_text(vd, "size"), field_text(vd, "state"),
+               exports_text(vd)});
+  }
+  return t.render();
+}
+
+std::string member_table(const json& members) {
+  TextTable t({{"SLOT", true}, {"PD", true}, {"PATH"}, {"STATE"}});
+  for (const json& m : members) {
+    t.add_row({field_text(m, "slot"), field_text(m, "pd_id"), field_text(m, "path"),
+               field_text(m, "state")});
+  }
+  return t.render();
+}
+
+std::string export_table(const json& exports) {
+  TextTable t(
+      {{"KIND"}, {"ADDRESS"}, {"NAME"}, {"READ ONLY"}, {"CONNECTIONS", true}, {"TCP PORT", true}});
+  for (const json& e : exports) {
+    t.add_row({field_text(e, "kind"), field_text(e, "address"), field_text(e, "name"),
+               field_text(e, "read_only"), field_text(e, "connections"),
+               field_text(e, "tcp_port")});
+  }
+  return t.render();
+}
+
+std::string event_table(const json& events) {
+  TextTable t(
+      {{"SEQ", true}, {"TIME"}, {"KIND"}, {"DG", true}, {"PD", true}, {"VD", true}, {"MESSAGE"}});
+  for (const json& e : events) {
+    t.add_row({field_text(e, "seq"), field_text(e, "time"), field_text(e, "kind"),
+               field_text(e, "dg_id"), field_text(e, "pd_id"), field_text(e, "vd_id"),
+               field_text(e, "message")});
+  }
+  return t.render();
+}
+
+std::string describe_pd(const json& pd) {
+  return block(pd, {"pd_id", "path", "state", "dg_id", "slot", "size", "logical_block_size", "kind",
+                    "io_mode", "model", "serial", "superblock", "message"});
+}
+
+std::string describe_dg(const json& dg) {
+  std::string out =
+      block(dg, {"dg_id", "name", "uuid", "level", "strip", "member_count", "spare_count", "state",
+                 "capacity", "free", "vd_count", "clean", "init_method", "settings", "message"});
+  if (dg.contains("members")) out += "\nmembers:\n" + member_table(array_field(dg, "members"));
+  if (dg.contains("vds")) out += "\nvds:\n" + vd_table(array_field(dg, "vds"));
+  return out;
+}
+
+std::string describe_vd(const json& vd) {
+  std::string out = block(vd, {"dg_id", "vd_id", "name", "start", "size", "state"});
+  out += "\nexports:\n" + export_table(array_field(vd, "exports"));
+  return out;
+}
+
+std::string describe_controller(const json& c) {
+  return block(c, {"version", "pid", "uptime_s", "io_threads", "socket", "state_dir", "parity",
+                   "batches", "jobs", "fallbacks"});
+}
+
+std::string ids_text(const json& ids) {
+  if (!ids.is_array()) return value_text(ids);
+  std::vector<std::string> parts;
+  for (const json& id : ids)
+    parts.push_back(value_text(id));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string fallback(const json& result) {
+  return result.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string fmt_rate(double value, double scale, int decimals) {
+  return fmt::format("{:.{}f}", value / scale, decimals);
+}
+
+std::string fmt_latency(const std::optional<double>& us) {
+  return us ? fmt::format("{:.1f}", *us) : std::string("-");
+}
+
+}  // namespace
+
+TextTable::TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
+
+void TextTable::add_row(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  rows_.push_back(std::move(cells));
+}
+
+std::string TextTable::render() const {
+  std::vector<std::size_t> width(columns_.size(), 0);
+  for (std::size_t c = 0; c < columns_.size(); ++c) {
+    width[c] = columns_[c].header.size();
+    for (const auto& row : rows_)
+      width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t c = 0; c < columns_.size(); ++c) {
+      if (c > 0) out += "  ";
+      const std::size_t pad = width[c] - cells[c].size();
+      if (columns_[c].right) out.append(pad, ' ');
+      out += cells[c];
+      if (!columns_[c].right) out.append(pad, ' ');
+    }
+    while (!out.empty() && out.back() == ' ')
+      out.pop_back();
+    return out + "\n";
+  };
+  std::vector<std::string> headers;
+  for (const Column& c : columns_)
+    headers.push_back(c.header);
+  std::string out = line(headers);
+  for (const auto& row : rows_)
+    out += line(row);
+  return out;
+}
+
+std::string field_text(const json& object, std::string_view key) {
+  if (!object.is_object()) return "-";
+  auto it = object.find(key);
+  if (it == object.end()) return "-";
+  return value_text(*it);
+}
+
+std::string size_text(const json& object, std::string_view key) {
+  if (!object.is_object()) return "-";
+  auto it = object.find(key);
+  const bool count =
+      it != object.end() &&
+      (it->is_number_unsigned() || (it->is_number_integer() && it->get<std::int64_t>() >= 0));
+  if (!count) return field_text(object, key);
+  return format_size(it->get<std::uint64_t>());
+}
+
+std::string render_result(std::string_view verb, std::string_view object, const json& result) {
+  if (verb == "version" && result.is_object()) {
+    return fmt::format("graidd {} (control api {})\n", field_text(result, "version"),
+                       field_text(result, "api"));
+  }
+  if (verb == "delete" && result.is_object() && result.contains("deleted")) {
+    const json& deleted = result["deleted"];
+    return fmt::format("deleted {} {}\n", object, ids_text(deleted));
+  }
+  if (verb == "list") {
+    if (object == "event" && result.is_object()) {
+      std::string out = event_table(array_field(result, "events"));
+      auto dropped = result.find("dropped");
+      if (dropped != result.end() && dropped->is_number_unsigned() &&
+          dropped->get<std::uint64_t>() > 0) {
+        out += fmt::format("({} older events were dropped before these)\n", dump(*dropped));
+      }
+      return out;
+    }
+    if (!result.is_array()) return fallback(result);
+    if (object == "pd") return pd_table(result);
+    if (object == "dg") return dg_table(result);
+    if (object == "vd") return vd_table(result);
+  }
+  if (verb == "create" && object == "pd" && result.is_object()) {
+    return pd_table(array_field(result, "pds"));
+  }
+  if (!result.is_object()) return fallback(result);
+  if (object == "pd") return describe_pd(result);
+  if (object == "dg") return describe_dg(result);
+  if (object == "vd") return describe_vd(result);
+  if (object == "controller") return describe_controller(result);
+  return fallback(result);
+}
+
+std::string render_stats(const StatsInterval& interval) {
+  TextTable t({{"DG", true},
+               {"VD", true},
+               {"READ IOPS", true},
+               {"WRITE IOPS", true},
+               {"READ MB/s", true},
+               {"WRITE MB/s", true},
+               {"P50 us", true},
+               {"P99 us", true}});
+  auto add = [&](const RateRow& row) {
+    t.add_row({std::to_string(row.dg_id), row.vd_id ? std::to_string(*row.vd_id) : "-",
+               fmt_rate(row.read_iops, 1, 0), fmt_rate(row.write_iops, 1, 0),
+               fmt_rate(row.read_bps, 1e6, 1), fmt_rate(row.write_bps, 1e6, 1),
+               fmt_latency(row.p50_us), fmt_latency(row.p99_us)});
+  };
+  for (const RateRow& row : interval.dgs)
+    add(row);
+  for (const RateRow& row : interval.vds)
+    add(row);
+  return fmt::format("interval {:.2f} s\n", interval.interval_s) + t.render();
+}
+
+}  // namespace graid::cli
