@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "array/array_queue_impl.h"
+#include "array/array_settings.h"
 #include "array/superblock_io.h"
 
 namespace graid {
@@ -218,6 +219,7 @@ Result<MemberExamination> Array::examine(MemberDevice& member) {
   out.init_checkpoint = sb->init_checkpoint;
   out.resync_checkpoint = sb->resync_checkpoint;
   out.check_checkpoint = sb->check_checkpoint;
+  out.settings = array_settings(sb->settings);
   for (std::uint32_t i = 0; i < slot_count(*sb); ++i)
     out.slots.push_back(slot_of(*sb, i));
   for (const meta::VdEntry& e : sb->vds) {
