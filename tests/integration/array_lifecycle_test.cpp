@@ -458,7 +458,11 @@ TEST_F(ArrayLifecycleTest, ExamineWritesNothingAndReportsWhatCreateWrote) {
   ArrayFiles blank;
   auto devs = blank.open(1, 1u << 20, true);
   ASSERT_TRUE(devs.is_ok());
-  EXPECT_FALSE(Array::examine(*(*devs)[0]).is_ok());
+  auto none = Array::examine(*(*devs)[0]);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_EQ(none.status().code(), Errc::kNotFound);
+  EXPECT_NE(none.status().message().find("no graid superblock"), std::string::npos)
+      << none.status().to_string();
 }
 
 TEST_F(ArrayLifecycleTest, DeleteVdIsRefusedWhileItIsOpen) {
@@ -802,6 +806,100 @@ TEST_F(ArrayLifecycleTest, AMinorZeroArrayHasTheDefaultSettings) {
     EXPECT_EQ(sb->minor_version, meta::kMinorVersion);
     EXPECT_EQ(Array::examine(*files_.faulty[m])->settings, unusual_settings());
   }
+}
+
+// ---- Erasing a superblock
+// ------------------------------------------------------------------------
+
+// Reads `len` bytes at `offset` of the file at `path`.
+std::vector<std::byte> read_bytes(const std::string& path, std::uint64_t offset, std::size_t len) {
+  auto dev = open_member(path);
+  EXPECT_TRUE(dev.is_ok());
+  if (!dev) return {};
+  auto buf = AlignedBuffer::allocate(len, 4096);
+  EXPECT_TRUE((*dev)->read_sync(offset, buf->span()).is_ok());
+  return std::vector<std::byte>(buf->data(), buf->data() + len);
+}
+
+TEST_F(ArrayLifecycleTest, EraseSuperblockLeavesADeviceCreateTakesWithoutForce) {
+  std::uint64_t data_offset = 0;
+  {
+    auto array = make(RaidLevel::kRaid5, 3);
+    ASSERT_TRUE(array.is_ok());
+    data_offset = (*array)->member_data_offset();
+    auto queue = attach(**array);
+    AlignedBuffer data = patterned(64 * 1024, 3);
+    ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, 64 * 1024, data.data()).is_ok());
+    queue.reset();
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  const std::vector<std::byte> data_before = read_bytes(files_.paths[0], data_offset, 64 * 1024);
+  const std::vector<std::byte> bit_pages_before =
+      read_bytes(files_.paths[0], meta::kBitmapPagesOffset, 4096);
+  {
+    auto dev = open_member(files_.paths[0]);
+    ASSERT_TRUE(dev.is_ok());
+    FaultyMember member(std::move(*dev));
+    ASSERT_TRUE(Array::examine(member).is_ok());
+    const FaultCounts before = member.counts();
+    ASSERT_TRUE(Array::erase_superblock(member).is_ok());
+    EXPECT_EQ(member.counts().sync_writes, before.sync_writes + 1);
+    EXPECT_EQ(member.counts().sync_flushes, before.sync_flushes + 1);
+    auto gone = Array::examine(member);
+    ASSERT_FALSE(gone.is_ok());
+    EXPECT_EQ(gone.status().code(), Errc::kNotFound) << gone.status().to_string();
+    // Erasing a device without a superblock is no error.
+    EXPECT_TRUE(Array::erase_superblock(member).is_ok());
+  }
+  // The superblock, the backup slot and the bitmap header are zero; nothing after them changed.
+  const std::vector<std::byte> headers = read_bytes(files_.paths[0], 0, meta::kBitmapPagesOffset);
+  EXPECT_TRUE(
+      std::all_of(headers.begin(), headers.end(), [](std::byte b) { return b == std::byte{0}; }));
+  EXPECT_EQ(read_bytes(files_.paths[0], meta::kBitmapPagesOffset, 4096), bit_pages_before);
+  EXPECT_EQ(read_bytes(files_.paths[0], data_offset, 64 * 1024), data_before);
+
+  // The array assembles without it (degraded); a create over all three is refused while the
+  // others still carry superblocks...
+  {
+    AssembleReport report;
+    auto array = assemble(nullptr, {}, &report);
+    ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+    EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  CreateOptions c;
+  c.level = RaidLevel::kRaid5;
+  c.strip_bytes = 4096;
+  auto devs = files_.open(n_, 4u << 20, false);
+  ASSERT_TRUE(devs.is_ok());
+  auto refused = Array::create(std::move(*devs), c, options());
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), Errc::kBusy);
+  EXPECT_NE(refused.status().message().find(files_.paths[1]), std::string::npos)
+      << refused.status().to_string();
+
+  // ... and taken without force once every member is erased. A corrupt superblock is erased too.
+  {
+    auto dev = open_member(files_.paths[2]);
+    ASSERT_TRUE(dev.is_ok());
+    auto block = AlignedBuffer::allocate(4096, 4096);
+    ASSERT_TRUE((*dev)->read_sync(0, block->span()).is_ok());
+    block->data()[100] ^= std::byte{1};
+    ASSERT_TRUE((*dev)->write_sync(0, block->span()).is_ok());
+    EXPECT_EQ(Array::examine(**dev).status().code(), Errc::kCorrupt);
+  }
+  for (std::uint32_t m = 1; m < n_; ++m) {
+    auto dev = open_member(files_.paths[m]);
+    ASSERT_TRUE(dev.is_ok());
+    ASSERT_TRUE(Array::erase_superblock(**dev).is_ok());
+    EXPECT_EQ(Array::examine(**dev).status().code(), Errc::kNotFound);
+  }
+  devs = files_.open(n_, 4u << 20, false);
+  ASSERT_TRUE(devs.is_ok());
+  c.assume_clean = true;
+  auto created = Array::create(std::move(*devs), c, options());
+  ASSERT_TRUE(created.is_ok()) << created.status().to_string();
+  EXPECT_EQ((*created)->health(), ArrayHealth::kOptimal);
 }
 
 }  // namespace

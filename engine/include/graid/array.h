@@ -490,8 +490,20 @@ class Array {
   Result<std::uint32_t> add_spare(std::unique_ptr<MemberDevice> device, bool force = false);
 
   // Reads and summarises the graid superblock of `member` without writing anything (mdadm
-  // --examine). kNotFound/kCorrupt/kUnsupported as decoding finds.
+  // --examine). kNotFound when the device carries no graid superblock (no magic where it
+  // belongs: a blank or erased device), kCorrupt/kUnsupported as decoding finds, kIoError when
+  // it cannot be read.
   static Result<MemberExamination> examine(MemberDevice& member);
+
+  // Makes `member` carry no graid superblock any more (mdadm --zero-superblock): zeroes the
+  // superblock block, the block kept for a backup superblock and the write-intent bitmap header
+  // (member bytes [0, 12288), as far as the device reaches), then flushes. Afterwards examine()
+  // answers kNotFound and create()/add_spare() take the device without `force`; the data area
+  // and the bitmap's bit pages are left as they are. A tool for devices no running array uses:
+  // the caller guarantees that (the array that had it is stopped, or it never was in one);
+  // nothing here can tell. Succeeds on a device that carried no superblock. kIoError (and what
+  // was written so far stays) when a write or the flush fails.
+  static Status erase_superblock(MemberDevice& member);
 
   // The drive group's settings (what the superblocks record; defaults where they record none).
   ArraySettings settings() const;
