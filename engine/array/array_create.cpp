@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "array/array_settings.h"
 #include "array/array_state.h"
 #include "array/consistency.h"
 #include "array/device_checks.h"
@@ -25,6 +26,8 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
     return make_error(Errc::kInvalidArgument, "array name '{}' is longer than {} bytes",
                       create.name, meta::kMaxArrayNameLen);
   }
+  auto settings = stored_settings(create.settings);
+  if (!settings) return settings.status();
   GRAID_RETURN_IF_ERROR(refuse_same_storage(members));
   std::uint64_t smallest = ~std::uint64_t{0};
   for (std::uint32_t m = 0; m < n; ++m) {
@@ -79,6 +82,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   sb.data_offset = data_offset;
   sb.data_size = data_size;
   sb.name = create.name;
+  sb.settings = *settings;
   sb.ctime_ns = wall_clock_ns();
   sb.array_flags = 0;  // open: not clean until stop()
   for (std::uint32_t m = 0; m < n; ++m) {

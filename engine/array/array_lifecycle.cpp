@@ -2,10 +2,13 @@
 // needs, open VDs, the member slot table, and examining a member's superblock.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "array/array_queue_impl.h"
+#include "array/array_settings.h"
 #include "array/superblock_io.h"
+#include "meta/write_intent_bitmap.h"
 
 namespace graid {
 
@@ -218,12 +221,33 @@ Result<MemberExamination> Array::examine(MemberDevice& member) {
   out.init_checkpoint = sb->init_checkpoint;
   out.resync_checkpoint = sb->resync_checkpoint;
   out.check_checkpoint = sb->check_checkpoint;
+  out.settings = array_settings(sb->settings);
   for (std::uint32_t i = 0; i < slot_count(*sb); ++i)
     out.slots.push_back(slot_of(*sb, i));
   for (const meta::VdEntry& e : sb->vds) {
     if (e.in_use()) out.vds.push_back(vd_info(e));
   }
   return out;
+}
+
+Status Array::erase_superblock(MemberDevice& member) {
+  // Everything before the bit pages: the superblock, the block kept for a backup superblock and
+  // the bitmap header. The bit pages carry no identity of their own and are meaningless without
+  // the header; the data area is not touched.
+  constexpr std::uint64_t kMetadataHeaders = meta::kBitmapPagesOffset;
+  static_assert(meta::kSuperblockOffset == 0 && meta::kBitmapOffset < kMetadataHeaders);
+  const std::uint64_t len = std::min(kMetadataHeaders, member.size() / 4096 * 4096);
+  if (len == 0) return Status::ok();  // smaller than one superblock: none can be there
+  const auto old = read_superblock(member);
+  auto zeroes = AlignedBuffer::allocate(len, 4096);
+  if (!zeroes) return zeroes.status();
+  GRAID_RETURN_IF_ERROR(member.write_sync(0, zeroes->span()));
+  GRAID_RETURN_IF_ERROR(member.flush_sync());
+  if (old) {
+    spdlog::info("graid: {}: erased the superblock of array {} ('{}'), slot {}", member.path(),
+                 old->array_uuid.to_string(), old->name, old->member_index);
+  }
+  return Status::ok();
 }
 
 }  // namespace graid

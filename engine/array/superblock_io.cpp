@@ -1,5 +1,6 @@
 #include "array/superblock_io.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "meta/metadata_io.h"
@@ -16,6 +17,11 @@ Result<meta::Superblock> read_superblock(MemberDevice& m) {
   auto buf = AlignedBuffer::allocate(meta::kSuperblockSize, 4096);
   if (!buf) return buf.status();
   GRAID_RETURN_IF_ERROR(m.read_sync(meta::kSuperblockOffset, buf->span()));
+  // No magic: not a damaged superblock but none at all (a blank or erased device).
+  if (!std::equal(meta::kSuperblockMagic.begin(), meta::kSuperblockMagic.end(),
+                  buf->span().begin())) {
+    return make_error(Errc::kNotFound, "{}: no graid superblock", m.path());
+  }
   return meta::decode(buf->span());
 }
 

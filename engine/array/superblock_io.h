@@ -16,7 +16,9 @@ namespace graid {
 // Nanoseconds since the epoch (superblock ctime/utime).
 std::uint64_t wall_clock_ns();
 
-// Reads and decodes the superblock of `m`, writing nothing.
+// Reads and decodes the superblock of `m`, writing nothing. kNotFound when the block does not
+// begin with the superblock magic (no graid superblock: a blank or erased device); decoding
+// errors (kCorrupt, kUnsupported) otherwise.
 Result<meta::Superblock> read_superblock(MemberDevice& m);
 
 // The array's members by slot, null for failed or missing ones (what metadata is written to).

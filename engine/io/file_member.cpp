@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -214,6 +215,24 @@ std::uint32_t logical_block_of(int fd, bool is_block) {
   return kSector;
 }
 
+// Takes the exclusive advisory lock of OpenOptions::lock on `fd` without waiting for it.
+Status lock_file(int fd, const std::string& path) {
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::ok();
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err == EWOULDBLOCK) {
+      return make_error(Errc::kBusy, "{} is in use (locked by another process)", path);
+    }
+    if (err == EOPNOTSUPP || err == ENOSYS) {
+      return make_error(Errc::kUnsupported,
+                        "{}: its filesystem cannot lock files ({}); open it without locking", path,
+                        std::strerror(err));
+    }
+    return make_error(errc_for_errno(err), "lock {}: {}", path, std::strerror(err));
+  }
+}
+
 // Creates `path` with `size` bytes (sparse) unless it exists; losing a race to another creator
 // is fine, the caller then opens what is there.
 Status create_file(const std::string& path, std::uint64_t size) {
@@ -297,6 +316,8 @@ Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
   if (S_ISBLK(st.st_mode) != is_block || (!is_block && !S_ISREG(st.st_mode))) {
     return make_error(Errc::kBusy, "{} changed type while being opened", path);
   }
+  // Before growing the file: a file someone else holds is not touched.
+  if (options.lock && !is_block) GRAID_RETURN_IF_ERROR(lock_file(fd, path));
   std::uint64_t size = 0;
   if (is_block) {
     if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {

@@ -43,7 +43,9 @@ constexpr std::size_t kOffResyncCkpt = 128;  // u64
 constexpr std::size_t kOffCheckCkpt = 136;   // u64
 constexpr std::size_t kOffName = 144;        // char[32]
 constexpr std::size_t kNameField = kMaxArrayNameLen + 1;
-constexpr std::size_t kOffReserved1 = 176;    // 80 bytes reserved
+constexpr std::size_t kOffSettings = 176;  // minor 1: 5 x u8, StoredSettings in order
+constexpr std::size_t kSettingsBytes = 5;
+constexpr std::size_t kOffReserved1 = 181;    // 75 bytes reserved
 constexpr std::size_t kOffMemberTable = 256;  // kMaxMembers entries
 constexpr std::size_t kMemberEntrySize = 32;
 constexpr std::size_t kOffVdTable = kOffMemberTable + kMaxMembers * kMemberEntrySize;  // 1280
@@ -82,15 +84,32 @@ constexpr std::size_t reserved_total() {
 }
 
 static_assert(kSuperblockSize % 4096 == 0, "the superblock must be O_DIRECT-sized");
-static_assert(kOffName + kNameField == kOffReserved1);
+static_assert(kOffName + kNameField == kOffSettings);
+static_assert(kOffSettings + kSettingsBytes == kOffReserved1);
 static_assert(kVeName + kVdNameField == kVdEntrySize);
 static_assert(kMeRebuild + 8 == kMemberEntrySize);
 static_assert(kOffVdTable == 1280 && kOffReserved2 == 2304);
 static_assert(reserved_total() == kReservedBytes, "Superblock::reserved must cover every gap");
 // Fields + reserved bytes account for the whole block: nothing is left undefined.
-static_assert(kOffReserved0 - 0 + (kOffReserved1 - kOffDataOffset) +
+static_assert(kOffReserved0 - 0 + (kOffSettings - kOffDataOffset) + kSettingsBytes +
                   (kOffReserved2 - kOffMemberTable) + reserved_total() ==
               kSuperblockSize);
+
+// The settings bytes in on-disk order (from kOffSettings), with the largest code each knows.
+struct SettingField {
+  std::uint8_t StoredSettings::*field;
+  const char* what;
+  std::uint8_t max_code;
+};
+constexpr std::array<SettingField, kSettingsBytes> kSettingFields = {{
+    {&StoredSettings::rebuild_speed, "rebuild speed", kMaxSpeedCode},
+    {&StoredSettings::init_speed, "init speed", kMaxSpeedCode},
+    {&StoredSettings::check_speed, "check speed", kMaxSpeedCode},
+    {&StoredSettings::resync_speed, "resync speed", kMaxSpeedCode},
+    {&StoredSettings::journal_policy, "journal policy", kMaxJournalCode},
+}};
+// The minor version that gave bytes kOffSettings.. their meaning.
+constexpr std::uint16_t kSettingsMinor = 1;
 
 // On-disk value of a Checkpoint with no job pending.
 constexpr std::uint64_t kNoCheckpoint = std::numeric_limits<std::uint64_t>::max();
@@ -226,6 +245,13 @@ Status check(const Superblock& sb, Errc code) {
   }
   if (sb.name.size() > kMaxArrayNameLen || has_nul(sb.name)) {
     return make_error(code, "array name longer than {} bytes or holding a NUL", kMaxArrayNameLen);
+  }
+  // Closed code sets, in every minor (see StoredSettings).
+  for (const SettingField& f : kSettingFields) {
+    const std::uint8_t value = sb.settings.*f.field;
+    if (value > f.max_code) {
+      return make_error(code, "{} code {} unknown (1..{}, 0 = unset)", f.what, value, f.max_code);
+    }
   }
 
   // Member table.
@@ -479,6 +505,9 @@ Status encode(const Superblock& sb, std::span<std::byte> out) {
   put_le<std::uint64_t>(block, kOffResyncCkpt, sb.resync_checkpoint.value_or(kNoCheckpoint));
   put_le<std::uint64_t>(block, kOffCheckCkpt, sb.check_checkpoint.value_or(kNoCheckpoint));
   put_name(block, kOffName, kNameField, sb.name);
+  for (std::size_t i = 0; i < kSettingFields.size(); ++i) {
+    block[kOffSettings + i] = std::byte{sb.settings.*kSettingFields[i].field};
+  }
 
   for (std::size_t i = 0; i < kMaxMembers; ++i) {
     const MemberEntry& m = sb.members[i];
@@ -585,6 +614,11 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
   Result<std::string> name = get_name(block, kOffName, kNameField, "array name");
   if (!name) return name.status();
   sb.name = std::move(name).value();
+  // Reserved (zero) before minor 1, so a minor 0 copy reads with every setting unset; anything
+  // else there is caught below.
+  for (std::size_t i = 0; i < kSettingFields.size(); ++i) {
+    sb.settings.*kSettingFields[i].field = std::to_integer<std::uint8_t>(block[kOffSettings + i]);
+  }
 
   for (std::size_t i = 0; i < kMaxMembers; ++i) {
     MemberEntry& m = sb.members[i];
@@ -620,6 +654,12 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
 
   // 3. Semantics.
   GRAID_RETURN_IF_ERROR(check(sb, Errc::kCorrupt));
+  if (minor < kSettingsMinor && !(sb.settings == StoredSettings{})) {
+    return make_error(Errc::kCorrupt,
+                      "reserved bytes not zero in a minor {} superblock (bytes {}..{}, settings "
+                      "since minor {})",
+                      minor, kOffSettings, kOffSettings + kSettingsBytes - 1, kSettingsMinor);
+  }
   return sb;
 }
 

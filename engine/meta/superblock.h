@@ -53,7 +53,9 @@ inline constexpr std::uint64_t kDefaultDataOffset = std::uint64_t{1} << 20;
 inline constexpr std::uint16_t kMajorVersion = 1;
 // A minor bump only gives meaning to bytes that older minors kept zero (reserved bytes and flag
 // bits); older readers accept newer minors and carry those bytes forward unchanged.
-inline constexpr std::uint16_t kMinorVersion = 0;
+//   minor 0: the first layout.
+//   minor 1: drive-group settings (Superblock::settings) at bytes 176..180.
+inline constexpr std::uint16_t kMinorVersion = 1;
 
 // The first 8 bytes of every superblock: ASCII "graid-sb".
 inline constexpr std::array<std::byte, 8> kSuperblockMagic = {
@@ -68,7 +70,7 @@ inline constexpr std::size_t kMaxVds = 16;
 inline constexpr std::size_t kMaxArrayNameLen = 31;
 inline constexpr std::size_t kMaxVdNameLen = 39;
 // Bytes kept verbatim for future minor versions (see Superblock::reserved).
-inline constexpr std::size_t kReservedBytes = 1876;
+inline constexpr std::size_t kReservedBytes = 1871;
 
 // A 16-byte identifier (RFC 4122 layout; generated ones are version 4, random). All-zero is the
 // nil UUID, which means "none" wherever a UUID is optional.
@@ -134,6 +136,27 @@ struct VdEntry {
 inline constexpr std::uint32_t kArrayClean = 1u << 0;  // stopped cleanly: no resync needed
 inline constexpr std::uint32_t kArrayKnownFlags = kArrayClean;
 
+// Drive-group settings as stored (minor 1): one byte each, the codes below. 0 in any field means
+// "unset": the reader uses the default (normal speed, journal on degraded arrays only). A minor 0
+// superblock, which had these bytes reserved, reads with every field unset. The code sets are
+// closed, as member states are: a code above the largest listed is corruption in any minor (a
+// new code needs a new major version). The engine's names for them are graid::ArraySettings.
+inline constexpr std::uint8_t kSettingUnset = 0;
+// Background job speeds: 1 low, 2 normal, 3 high, 4 extreme.
+inline constexpr std::uint8_t kMaxSpeedCode = 4;
+// Journal policy: 1 off, 2 degraded-only, 3 always.
+inline constexpr std::uint8_t kMaxJournalCode = 3;
+
+struct StoredSettings {
+  std::uint8_t rebuild_speed = kSettingUnset;
+  std::uint8_t init_speed = kSettingUnset;
+  std::uint8_t check_speed = kSettingUnset;
+  std::uint8_t resync_speed = kSettingUnset;
+  std::uint8_t journal_policy = kSettingUnset;
+
+  friend bool operator==(const StoredSettings&, const StoredSettings&) = default;
+};
+
 // A checkpoint of a background job: the member data-area offset below which the job is done
 // (every stripe row lies at the same offset on all members), or nullopt when no such job is
 // pending. Bounded by data_size.
@@ -170,6 +193,11 @@ struct Superblock {
   Checkpoint check_checkpoint;   // consistency check
 
   std::string name;  // the drive group's name; at most kMaxArrayNameLen bytes, no NUL
+
+  // The drive group's settings (minor 1; all unset when read from a minor 0 copy). An older
+  // writer carries them forward unchanged in its reserved bytes, which keeps them correct: it has
+  // no way to change them.
+  StoredSettings settings;
 
   std::array<MemberEntry, kMaxMembers> members{};
   std::array<VdEntry, kMaxVds> vds{};

@@ -7,6 +7,7 @@
 
 #include "array/superblock_io.h"
 #include "array_harness.h"
+#include "meta/crc32c.h"
 #include "meta/superblock.h"
 
 namespace graid::testing {
@@ -457,7 +458,11 @@ TEST_F(ArrayLifecycleTest, ExamineWritesNothingAndReportsWhatCreateWrote) {
   ArrayFiles blank;
   auto devs = blank.open(1, 1u << 20, true);
   ASSERT_TRUE(devs.is_ok());
-  EXPECT_FALSE(Array::examine(*(*devs)[0]).is_ok());
+  auto none = Array::examine(*(*devs)[0]);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_EQ(none.status().code(), Errc::kNotFound);
+  EXPECT_NE(none.status().message().find("no graid superblock"), std::string::npos)
+      << none.status().to_string();
 }
 
 TEST_F(ArrayLifecycleTest, DeleteVdIsRefusedWhileItIsOpen) {
@@ -628,6 +633,273 @@ TEST_F(ArrayLifecycleTest, AddedSpareIsRecordedEverywhereAndFoundByAssembly) {
   EXPECT_EQ(found->path, files_.paths[3]) << "assembly kept the spare's device";
   EXPECT_EQ((*again)->member_count(), 3u);
   EXPECT_EQ((*again)->health(), ArrayHealth::kOptimal);
+}
+
+// ---- Drive-group settings ----------------------------------------------------------------------
+
+TEST(ArraySettingsNames, NamesAndParsingRoundTrip) {
+  for (BackgroundSpeed speed : {BackgroundSpeed::kLow, BackgroundSpeed::kNormal,
+                                BackgroundSpeed::kHigh, BackgroundSpeed::kExtreme}) {
+    EXPECT_EQ(parse_background_speed(background_speed_name(speed)), speed);
+  }
+  for (JournalPolicy policy :
+       {JournalPolicy::kOff, JournalPolicy::kDegradedOnly, JournalPolicy::kAlways}) {
+    EXPECT_EQ(parse_journal_policy(journal_policy_name(policy)), policy);
+  }
+  EXPECT_EQ(background_speed_name(BackgroundSpeed::kExtreme), "extreme");
+  EXPECT_EQ(journal_policy_name(JournalPolicy::kDegradedOnly), "degraded-only");
+  for (const char* bad : {"", "High", "fast", "normal ", "unknown"}) {
+    EXPECT_FALSE(parse_background_speed(bad).has_value()) << bad;
+  }
+  for (const char* bad : {"", "degraded", "ON", "unknown"}) {
+    EXPECT_FALSE(parse_journal_policy(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(background_speed_name(static_cast<BackgroundSpeed>(9)), "unknown");
+  EXPECT_EQ(journal_policy_name(static_cast<JournalPolicy>(9)), "unknown");
+  const ArraySettings defaults;
+  EXPECT_EQ(defaults.rebuild_speed, BackgroundSpeed::kNormal);
+  EXPECT_EQ(defaults.journal_policy, JournalPolicy::kDegradedOnly);
+}
+
+// Not the defaults in any field.
+ArraySettings unusual_settings() {
+  ArraySettings s;
+  s.rebuild_speed = BackgroundSpeed::kHigh;
+  s.init_speed = BackgroundSpeed::kLow;
+  s.check_speed = BackgroundSpeed::kExtreme;
+  s.resync_speed = BackgroundSpeed::kLow;
+  s.journal_policy = JournalPolicy::kAlways;
+  return s;
+}
+
+TEST_F(ArrayLifecycleTest, SettingsAreRecordedEverywhereAndSurviveStopAndAssemble) {
+  {
+    auto array = make(RaidLevel::kRaid5, 3);
+    ASSERT_TRUE(array.is_ok());
+    EXPECT_EQ((*array)->settings(), ArraySettings{});
+    const std::uint64_t events_before = Array::examine(*files_.faulty[0])->events;
+
+    ASSERT_TRUE((*array)->set_settings(unusual_settings()).is_ok());
+    EXPECT_EQ((*array)->settings(), unusual_settings());
+    for (std::uint32_t m = 0; m < 3; ++m) {
+      auto ex = Array::examine(*files_.faulty[m]);
+      ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
+      EXPECT_EQ(ex->settings, unusual_settings()) << "member " << m;
+      EXPECT_EQ(ex->events, events_before + 1) << "one ordinary superblock update";
+    }
+    // The same settings again write nothing.
+    ASSERT_TRUE((*array)->set_settings(unusual_settings()).is_ok());
+    EXPECT_EQ(Array::examine(*files_.faulty[0])->events, events_before + 1);
+
+    // A value outside the enums is refused and changes nothing.
+    ArraySettings bad = unusual_settings();
+    bad.check_speed = static_cast<BackgroundSpeed>(7);
+    EXPECT_EQ((*array)->set_settings(bad).code(), Errc::kInvalidArgument);
+    bad = unusual_settings();
+    bad.journal_policy = static_cast<JournalPolicy>(3);
+    EXPECT_EQ((*array)->set_settings(bad).code(), Errc::kInvalidArgument);
+    EXPECT_EQ((*array)->settings(), unusual_settings());
+    EXPECT_EQ(Array::examine(*files_.faulty[0])->events, events_before + 1);
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  auto array = assemble();
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  EXPECT_EQ((*array)->settings(), unusual_settings());
+  // Back to the defaults, written explicitly.
+  ASSERT_TRUE((*array)->set_settings(ArraySettings{}).is_ok());
+  ASSERT_TRUE((*array)->stop().is_ok());
+  array->reset();
+  auto again = assemble();
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ((*again)->settings(), ArraySettings{});
+}
+
+TEST_F(ArrayLifecycleTest, SettingsCanBeSetOnADegradedArray) {
+  {
+    auto array = make(RaidLevel::kRaid5, 3);
+    ASSERT_TRUE(array.is_ok());
+    ASSERT_TRUE((*array)->fail_member(2, "pulled").is_ok());
+    ASSERT_EQ((*array)->health(), ArrayHealth::kDegraded);
+    ASSERT_TRUE((*array)->set_settings(unusual_settings()).is_ok());
+    EXPECT_EQ((*array)->settings(), unusual_settings());
+    for (std::uint32_t m = 0; m < 2; ++m) {
+      EXPECT_EQ(Array::examine(*files_.faulty[m])->settings, unusual_settings()) << m;
+    }
+    // The failed member is not written: its copy keeps what it had.
+    auto failed = Array::examine(*files_.faulty[2]);
+    ASSERT_TRUE(failed.is_ok());
+    EXPECT_EQ(failed->settings, ArraySettings{});
+    EXPECT_LT(failed->events, Array::examine(*files_.faulty[0])->events);
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  AssembleReport report;
+  auto array = assemble(nullptr, {}, &report);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
+  EXPECT_EQ(report.stale_members.size(), 1u);
+  EXPECT_EQ((*array)->settings(), unusual_settings()) << "the newest copies' settings";
+}
+
+TEST_F(ArrayLifecycleTest, CreateRecordsTheRequestedSettings) {
+  auto devs = files_.open(3, 4u << 20, true);
+  ASSERT_TRUE(devs.is_ok());
+  CreateOptions c;
+  c.level = RaidLevel::kRaid1;
+  c.strip_bytes = 4096;
+  c.settings = unusual_settings();
+  c.settings.init_speed = static_cast<BackgroundSpeed>(4);
+  auto refused = Array::create(std::move(*devs), c, options());
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), Errc::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("init speed"), std::string::npos)
+      << refused.status().to_string();
+
+  devs = files_.open(3, 4u << 20, false);
+  ASSERT_TRUE(devs.is_ok());
+  EXPECT_FALSE(Array::examine(*files_.faulty[0]).is_ok()) << "the refused create wrote nothing";
+  c.settings = unusual_settings();
+  auto array = Array::create(std::move(*devs), c, options());
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  EXPECT_EQ((*array)->settings(), unusual_settings());
+  for (std::uint32_t m = 0; m < 3; ++m)
+    EXPECT_EQ(Array::examine(*files_.faulty[m])->settings, unusual_settings());
+}
+
+// An array written before settings existed (minor 0, bytes 176..180 zero) assembles with the
+// defaults; setting them upgrades its superblocks to minor 1.
+TEST_F(ArrayLifecycleTest, AMinorZeroArrayHasTheDefaultSettings) {
+  {
+    auto array = make(RaidLevel::kRaid5, 3);
+    ASSERT_TRUE(array.is_ok());
+    ASSERT_TRUE((*array)->set_settings(unusual_settings()).is_ok());
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  for (const std::string& path : files_.paths) {
+    auto dev = open_member(path);
+    ASSERT_TRUE(dev.is_ok());
+    auto sb = read_superblock(**dev);
+    ASSERT_TRUE(sb.is_ok());
+    sb->settings = meta::StoredSettings{};
+    auto block = AlignedBuffer::allocate(meta::kSuperblockSize, 4096);
+    ASSERT_TRUE(meta::encode(*sb, block->span()).is_ok());
+    const std::span<std::byte> b = block->span();
+    b[10] = std::byte{0};  // minor 0
+    b[11] = std::byte{0};
+    std::fill_n(b.begin() + 12, 4, std::byte{0});
+    const std::uint32_t crc = meta::crc32c(b);
+    for (int i = 0; i < 4; ++i)
+      b[12 + i] = static_cast<std::byte>((crc >> (8 * i)) & 0xff);
+    ASSERT_TRUE((*dev)->write_sync(meta::kSuperblockOffset, b).is_ok());
+    ASSERT_TRUE((*dev)->flush_sync().is_ok());
+    auto back = read_superblock(**dev);
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    ASSERT_EQ(back->minor_version, 0);
+  }
+  auto array = assemble();
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  EXPECT_EQ((*array)->settings(), ArraySettings{});
+  EXPECT_EQ(Array::examine(*files_.faulty[0])->settings, ArraySettings{});
+  ASSERT_TRUE((*array)->set_settings(unusual_settings()).is_ok());
+  for (std::uint32_t m = 0; m < 3; ++m) {
+    auto sb = read_superblock(*files_.faulty[m]);
+    ASSERT_TRUE(sb.is_ok());
+    EXPECT_EQ(sb->minor_version, meta::kMinorVersion);
+    EXPECT_EQ(Array::examine(*files_.faulty[m])->settings, unusual_settings());
+  }
+}
+
+// ---- Erasing a superblock
+// ------------------------------------------------------------------------
+
+// Reads `len` bytes at `offset` of the file at `path`.
+std::vector<std::byte> read_bytes(const std::string& path, std::uint64_t offset, std::size_t len) {
+  auto dev = open_member(path);
+  EXPECT_TRUE(dev.is_ok());
+  if (!dev) return {};
+  auto buf = AlignedBuffer::allocate(len, 4096);
+  EXPECT_TRUE((*dev)->read_sync(offset, buf->span()).is_ok());
+  return std::vector<std::byte>(buf->data(), buf->data() + len);
+}
+
+TEST_F(ArrayLifecycleTest, EraseSuperblockLeavesADeviceCreateTakesWithoutForce) {
+  std::uint64_t data_offset = 0;
+  {
+    auto array = make(RaidLevel::kRaid5, 3);
+    ASSERT_TRUE(array.is_ok());
+    data_offset = (*array)->member_data_offset();
+    auto queue = attach(**array);
+    AlignedBuffer data = patterned(64 * 1024, 3);
+    ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, 64 * 1024, data.data()).is_ok());
+    queue.reset();
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  const std::vector<std::byte> data_before = read_bytes(files_.paths[0], data_offset, 64 * 1024);
+  const std::vector<std::byte> bit_pages_before =
+      read_bytes(files_.paths[0], meta::kBitmapPagesOffset, 4096);
+  {
+    auto dev = open_member(files_.paths[0]);
+    ASSERT_TRUE(dev.is_ok());
+    FaultyMember member(std::move(*dev));
+    ASSERT_TRUE(Array::examine(member).is_ok());
+    const FaultCounts before = member.counts();
+    ASSERT_TRUE(Array::erase_superblock(member).is_ok());
+    EXPECT_EQ(member.counts().sync_writes, before.sync_writes + 1);
+    EXPECT_EQ(member.counts().sync_flushes, before.sync_flushes + 1);
+    auto gone = Array::examine(member);
+    ASSERT_FALSE(gone.is_ok());
+    EXPECT_EQ(gone.status().code(), Errc::kNotFound) << gone.status().to_string();
+    // Erasing a device without a superblock is no error.
+    EXPECT_TRUE(Array::erase_superblock(member).is_ok());
+  }
+  // The superblock, the backup slot and the bitmap header are zero; nothing after them changed.
+  const std::vector<std::byte> headers = read_bytes(files_.paths[0], 0, meta::kBitmapPagesOffset);
+  EXPECT_TRUE(
+      std::all_of(headers.begin(), headers.end(), [](std::byte b) { return b == std::byte{0}; }));
+  EXPECT_EQ(read_bytes(files_.paths[0], meta::kBitmapPagesOffset, 4096), bit_pages_before);
+  EXPECT_EQ(read_bytes(files_.paths[0], data_offset, 64 * 1024), data_before);
+
+  // The array assembles without it (degraded); a create over all three is refused while the
+  // others still carry superblocks...
+  {
+    AssembleReport report;
+    auto array = assemble(nullptr, {}, &report);
+    ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+    EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
+    ASSERT_TRUE((*array)->stop().is_ok());
+  }
+  CreateOptions c;
+  c.level = RaidLevel::kRaid5;
+  c.strip_bytes = 4096;
+  auto devs = files_.open(n_, 4u << 20, false);
+  ASSERT_TRUE(devs.is_ok());
+  auto refused = Array::create(std::move(*devs), c, options());
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), Errc::kBusy);
+  EXPECT_NE(refused.status().message().find(files_.paths[1]), std::string::npos)
+      << refused.status().to_string();
+
+  // ... and taken without force once every member is erased. A corrupt superblock is erased too.
+  {
+    auto dev = open_member(files_.paths[2]);
+    ASSERT_TRUE(dev.is_ok());
+    auto block = AlignedBuffer::allocate(4096, 4096);
+    ASSERT_TRUE((*dev)->read_sync(0, block->span()).is_ok());
+    block->data()[100] ^= std::byte{1};
+    ASSERT_TRUE((*dev)->write_sync(0, block->span()).is_ok());
+    EXPECT_EQ(Array::examine(**dev).status().code(), Errc::kCorrupt);
+  }
+  for (std::uint32_t m = 1; m < n_; ++m) {
+    auto dev = open_member(files_.paths[m]);
+    ASSERT_TRUE(dev.is_ok());
+    ASSERT_TRUE(Array::erase_superblock(**dev).is_ok());
+    EXPECT_EQ(Array::examine(**dev).status().code(), Errc::kNotFound);
+  }
+  devs = files_.open(n_, 4u << 20, false);
+  ASSERT_TRUE(devs.is_ok());
+  c.assume_clean = true;
+  auto created = Array::create(std::move(*devs), c, options());
+  ASSERT_TRUE(created.is_ok()) << created.status().to_string();
+  EXPECT_EQ((*created)->health(), ArrayHealth::kOptimal);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/loop.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -614,6 +615,74 @@ TEST(OpenMember, CreateMakesGrowsButNeverShrinks) {
 
   options.create_size = 0;
   EXPECT_EQ(open_member(dir.file("other"), options).status().code(), Errc::kInvalidArgument);
+}
+
+TEST(OpenMember, LockKeepsASecondOpenerOffAFile) {
+  TempDir dir(kIoTestBase);
+  const std::string path = dir.file("m");
+  OpenOptions locked;
+  locked.lock = true;
+  locked.create = true;
+  locked.create_size = 1 << 20;
+  auto first = open_member(path, locked);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+
+  auto second = open_member(path, locked);
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_EQ(second.status().code(), Errc::kBusy);
+  EXPECT_NE(second.status().message().find(path + " is in use (locked by another process)"),
+            std::string::npos)
+      << second.status().to_string();
+  // Refused before growing it.
+  locked.create_size = 2 << 20;
+  EXPECT_EQ(open_member(path, locked).status().code(), Errc::kBusy);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);
+  locked.create = false;
+
+  // Without the option nothing changes: the file opens as before.
+  auto unlocked = open_member(path);
+  ASSERT_TRUE(unlocked.is_ok()) << unlocked.status().to_string();
+
+  // The lock is a real flock on the open file: another open file description cannot take it.
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(::flock(fd, LOCK_EX | LOCK_NB), -1);
+    EXPECT_EQ(errno, EWOULDBLOCK);
+    ::close(fd);
+  }
+
+  // Closing the holder releases it; while a context still has the file registered, it holds the
+  // lock until its next poll.
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  AlignedBuffer buf = make_buffer(4096);
+  CountingRequest read;
+  read.op = MemberOp::kRead;
+  read.buf = buf.data();
+  read.len = 4096;
+  (*first)->submit(*ctx, read);
+  drain(*ctx);
+  ASSERT_EQ(read.result, 4096);
+  first = Result<std::unique_ptr<MemberDevice>>(make_error(Errc::kInternal, "closed"));
+  if (ctx->stats().fixed_file_ios > 0) {
+    EXPECT_EQ(open_member(path, locked).status().code(), Errc::kBusy);
+  }
+  ctx->poll(false);
+  auto again = open_member(path, locked);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+
+  // A file locked by someone else (here a plain flock on another open) is refused too.
+  again = Result<std::unique_ptr<MemberDevice>>(make_error(Errc::kInternal, "closed"));
+  const int holder = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(holder, 0);
+  ASSERT_EQ(::flock(holder, LOCK_EX | LOCK_NB), 0);
+  EXPECT_EQ(open_member(path, locked).status().code(), Errc::kBusy);
+  EXPECT_TRUE(open_member(path).is_ok());
+  ::close(holder);
+  EXPECT_TRUE(open_member(path, locked).is_ok());
 }
 
 // A loop device over a file in `dir`, detached on destruction; path() is empty when the machine

@@ -46,6 +46,7 @@ Superblock full_superblock() {
   sb.resync_checkpoint = 4096;
   sb.check_checkpoint = sb.data_size;  // finished, not yet cleared
   sb.name = "dg0-production";
+  sb.settings = StoredSettings{3, 1, 4, 2, 3};  // high, low, extreme, normal; journal always
   for (std::uint32_t i = 0; i < 10; ++i) {
     sb.members[i].uuid = test_uuid(static_cast<std::uint8_t>(0x10 * (i + 1) % 0xA0 + i));
     sb.members[i].state = i < 8 ? MemberState::kActive : MemberState::kSpare;
@@ -124,8 +125,9 @@ constexpr std::size_t kMagicAt = 0, kMajorAt = 8, kMinorAt = 10, kCrcAt = 12, kS
                       kArrayUuidAt = 48, kMemberUuidAt = 64, kMemberIndexAt = 80, kLevelAt = 84,
                       kMemberCountAt = 88, kSpareCountAt = 92, kStripAt = 96, kRsvd0At = 100,
                       kDataOffsetAt = 104, kDataSizeAt = 112, kInitAt = 120, kResyncAt = 128,
-                      kCheckAt = 136, kNameAt = 144, kRsvd1At = 176, kMembersAt = 256,
-                      kMemberSize = 32, kVdsAt = 1280, kVdSize = 64, kRsvd2At = 2304;
+                      kCheckAt = 136, kNameAt = 144, kSettingsAt = 176, kRsvd1At = 181,
+                      kMembersAt = 256, kMemberSize = 32, kVdsAt = 1280, kVdSize = 64,
+                      kRsvd2At = 2304;
 constexpr std::size_t member_at(std::size_t i) {
   return kMembersAt + i * kMemberSize;
 }
@@ -261,7 +263,7 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   using V = std::vector<std::uint8_t>;
   EXPECT_EQ(bytes_at(kMagicAt, 8), (V{'g', 'r', 'a', 'i', 'd', '-', 's', 'b'}));
   EXPECT_EQ(bytes_at(kMajorAt, 2), (V{0x01, 0x00}));
-  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x00, 0x00}));
+  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x01, 0x00}));
   EXPECT_EQ(bytes_at(kSbSizeAt, 4), (V{0x00, 0x10, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kFlagsAt, 4), (V{0x01, 0x00, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kEventsAt, 8), (V{0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
@@ -284,7 +286,9 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   EXPECT_EQ(peek<std::uint64_t>(b, kCheckAt), sb.data_size);
   EXPECT_EQ(bytes_at(kNameAt, 15),
             (V{'d', 'g', '0', '-', 'p', 'r', 'o', 'd', 'u', 'c', 't', 'i', 'o', 'n', 0}));
-  EXPECT_EQ(bytes_at(kRsvd1At, 80), V(80, 0));
+  // Settings (minor 1): rebuild, init, check, resync speed, journal policy; one byte each.
+  EXPECT_EQ(bytes_at(kSettingsAt, 5), (V{3, 1, 4, 2, 3}));
+  EXPECT_EQ(bytes_at(kRsvd1At, 75), V(75, 0));
   // Member table: slot 5 is rebuilding at 3 GiB, slot 8 is a spare.
   EXPECT_EQ(bytes_at(member_at(5), 16),
             V(reinterpret_cast<const std::uint8_t*>(sb.members[5].uuid.bytes.data()),
@@ -321,7 +325,7 @@ TEST(SuperblockLayout, GoldenBytes) {
                                  reinterpret_cast<const std::uint8_t*>(b.data()) + 120);
   const std::vector<std::uint8_t> expected = {
       'g',  'r',  'a',      'i',      'd',      '-',      's', 'b', 1,   0,
-      0,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
+      1,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
       0x00, 0x10, 0,        0,                                     // sb_size 4096
       0,    0,    0,        0,                                     // array flags
       1,    0,    0,        0,        0,        0,        0,   0,  // events 1
@@ -344,8 +348,8 @@ TEST(SuperblockLayout, GoldenBytes) {
   poke<std::uint32_t>(zeroed, kCrcAt, 0);
   EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), bitwise_crc32c(zeroed));
   // The crc covers every byte, so these pin the whole encoding of both test superblocks.
-  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0x2178C845u);
-  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0x26E81F00u);
+  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0xB57DC9EBu);
+  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0xF440FA5Au);
 }
 
 // ---- Decode errors, one crafted input per check
@@ -489,8 +493,20 @@ TEST(SuperblockDecode, EachCheckHasItsError) {
        "VD entry 0 name has bytes after"},
       {"reserved 0 not zero", [](auto& b) { b[kRsvd0At] = std::byte{1}; }, Errc::kCorrupt,
        "reserved bytes not zero"},
-      {"reserved 1 not zero", [](auto& b) { b[kRsvd1At + 79] = std::byte{1}; }, Errc::kCorrupt,
+      {"reserved 1 not zero", [](auto& b) { b[kRsvd1At + 74] = std::byte{1}; }, Errc::kCorrupt,
        "reserved bytes not zero"},
+      {"rebuild speed 5", [](auto& b) { b[kSettingsAt] = std::byte{5}; }, Errc::kCorrupt,
+       "rebuild speed code 5 unknown"},
+      {"init speed 255", [](auto& b) { b[kSettingsAt + 1] = std::byte{255}; }, Errc::kCorrupt,
+       "init speed code 255 unknown"},
+      {"check speed 5", [](auto& b) { b[kSettingsAt + 2] = std::byte{5}; }, Errc::kCorrupt,
+       "check speed code 5 unknown"},
+      {"resync speed 9", [](auto& b) { b[kSettingsAt + 3] = std::byte{9}; }, Errc::kCorrupt,
+       "resync speed code 9 unknown"},
+      {"journal policy 4", [](auto& b) { b[kSettingsAt + 4] = std::byte{4}; }, Errc::kCorrupt,
+       "journal policy code 4 unknown"},
+      {"settings in a minor 0 superblock", [](auto& b) { poke<std::uint16_t>(b, kMinorAt, 0); },
+       Errc::kCorrupt, "reserved bytes not zero in a minor 0 superblock (bytes 176..180"},
       {"reserved 2 not zero", [](auto& b) { b[kSuperblockSize - 1] = std::byte{1}; },
        Errc::kCorrupt, "reserved bytes not zero"},
   };
@@ -538,14 +554,90 @@ TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   EXPECT_TRUE(r->vds[0].in_use());
   EXPECT_EQ(r->reserved[0], std::byte{0x11});
   EXPECT_EQ(r->reserved[4 + 5], std::byte{0x22});
-  EXPECT_EQ(r->reserved[4 + 80 + 1000], std::byte{0x33});
+  EXPECT_EQ(r->reserved[4 + 75 + 1000], std::byte{0x33});
   EXPECT_EQ(r->reserved[kReservedBytes - 1], std::byte{0x44});
   EXPECT_EQ(must_encode(*r), b);
 
-  // Rules that do not depend on the minor still hold (unused entries stay zero).
+  EXPECT_EQ(r->settings, full_superblock().settings);
+
+  // Rules that do not depend on the minor still hold: setting codes stay closed...
+  EncodedSuperblock bad_code = b;
+  bad_code[kSettingsAt + 4] = std::byte{4};
+  refix_crc(bad_code);
+  EXPECT_EQ(decode(bad_code).status().code(), Errc::kCorrupt);
+  // ... and unused entries stay zero.
   b[vd_at(1) + 4] = std::byte{0x02};
   refix_crc(b);
   EXPECT_EQ(decode(b).status().code(), Errc::kCorrupt);
+}
+
+// ---- Settings (minor 1)
+// ---------------------------------------------------------------------------
+
+TEST(SuperblockSettings, RoundTripEveryCode) {
+  for (std::uint8_t speed = 0; speed <= kMaxSpeedCode; ++speed) {
+    for (std::uint8_t journal = 0; journal <= kMaxJournalCode; ++journal) {
+      Superblock sb = minimal_superblock();
+      sb.settings = StoredSettings{speed, static_cast<std::uint8_t>(kMaxSpeedCode - speed), speed,
+                                   1, journal};
+      const EncodedSuperblock block = must_encode(sb);
+      EXPECT_EQ(peek<std::uint8_t>(block, kSettingsAt), speed);
+      EXPECT_EQ(peek<std::uint8_t>(block, kSettingsAt + 1), kMaxSpeedCode - speed);
+      EXPECT_EQ(peek<std::uint8_t>(block, kSettingsAt + 4), journal);
+      Result<Superblock> back = decode(block);
+      ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+      EXPECT_EQ(back->settings, sb.settings);
+      EXPECT_EQ(*back, sb);
+    }
+  }
+}
+
+TEST(SuperblockSettings, ValidateRefusesUnknownCodes) {
+  Superblock sb = minimal_superblock();
+  sb.settings.check_speed = kMaxSpeedCode + 1;
+  const Status st = validate(sb);
+  EXPECT_EQ(st.code(), Errc::kInvalidArgument);
+  EXPECT_NE(st.message().find("check speed code 5"), std::string::npos) << st.message();
+  sb = minimal_superblock();
+  sb.settings.journal_policy = kMaxJournalCode + 1;
+  EXPECT_EQ(validate(sb).code(), Errc::kInvalidArgument);
+  EXPECT_FALSE(encode(sb).is_ok());
+}
+
+// A superblock written by a minor 0 build (bytes 176..180 reserved, zero) reads with every setting
+// unset, and the next write upgrades it to minor 1 without changing anything else.
+TEST(SuperblockSettings, MinorZeroReadsUnsetAndIsUpgradedOnWrite) {
+  Superblock sb = full_superblock();
+  sb.settings = StoredSettings{};
+  EncodedSuperblock minor0 = must_encode(sb);
+  poke<std::uint16_t>(minor0, kMinorAt, 0);
+  refix_crc(minor0);
+  Result<Superblock> r = decode(minor0);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->minor_version, 0);
+  EXPECT_EQ(r->settings, StoredSettings{});
+
+  const EncodedSuperblock rewritten = must_encode(*r);
+  EXPECT_EQ(peek<std::uint16_t>(rewritten, kMinorAt), kMinorVersion);
+  EncodedSuperblock expected = minor0;
+  poke<std::uint16_t>(expected, kMinorAt, kMinorVersion);
+  refix_crc(expected);
+  EXPECT_EQ(rewritten, expected);
+
+  // Settings recorded on a copy read from minor 0 are written with minor 1.
+  r->settings.rebuild_speed = 4;
+  const EncodedSuperblock with_settings = must_encode(*r);
+  EXPECT_EQ(peek<std::uint16_t>(with_settings, kMinorAt), 1);
+  Result<Superblock> back = decode(with_settings);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->settings.rebuild_speed, 4);
+}
+
+TEST(SuperblockSettings, SettingsArePartOfTheArrayState) {
+  const Superblock base = full_superblock();
+  Superblock changed = base;
+  changed.settings.journal_policy = 1;
+  EXPECT_FALSE(same_array_state(base, changed));
 }
 
 // ---- Systematic and random corruption
@@ -641,6 +733,11 @@ TEST(SuperblockCorruption, RandomMutationsFailCleanlyOrRoundTrip) {
     ASSERT_TRUE(validate(*r).is_ok()) << validate(*r).to_string();
     Result<EncodedSuperblock> again = encode(*r);
     ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+    // A copy of an older minor comes back with the current one (and its crc), nothing else.
+    if (peek<std::uint16_t>(b, kMinorAt) < kMinorVersion) {
+      poke<std::uint16_t>(b, kMinorAt, kMinorVersion);
+      refix_crc(b);
+    }
     ASSERT_EQ(*again, b) << "iteration " << it << " decoded but re-encoded differently";
   }
   // The loop must reach the deep checks and also find accepted mutations, or it tests little.

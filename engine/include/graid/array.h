@@ -31,6 +31,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graid/geometry.h"
@@ -83,6 +84,36 @@ enum class ArrayHealth : std::uint8_t {
 
 std::string_view array_health_name(ArrayHealth health) noexcept;
 
+// How much of the members' bandwidth a background job (initialisation, rebuild, consistency
+// check, resync) may take from applications; docs/cli.md gives the rate of each.
+enum class BackgroundSpeed : std::uint8_t { kLow, kNormal, kHigh, kExtreme };
+// When RAID5/6 writes go through the journal that closes the write hole: never, only while the
+// array is degraded, or always.
+enum class JournalPolicy : std::uint8_t { kOff, kDegradedOnly, kAlways };
+
+// "low", "normal", "high", "extreme"; "unknown" for a value outside the enum.
+std::string_view background_speed_name(BackgroundSpeed speed) noexcept;
+// The inverse of background_speed_name (exact, lower case); nullopt for anything else.
+std::optional<BackgroundSpeed> parse_background_speed(std::string_view name) noexcept;
+// "off", "degraded-only", "always"; "unknown" for a value outside the enum.
+std::string_view journal_policy_name(JournalPolicy policy) noexcept;
+// The inverse of journal_policy_name (exact, lower case); nullopt for anything else.
+std::optional<JournalPolicy> parse_journal_policy(std::string_view name) noexcept;
+
+// A drive group's settings, recorded in every member's superblock (docs/on-disk-format.md) so
+// they survive stop and assemble. A superblock that records none (one written before settings
+// existed) reads as the defaults below. The engine records and reports them; throttling the
+// background jobs by them and the journal are not built yet.
+struct ArraySettings {
+  BackgroundSpeed rebuild_speed = BackgroundSpeed::kNormal;
+  BackgroundSpeed init_speed = BackgroundSpeed::kNormal;
+  BackgroundSpeed check_speed = BackgroundSpeed::kNormal;
+  BackgroundSpeed resync_speed = BackgroundSpeed::kNormal;
+  JournalPolicy journal_policy = JournalPolicy::kDegradedOnly;
+
+  friend bool operator==(const ArraySettings&, const ArraySettings&) = default;
+};
+
 struct CreateOptions {
   RaidLevel level = RaidLevel::kRaid5;
   std::uint32_t strip_bytes = 64 * 1024;
@@ -101,6 +132,8 @@ struct CreateOptions {
   // image of a consistent array); otherwise the first reconstruction returns wrong data.
   bool assume_clean = false;
   bool zero_members = false;
+  // Recorded in the first superblocks (Array::settings()).
+  ArraySettings settings;
 };
 
 // How create() made a new array's redundancy consistent.
@@ -279,6 +312,7 @@ struct MemberExamination {
   std::uint64_t capacity = 0;   // array data bytes
   std::uint64_t ctime_ns = 0, utime_ns = 0;
   std::optional<std::uint64_t> init_checkpoint, resync_checkpoint, check_checkpoint;
+  ArraySettings settings;         // as this copy records them (defaults where it records none)
   std::vector<MemberSlot> slots;  // the member table as this copy records it (no paths)
   std::vector<VdInfo> vds;
 };
@@ -459,8 +493,29 @@ class Array {
   Result<std::uint32_t> add_spare(std::unique_ptr<MemberDevice> device, bool force = false);
 
   // Reads and summarises the graid superblock of `member` without writing anything (mdadm
-  // --examine). kNotFound/kCorrupt/kUnsupported as decoding finds.
+  // --examine). kNotFound when the device carries no graid superblock (no magic where it
+  // belongs: a blank or erased device), kCorrupt/kUnsupported as decoding finds, kIoError when
+  // it cannot be read.
   static Result<MemberExamination> examine(MemberDevice& member);
+
+  // Makes `member` carry no graid superblock any more (mdadm --zero-superblock): zeroes the
+  // superblock block, the block kept for a backup superblock and the write-intent bitmap header
+  // (member bytes [0, 12288), as far as the device reaches), then flushes. Afterwards examine()
+  // answers kNotFound and create()/add_spare() take the device without `force`; the data area
+  // and the bitmap's bit pages are left as they are. A tool for devices no running array uses:
+  // the caller guarantees that (the array that had it is stopped, or it never was in one);
+  // nothing here can tell. Succeeds on a device that carried no superblock. kIoError (and what
+  // was written so far stays) when a write or the flush fails.
+  static Status erase_superblock(MemberDevice& member);
+
+  // The drive group's settings (what the superblocks record; defaults where they record none).
+  ArraySettings settings() const;
+  // Records `settings` in every live member's superblock (one superblock update, events + 1);
+  // the members' copies then record every field explicitly. Nothing is written when they equal
+  // what is recorded already. kInvalidArgument (changing nothing) for a value outside the
+  // enums; kIoError when the update fails (members that failed it are failed, as in any
+  // superblock update).
+  Status set_settings(const ArraySettings& settings);
 
   // Array-wide counters: the sum of every attached queue's stats (destroyed queues included),
   // per-member I/O counts, errors by kind and latency histograms. Safe from any thread; the

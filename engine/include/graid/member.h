@@ -351,6 +351,15 @@ struct OpenOptions {
   std::uint64_t create_size = 0;
   bool exclusive = true;  // O_EXCL on block devices: refuse a device in use (mounted, md)
   bool direct = true;     // O_DIRECT (falling back to buffered if refused); false: buffered
+  // Regular files: take an exclusive advisory lock (flock LOCK_EX | LOCK_NB) on the opened file
+  // and refuse with kBusy ("<path> is in use (locked by another process)") a file that another
+  // open of it holds locked, in this process or another: what keeps a second graidd off a file
+  // member, as O_EXCL does for block devices (for which this adds nothing). The lock is taken
+  // before a file is grown and belongs to the open file, so it lasts until the member is closed
+  // and every IoContext that registered the file has dropped it (at its next poll()), as the
+  // O_EXCL claim does. Advisory: programs that do not flock are not kept out. kUnsupported where
+  // the filesystem cannot lock. Off by default, since tests open one file twice in a process.
+  bool lock = false;
 };
 
 // Opens a regular file or block device with O_DIRECT. Where the filesystem refuses O_DIRECT the

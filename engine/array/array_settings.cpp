@@ -1,0 +1,139 @@
+// Drive-group settings: their names, their on-disk codes (meta::StoredSettings) and recording them
+// in the superblocks.
+#include "array/array_settings.h"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <utility>
+
+#include "array/array_state.h"
+
+namespace graid {
+namespace {
+
+constexpr std::array<std::pair<BackgroundSpeed, std::string_view>, 4> kSpeedNames = {{
+    {BackgroundSpeed::kLow, "low"},
+    {BackgroundSpeed::kNormal, "normal"},
+    {BackgroundSpeed::kHigh, "high"},
+    {BackgroundSpeed::kExtreme, "extreme"},
+}};
+constexpr std::array<std::pair<JournalPolicy, std::string_view>, 3> kJournalNames = {{
+    {JournalPolicy::kOff, "off"},
+    {JournalPolicy::kDegradedOnly, "degraded-only"},
+    {JournalPolicy::kAlways, "always"},
+}};
+
+// On-disk codes are the enum value + 1; 0 is "unset".
+static_assert(static_cast<std::uint8_t>(BackgroundSpeed::kExtreme) + 1 == meta::kMaxSpeedCode);
+static_assert(static_cast<std::uint8_t>(JournalPolicy::kAlways) + 1 == meta::kMaxJournalCode);
+
+bool valid(BackgroundSpeed speed) noexcept {
+  return static_cast<std::uint8_t>(speed) < meta::kMaxSpeedCode;
+}
+bool valid(JournalPolicy policy) noexcept {
+  return static_cast<std::uint8_t>(policy) < meta::kMaxJournalCode;
+}
+
+std::uint8_t code(BackgroundSpeed speed) noexcept {
+  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(speed) + 1);
+}
+std::uint8_t code(JournalPolicy policy) noexcept {
+  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(policy) + 1);
+}
+
+// REQUIRES: stored <= meta::kMaxSpeedCode (decode and validate check it).
+BackgroundSpeed speed_of(std::uint8_t stored, BackgroundSpeed fallback) noexcept {
+  return stored == meta::kSettingUnset ? fallback : static_cast<BackgroundSpeed>(stored - 1);
+}
+JournalPolicy journal_of(std::uint8_t stored, JournalPolicy fallback) noexcept {
+  return stored == meta::kSettingUnset ? fallback : static_cast<JournalPolicy>(stored - 1);
+}
+
+}  // namespace
+
+std::string_view background_speed_name(BackgroundSpeed speed) noexcept {
+  for (const auto& [value, name] : kSpeedNames) {
+    if (value == speed) return name;
+  }
+  return "unknown";
+}
+
+std::optional<BackgroundSpeed> parse_background_speed(std::string_view name) noexcept {
+  for (const auto& [value, text] : kSpeedNames) {
+    if (text == name) return value;
+  }
+  return std::nullopt;
+}
+
+std::string_view journal_policy_name(JournalPolicy policy) noexcept {
+  for (const auto& [value, name] : kJournalNames) {
+    if (value == policy) return name;
+  }
+  return "unknown";
+}
+
+std::optional<JournalPolicy> parse_journal_policy(std::string_view name) noexcept {
+  for (const auto& [value, text] : kJournalNames) {
+    if (text == name) return value;
+  }
+  return std::nullopt;
+}
+
+Result<meta::StoredSettings> stored_settings(const ArraySettings& settings) {
+  const std::pair<BackgroundSpeed, const char*> speeds[] = {{settings.rebuild_speed, "rebuild"},
+                                                            {settings.init_speed, "init"},
+                                                            {settings.check_speed, "check"},
+                                                            {settings.resync_speed, "resync"}};
+  for (const auto& [speed, what] : speeds) {
+    if (!valid(speed)) {
+      return make_error(Errc::kInvalidArgument, "{} speed value {} is not a BackgroundSpeed", what,
+                        static_cast<unsigned>(speed));
+    }
+  }
+  if (!valid(settings.journal_policy)) {
+    return make_error(Errc::kInvalidArgument, "journal policy value {} is not a JournalPolicy",
+                      static_cast<unsigned>(settings.journal_policy));
+  }
+  meta::StoredSettings out;
+  out.rebuild_speed = code(settings.rebuild_speed);
+  out.init_speed = code(settings.init_speed);
+  out.check_speed = code(settings.check_speed);
+  out.resync_speed = code(settings.resync_speed);
+  out.journal_policy = code(settings.journal_policy);
+  return out;
+}
+
+ArraySettings array_settings(const meta::StoredSettings& stored) noexcept {
+  const ArraySettings defaults;
+  ArraySettings out;
+  out.rebuild_speed = speed_of(stored.rebuild_speed, defaults.rebuild_speed);
+  out.init_speed = speed_of(stored.init_speed, defaults.init_speed);
+  out.check_speed = speed_of(stored.check_speed, defaults.check_speed);
+  out.resync_speed = speed_of(stored.resync_speed, defaults.resync_speed);
+  out.journal_policy = journal_of(stored.journal_policy, defaults.journal_policy);
+  return out;
+}
+
+ArraySettings Array::settings() const {
+  MutexLock guard(state_->control_mutex);
+  return array_settings(state_->sb.settings);
+}
+
+Status Array::set_settings(const ArraySettings& settings) {
+  auto stored = stored_settings(settings);
+  if (!stored) return stored.status();
+  State& s = *state_;
+  MutexLock guard(s.control_mutex);
+  if (s.sb.settings == *stored) return Status::ok();
+  s.sb.settings = *stored;
+  GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
+  spdlog::info(
+      "graid: array '{}': settings recorded: rebuild {}, init {}, check {}, resync {}, journal {}",
+      s.name, background_speed_name(settings.rebuild_speed),
+      background_speed_name(settings.init_speed), background_speed_name(settings.check_speed),
+      background_speed_name(settings.resync_speed), journal_policy_name(settings.journal_policy));
+  return Status::ok();
+}
+
+}  // namespace graid
