@@ -210,7 +210,8 @@ void ControlServer::serve(const Handler& handler, int stop_fd) {
     fds.clear();
     fds.push_back({stop_fd, POLLIN, 0});
     fds.push_back({fd_, POLLIN, 0});
-    for (const auto& c : clients_) fds.push_back({c->fd, POLLIN, 0});
+    for (const auto& c : clients_)
+      fds.push_back({c->fd, POLLIN, 0});
     const int rc = ::poll(fds.data(), fds.size(), -1);
     if (rc < 0) {
       if (errno == EINTR) continue;

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "control/control_protocol.h"
+#include "graidd/request_args.h"
 
 namespace graid::daemon {
 
@@ -65,6 +66,8 @@ std::string dispatch(Registry& registry, std::string_view line, const std::strin
       }
       if (route.changes) spdlog::info("{} {}: done", r.verb, r.object);
       return control::format_response_ok(id, *result);
+    } catch (const BadArguments& e) {
+      return control::format_response_error(id, ErrorCode::kBadRequest, e.what());
     } catch (const json::exception& e) {
       // A mistyped argument (a string where a number belongs, say): the verbs read their
       // arguments before changing anything.

@@ -2,13 +2,13 @@
 // graidctl over the control socket. Runs in the foreground; see docs/daemon.md.
 #include <grp.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "control/control_server.h"
 #include "graidd/dispatcher.h"
@@ -61,8 +61,7 @@ Result<ParityOwner> choose_parity(const std::string& requested) {
   } else if (requested == "cpu") {
     p.choice.reason = "requested";
   } else {
-    return make_error(Errc::kInvalidArgument, "--parity {}: expected auto, cuda or cpu",
-                      requested);
+    return make_error(Errc::kInvalidArgument, "--parity {}: expected auto, cuda or cpu", requested);
   }
   p.cpu = make_cpu_backend();
   p.choice.backend = p.cpu.get();
@@ -131,11 +130,9 @@ int run(const Options& o) {
   sd_notify("READY=1\nSTATUS=serving");
 
   const std::string version = GRAID_VERSION;
-  (*server)->serve(
-      [&](std::string_view line, const control::PeerCred&) {
-        return dispatch(*registry, line, version);
-      },
-      sigfd);
+  (*server)->serve([&](std::string_view line,
+                       const control::PeerCred&) { return dispatch(*registry, line, version); },
+                   sigfd);
 
   signalfd_siginfo info{};
   if (::read(sigfd, &info, sizeof info) == sizeof info)

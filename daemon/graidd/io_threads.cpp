@@ -41,15 +41,30 @@ Result<std::unique_ptr<IoThreads>> IoThreads::start(std::uint32_t count, unsigne
   auto pool = std::make_unique<IoThreads>();
   for (std::uint32_t i = 0; i < count; ++i) {
     auto t = std::make_unique<Thread>();
-    auto ctx = IoContext::create(queue_depth);
-    if (!ctx.is_ok()) return ctx.status();
-    t->ctx = std::move(*ctx);
     Thread* raw = t.get();
-    t->thread = std::thread([raw, i] {
+    // The context is created on its own thread: rings are set up single-issuer, so only the
+    // thread that made one may submit on it.
+    std::promise<Status> made;
+    auto made_future = made.get_future();
+    t->thread = std::thread([raw, i, queue_depth, &made] {
       const std::string name = "graidd-io" + std::to_string(i);
       ::prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
-      while (!raw->stop.load(std::memory_order_acquire)) raw->ctx->poll(/*wait=*/true);
+      auto ctx = IoContext::create(queue_depth);
+      if (!ctx.is_ok()) {
+        made.set_value(ctx.status());
+        return;
+      }
+      raw->ctx = std::move(*ctx);
+      made.set_value(Status{});
+      while (!raw->stop.load(std::memory_order_acquire))
+        raw->ctx->poll(/*wait=*/true);
+      raw->ctx.reset();
     });
+    Status st = made_future.get();
+    if (!st) {
+      t->thread.join();
+      return st;
+    }
     pool->threads_.push_back(std::move(t));
   }
   return pool;
@@ -60,7 +75,6 @@ IoThreads::~IoThreads() {
     call(static_cast<std::uint32_t>(&t - threads_.data()),
          [&t](IoContext&) { t->stop.store(true, std::memory_order_release); });
     t->thread.join();
-    t->ctx.reset();
   }
 }
 

@@ -35,7 +35,8 @@ Result<NbdAddress> parse_nbd_address(std::string_view text) {
     port_text = rest.substr(colon + 1);
   }
   unsigned port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
       port > 65535)
     return make_error(Errc::kInvalidArgument, "nbd address \"{}\": bad port \"{}\"", text,
@@ -45,7 +46,9 @@ Result<NbdAddress> parse_nbd_address(std::string_view text) {
   return a;
 }
 
-NbdExports::~NbdExports() { remove_all(); }
+NbdExports::~NbdExports() {
+  remove_all();
+}
 
 Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, VdHandle handle,
                        const std::string& address, const std::string& name, bool read_only,
@@ -61,8 +64,8 @@ Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, V
     if (other.is_ok() && other->tcp == addr->tcp &&
         (addr->tcp ? other->port == addr->port && other->port != 0 && other->host == addr->host
                    : other->path == addr->path))
-      return make_error(Errc::kBusy, "{} is already used by the export of vd {} of dg {}",
-                        address, k.second, k.first);
+      return make_error(Errc::kBusy, "{} is already used by the export of vd {} of dg {}", address,
+                        k.second, k.first);
   }
   nbd::NbdServerOptions options;
   if (addr->tcp) {
@@ -87,7 +90,10 @@ Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, V
   threads_.call(entry.thread, [&](IoContext& ctx) {
     auto server = nbd::NbdServer::create(ctx, std::move(specs), options);
     if (!server.is_ok()) {
-      status = server.status();
+      // Listening failed (no such directory, address in use, ...): the request's problem.
+      const Errc code = server.status().code() == Errc::kIoError ? Errc::kInvalidArgument
+                                                                 : server.status().code();
+      status = make_error(code, "cannot listen at {}: {}", address, server.status().message());
       return;
     }
     entry.server = std::move(*server);
@@ -145,7 +151,8 @@ void NbdExports::remove_all() {
   // Ask every server to stop first, so their connections drain in parallel.
   for (auto& [k, e] : exports_)
     if (e.server) e.server->stop();
-  for (auto& [k, e] : exports_) stop_entry(e);
+  for (auto& [k, e] : exports_)
+    stop_entry(e);
   exports_.clear();
 }
 
@@ -163,7 +170,8 @@ std::optional<NbdExportInfo> NbdExports::find(std::uint32_t dg_id, std::uint32_t
 
 std::vector<NbdExportInfo> NbdExports::list() const {
   std::vector<NbdExportInfo> out;
-  for (const auto& [k, e] : exports_) out.push_back(*find(k.first, k.second));
+  for (const auto& [k, e] : exports_)
+    out.push_back(*find(k.first, k.second));
   return out;
 }
 

@@ -24,9 +24,9 @@ namespace graid::daemon {
 // literal or a bracketed IPv6 one, "tcp:[::1]:10809"; "tcp:PORT" listens on loopback).
 struct NbdAddress {
   bool tcp = false;
-  std::string path;                  // unix
-  std::string host = "127.0.0.1";    // tcp
-  std::uint16_t port = 0;            // tcp
+  std::string path;                // unix
+  std::string host = "127.0.0.1";  // tcp
+  std::uint16_t port = 0;          // tcp
 };
 Result<NbdAddress> parse_nbd_address(std::string_view text);
 

@@ -35,8 +35,8 @@ PdInfo probe_pd(const MemberDevice& device) {
   // /sys/dev/block/MAJ:MIN/device is the disk's device: for NVMe the namespace's controller
   // (model, serial, firmware_rev), for SCSI/virtio the disk (model, vendor, rev).
   const auto dev = static_cast<dev_t>(id.dev);
-  std::string base = "/sys/dev/block/" + std::to_string(major(dev)) + ":" +
-                     std::to_string(minor(dev));
+  std::string base =
+      "/sys/dev/block/" + std::to_string(major(dev)) + ":" + std::to_string(minor(dev));
   // A partition's attributes are its disk's.
   if (read_trimmed(base + "/partition").size() > 0) base += "/..";
   info.model = read_trimmed(base + "/device/model");

@@ -2,90 +2,20 @@
 #include "graidd/registry.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
+#include <thread>
+
+#include "graidd/request_args.h"
 
 namespace graid::daemon {
-
-// Forwards an array's events into the event log, naming the DG and, for member events, the PD.
-class DgObserver final : public ArrayObserver {
- public:
-  DgObserver(EventLog& log, std::uint32_t dg_id) : log_(log), dg_id_(dg_id) {}
-
-  void set_slot_map(std::map<std::uint32_t, std::uint32_t> slot_to_pd) {
-    MutexLock lock(mutex_);
-    slot_to_pd_ = std::move(slot_to_pd);
-  }
-
-  void on_event(const ArrayEvent& e) override {
-    std::optional<std::uint32_t> pd;
-    if (e.member) {
-      MutexLock lock(mutex_);
-      if (auto it = slot_to_pd_.find(*e.member); it != slot_to_pd_.end()) pd = it->second;
-    }
-    std::string kind;
-    std::string message = e.message;
-    switch (e.kind) {
-      case ArrayEventKind::kStarted:
-        return;  // the registry says dg_created / dg_assembled itself
-      case ArrayEventKind::kMemberFailed:
-        kind = "member_failed";
-        message = fmt::format("member slot {} failed: {}", e.member.value_or(0), e.message);
-        break;
-      case ArrayEventKind::kMemberBack:
-        kind = "member_back";
-        break;
-      case ArrayEventKind::kHealthChanged:
-        kind = std::string("dg_") + std::string(array_health_name(e.health));
-        message = fmt::format("{} -> {}", array_health_name(e.previous_health),
-                              array_health_name(e.health));
-        break;
-      case ArrayEventKind::kInitStarted:
-        kind = "init_started";
-        message = fmt::format("initialising {} stripes", e.counts.stripes);
-        break;
-      case ArrayEventKind::kInitFinished:
-        kind = "init_finished";
-        message = fmt::format("initialised {} stripes", e.counts.stripes);
-        break;
-      case ArrayEventKind::kResyncStarted:
-        kind = "resync_started";
-        message = fmt::format("re-syncing {} stripes after an unclean stop", e.counts.stripes);
-        break;
-      case ArrayEventKind::kResyncFinished:
-        kind = "resync_finished";
-        message = fmt::format("re-synced {} stripes, {} could not be", e.counts.stripes,
-                              e.counts.unsynced_stripes);
-        break;
-      case ArrayEventKind::kAssemblyOverride:
-        kind = "assembly_override";
-        break;
-      case ArrayEventKind::kSpareAdded:
-        kind = "spare_added";
-        message = fmt::format("hot spare in slot {}", e.member.value_or(0));
-        break;
-      case ArrayEventKind::kStopped:
-        kind = "dg_stopped";
-        message = "stopped clean";
-        break;
-    }
-    log_.add(kind, dg_id_, pd, std::nullopt, message);
-  }
-
- private:
-  EventLog& log_;
-  const std::uint32_t dg_id_;
-  Mutex mutex_;
-  std::map<std::uint32_t, std::uint32_t> slot_to_pd_ GUARDED_BY(mutex_);
-};
 
 Registry::Registry(RegistryOptions options, IoThreads& threads, EventLog& events)
     : options_(std::move(options)), threads_(threads), events_(events), nbd_(threads) {}
@@ -95,17 +25,12 @@ Registry::~Registry() {
   if (state_lock_fd_ >= 0) ::close(state_lock_fd_);
 }
 
-template <typename Map>
-std::uint32_t Registry::smallest_free_id(const Map& map) {
-  std::uint32_t id = 0;
-  while (map.contains(id)) ++id;
-  return id;
-}
-
 Status Registry::save() {
   PersistedState s;
-  for (const auto& [id, pd] : pds_) s.pds.push_back({id, pd.path, pd.marker_offline});
-  for (const auto& [id, dg] : dgs_) s.dgs.push_back({id, dg.uuid});
+  for (const auto& [id, pd] : pds_)
+    s.pds.push_back({id, pd.path, pd.marker_offline});
+  for (const auto& [id, dg] : dgs_)
+    s.dgs.push_back({id, dg.uuid});
   s.exports = export_entries_;
   auto status = save_state(options_.state_dir, s);
   if (!status) spdlog::error("cannot save the state: {}", status.to_string());
@@ -142,11 +67,14 @@ void Registry::reopen(Pd& pd) {
   auto dev = open_pd_device(pd.path);
   if (!dev.is_ok()) {
     pd.missing = true;
+    pd.busy = dev.status().code() == Errc::kBusy;
     pd.message = dev.status().message();
     pd.device.reset();
     return;
   }
   pd.missing = false;
+  pd.busy = false;
+  pd.message.clear();
   pd.device = std::move(*dev);
 }
 
@@ -168,17 +96,26 @@ Status Registry::start() {
   auto loaded = load_state(options_.state_dir);
   if (!loaded.is_ok()) return loaded.status();
   std::map<std::string, std::uint32_t> dg_by_uuid;
-  for (const auto& d : loaded->dgs) dg_by_uuid[d.uuid] = d.dg_id;
+  for (const auto& d : loaded->dgs)
+    dg_by_uuid[d.uuid] = d.dg_id;
   export_entries_ = loaded->exports;
 
   // Open every PD and read its superblock.
   std::map<std::string, std::vector<Pd*>> groups;  // array uuid -> its PDs
+  const auto busy_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (const auto& e : loaded->pds) {
     Pd& pd = pds_[e.pd_id];
     pd.id = e.pd_id;
     pd.path = e.path;
     pd.marker_offline = e.marker_offline;
     reopen(pd);
+    // A daemon that was just killed may still hold its drives for a moment: the kernel tears
+    // down its io_uring rings (which hold the files, and so their locks) after the process is
+    // gone. Wait for that, up to a deadline shared by all PDs.
+    while (pd.missing && pd.busy && std::chrono::steady_clock::now() < busy_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      reopen(pd);
+    }
     if (pd.missing) {
       spdlog::warn("pd {} ({}) is missing: {}", pd.id, pd.path, pd.message);
       events_.add("pd_missing", std::nullopt, pd.id, std::nullopt, pd.message);
@@ -213,13 +150,14 @@ Status Registry::start() {
       while (std::any_of(dg_by_uuid.begin(), dg_by_uuid.end(),
                          [&](const auto& kv) { return kv.second == id && !dgs_.contains(id); }))
         ++id;
-      spdlog::warn("PDs carry array {} that the state does not list: assembling it as dg {}",
-                   uuid, id);
+      spdlog::warn("PDs carry array {} that the state does not list: assembling it as dg {}", uuid,
+                   id);
     }
     assemble_group(id, uuid, members);
   }
-  save();
-  for (const auto& e : std::vector<ExportEntry>(export_entries_)) restore_export(e);
+  (void)save();  // logged inside; the operation stands
+  for (const auto& e : std::vector<ExportEntry>(export_entries_))
+    restore_export(e);
   return {};
 }
 
@@ -247,7 +185,8 @@ void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
   if (!array.is_ok()) {
     dg.exam = exam;
     dg.message = array.status().message();
-    for (Pd* pd : members) reopen(*pd);
+    for (Pd* pd : members)
+      reopen(*pd);
     spdlog::error("dg {} cannot be assembled: {}", dg_id, dg.message);
     events_.add("dg_offline", dg_id, std::nullopt, std::nullopt, dg.message);
     return;
@@ -324,21 +263,17 @@ void Registry::shutdown() {
 }
 
 Result<Registry::Pd*> Registry::find_pd(const nlohmann::json& args, const char* key) {
-  if (!args.contains(key) || !args[key].is_number_unsigned())
-    return make_error(Errc::kInvalidArgument, "missing or bad \"{}\"", key);
-  const auto id = args[key].get<std::uint64_t>();
-  auto it = pds_.find(static_cast<std::uint32_t>(id));
-  if (id > UINT32_MAX || it == pds_.end())
+  const std::uint32_t id = arg_id(args, key);
+  auto it = pds_.find(id);
+  if (it == pds_.end())
     return make_error(Errc::kNotFound, "pd {} does not exist (graidctl list pd shows the PDs)", id);
   return &it->second;
 }
 
 Result<Registry::Dg*> Registry::find_dg(const nlohmann::json& args, bool need_online) {
-  if (!args.contains("dg_id") || !args["dg_id"].is_number_unsigned())
-    return make_error(Errc::kInvalidArgument, "missing or bad \"dg_id\"");
-  const auto id = args["dg_id"].get<std::uint64_t>();
-  auto it = dgs_.find(static_cast<std::uint32_t>(id));
-  if (id > UINT32_MAX || it == dgs_.end())
+  const std::uint32_t id = arg_id(args, "dg_id");
+  auto it = dgs_.find(id);
+  if (it == dgs_.end())
     return make_error(Errc::kNotFound, "dg {} does not exist (graidctl list dg shows the DGs)", id);
   if (need_online && !it->second.array)
     return make_error(Errc::kUnsupported, "dg {} is offline: {}", id, it->second.message);
@@ -346,9 +281,7 @@ Result<Registry::Dg*> Registry::find_dg(const nlohmann::json& args, bool need_on
 }
 
 Result<VdInfo> Registry::find_vd(Dg& dg, const nlohmann::json& args) {
-  if (!args.contains("vd_id") || !args["vd_id"].is_number_unsigned())
-    return make_error(Errc::kInvalidArgument, "missing or bad \"vd_id\"");
-  const auto id = args["vd_id"].get<std::uint64_t>();
+  const std::uint32_t id = arg_id(args, "vd_id");
   if (dg.array)
     for (const auto& vd : dg.array->vds())
       if (vd.id == id) return vd;

@@ -19,6 +19,7 @@
 
 #include "graid/array.h"
 #include "graid/parity.h"
+#include "graidd/dg_observer.h"
 #include "graidd/event_log.h"
 #include "graidd/io_threads.h"
 #include "graidd/nbd_exports.h"
@@ -36,12 +37,12 @@ inline constexpr std::uint64_t kMinPdBytes = std::uint64_t{2} << 20;
 
 // The parity engine the daemon runs with, for `describe controller`.
 struct ParityChoice {
-  ParityBackend* backend = nullptr;       // never null
+  ParityBackend* backend = nullptr;  // never null
   HostMemoryRegistry* host_memory = nullptr;
-  CudaBackend* cuda = nullptr;            // when the backend is the GPU's
-  std::string requested;                  // auto, cuda, cpu
-  std::string reason;                     // why this backend
-  std::string gpu;                        // the GPU's name, when one is used
+  CudaBackend* cuda = nullptr;  // when the backend is the GPU's
+  std::string requested;        // auto, cuda, cpu
+  std::string reason;           // why this backend
+  std::string gpu;              // the GPU's name, when one is used
 };
 
 struct RegistryOptions {
@@ -51,8 +52,6 @@ struct RegistryOptions {
   std::string version;
 };
 
-class DgObserver;
-
 class Registry {
  public:
   Registry(RegistryOptions options, IoThreads& threads, EventLog& events);
@@ -61,10 +60,11 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // Locks the state dir (a second graidd on it is refused), loads it, opens the PDs it lists, assembles every DG found on them (re-syncing
-  // after an unclean stop), and restores the exports. Problems with single objects (a missing
-  // drive, a DG that cannot start, an export that cannot listen) are logged, recorded as events
-  // and shown in their objects; only a state dir that cannot be read fails start-up.
+  // Locks the state dir (a second graidd on it is refused), loads it, opens the PDs it lists,
+  // assembles every DG found on them (re-syncing after an unclean stop), and restores the exports.
+  // Problems with single objects (a missing drive, a DG that cannot start, an export that cannot
+  // listen) are logged, recorded as events and shown in their objects; only a state dir that cannot
+  // be read fails start-up.
   Status start();
   // Stops every export (their requests in flight are answered), then stops every array, which
   // marks it clean. Idempotent.
@@ -106,6 +106,7 @@ class Registry {
     DeviceIdentity identity;
     PdInfo info;
     bool missing = false;     // could not be opened at start
+    bool busy = false;        // ... because something else holds it
     std::string message;      // why it is missing, stale, ...
     bool superblock = false;  // carried a graid superblock when opened
     std::string sb_uuid;      // its array's UUID then
@@ -114,8 +115,8 @@ class Registry {
   struct Dg {
     std::uint32_t id = 0;
     std::string uuid;
-    std::unique_ptr<DgObserver> observer;  // outlives `array` (declared before it)
-    std::unique_ptr<Array> array;          // null: offline (could not be assembled)
+    std::unique_ptr<DgObserver> observer;   // outlives `array` (declared before it)
+    std::unique_ptr<Array> array;           // null: offline (could not be assembled)
     std::optional<MemberExamination> exam;  // what the superblocks say, for an offline DG
     std::string message;                    // why it is offline; how it was assembled
     bool was_clean = true;
@@ -130,8 +131,15 @@ class Registry {
   void reopen(Pd& pd);
   void assemble_group(std::uint32_t dg_id, const std::string& uuid, std::vector<Pd*> pds);
   void restore_export(const ExportEntry& entry);
+  // The smallest id not in use: ids go 0, 1, 2... in order of creation and are never reused
+  // while their object exists.
   template <typename Map>
-  static std::uint32_t smallest_free_id(const Map& map);
+  static std::uint32_t smallest_free_id(const Map& map) {
+    std::uint32_t id = 0;
+    while (map.contains(id))
+      ++id;
+    return id;
+  }
 
   Result<Pd*> find_pd(const nlohmann::json& args, const char* key = "pd_id");
   Result<Dg*> find_dg(const nlohmann::json& args, bool need_online = false);

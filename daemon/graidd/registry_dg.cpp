@@ -4,58 +4,34 @@
 #include <set>
 
 #include "graidd/registry.h"
+#include "graidd/request_args.h"
 
 namespace graid::daemon {
 
 using nlohmann::json;
 
-namespace {
-
-Result<std::vector<std::uint32_t>> id_list(const json& args, const char* key, bool required) {
-  std::vector<std::uint32_t> ids;
-  if (!args.contains(key)) {
-    if (required) return make_error(Errc::kInvalidArgument, "missing \"{}\"", key);
-    return ids;
-  }
-  if (!args[key].is_array()) return make_error(Errc::kInvalidArgument, "\"{}\" must be a list", key);
-  for (const auto& v : args[key]) {
-    if (!v.is_number_unsigned() || v.get<std::uint64_t>() > UINT32_MAX)
-      return make_error(Errc::kInvalidArgument, "\"{}\" must hold PD ids", key);
-    ids.push_back(v.get<std::uint32_t>());
-  }
-  return ids;
-}
-
-}  // namespace
-
 Result<json> Registry::create_dg(const json& args) {
-  if (!args.contains("level") || !args["level"].is_string())
-    return make_error(Errc::kInvalidArgument, "create dg needs a level");
-  auto level = parse_raid_level(args["level"].get<std::string>());
+  const std::string level_name = arg_required_string(args, "level");
+  auto level = parse_raid_level(level_name);
   if (!level.is_ok())
     return make_error(Errc::kInvalidArgument,
-                      "unknown RAID level \"{}\" (raid0, raid1, raid10, raid5, raid6)",
-                      args["level"].get<std::string>());
-  auto members = id_list(args, "pd_ids", true);
-  if (!members.is_ok()) return members.status();
-  auto spares = id_list(args, "spare_ids", false);
-  if (!spares.is_ok()) return spares.status();
+                      "unknown RAID level \"{}\" (raid0, raid1, raid10, raid5, raid6)", level_name);
+  const auto member_ids = arg_ids(args, "pd_ids", true);
+  const auto spare_ids = arg_ids(args, "spare_ids", false);
+  const auto* members = &member_ids;
+  const auto* spares = &spare_ids;
   if (members->empty()) return make_error(Errc::kInvalidArgument, "create dg needs PDs");
-  std::uint64_t strip = 64 * 1024;
-  if (args.contains("strip")) {
-    if (!args["strip"].is_number_unsigned())
-      return make_error(Errc::kInvalidArgument, "\"strip\" must be a byte count");
-    strip = args["strip"].get<std::uint64_t>();
-  }
-  const std::string name = args.value("name", "");
+  const std::uint64_t strip = arg_opt_u64(args, "strip").value_or(64 * 1024);
+  const std::string name = arg_string(args, "name");
+  const bool assume_clean = arg_bool(args, "assume_clean");
+  const bool force = arg_bool(args, "force");
   if (name.size() > 31)
     return make_error(Errc::kInvalidArgument, "the name \"{}\" is longer than 31 bytes", name);
   auto geometry = Geometry::make(*level, static_cast<std::uint32_t>(members->size()),
                                  strip > UINT32_MAX ? 0 : static_cast<std::uint32_t>(strip));
   if (!geometry.is_ok())
     return make_error(Errc::kInvalidArgument, "{} with {} PDs and a {}-byte strip: {}",
-                      raid_level_name(*level), members->size(), strip,
-                      geometry.status().message());
+                      raid_level_name(*level), members->size(), strip, geometry.status().message());
   std::set<std::uint32_t> seen;
   std::uint64_t smallest = UINT64_MAX;
   for (const auto& list : {*members, *spares}) {
@@ -66,14 +42,14 @@ Result<json> Registry::create_dg(const json& args) {
       const Pd& pd = it->second;
       if (!seen.insert(id).second)
         return make_error(Errc::kInvalidArgument, "pd {} is named twice", id);
-      if (pd.dg_id)
-        return make_error(Errc::kBusy, "pd {} already belongs to dg {}", id, *pd.dg_id);
+      if (pd.dg_id) return make_error(Errc::kBusy, "pd {} already belongs to dg {}", id, *pd.dg_id);
       if (pd.missing || !pd.device)
         return make_error(Errc::kInvalidArgument, "pd {} ({}) is missing: {}", id, pd.path,
                           pd.message);
     }
   }
-  for (const auto id : *members) smallest = std::min(smallest, pds_[id].device->size());
+  for (const auto id : *members)
+    smallest = std::min(smallest, pds_[id].device->size());
   for (const auto id : *spares)
     if (pds_[id].device->size() < smallest)
       return make_error(Errc::kNoSpace, "spare pd {} is smaller than the smallest member", id);
@@ -84,13 +60,14 @@ Result<json> Registry::create_dg(const json& args) {
   co.level = *level;
   co.strip_bytes = static_cast<std::uint32_t>(strip);
   co.name = name;
-  co.assume_clean = args.value("assume_clean", false);
+  co.assume_clean = assume_clean;
   std::vector<std::unique_ptr<MemberDevice>> devices;
-  for (const auto id : *members) devices.push_back(std::move(pds_[id].device));
-  auto array = Array::create(std::move(devices), co, array_options(*observer),
-                             args.value("force", false));
+  for (const auto id : *members)
+    devices.push_back(std::move(pds_[id].device));
+  auto array = Array::create(std::move(devices), co, array_options(*observer), force);
   if (!array.is_ok()) {
-    for (const auto id : *members) reopen(pds_[id]);
+    for (const auto id : *members)
+      reopen(pds_[id]);
     return array.status();
   }
   Dg& dg = dgs_[dg_id];
@@ -111,7 +88,8 @@ Result<json> Registry::create_dg(const json& args) {
     auto slot = dg.array->add_spare(std::move(pd.device));
     if (!slot.is_ok()) {
       reopen(pd);
-      spare_problems += fmt::format("; pd {} not added as a spare: {}", id, slot.status().message());
+      spare_problems +=
+          fmt::format("; pd {} not added as a spare: {}", id, slot.status().message());
       continue;
     }
     pd.dg_id = dg_id;
@@ -130,7 +108,8 @@ Result<json> Registry::create_dg(const json& args) {
 
 Result<json> Registry::list_dg(const json&) {
   json out = json::array();
-  for (const auto& [id, dg] : dgs_) out.push_back(dg_json(dg, false));
+  for (const auto& [id, dg] : dgs_)
+    out.push_back(dg_json(dg, false));
   return out;
 }
 
@@ -144,7 +123,7 @@ Result<json> Registry::delete_dg(const json& args) {
   auto found = find_dg(args);
   if (!found.is_ok()) return found.status();
   Dg& dg = **found;
-  if (!args.value("confirm", false))
+  if (!arg_bool(args, "confirm"))
     return make_error(Errc::kInvalidArgument,
                       "deleting dg {} erases its superblocks: add --confirm", dg.id);
   const std::size_t vds = dg.array ? dg.array->vds().size() : dg.exam ? dg.exam->vds.size() : 0;
@@ -156,6 +135,11 @@ Result<json> Registry::delete_dg(const json& args) {
     auto st = dg.array->stop();
     if (!st) return st;
     dg.array.reset();
+    // I/O threads whose rings registered the members' files drop them at their next poll;
+    // until then the files (and their locks) stay held. Wake each thread twice to be sure.
+    for (int round = 0; round < 2; ++round)
+      for (std::uint32_t t = 0; t < threads_.count(); ++t)
+        threads_.call(t, [](IoContext&) {});
   }
   std::string problems;
   for (auto& [id, pd] : pds_) {

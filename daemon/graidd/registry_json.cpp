@@ -7,7 +7,9 @@ using nlohmann::json;
 
 namespace {
 
-json opt(const std::optional<std::uint32_t>& v) { return v ? json(*v) : json(nullptr); }
+json opt(const std::optional<std::uint32_t>& v) {
+  return v ? json(*v) : json(nullptr);
+}
 
 }  // namespace
 
@@ -74,7 +76,8 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     const Array& a = *dg.array;
     const auto vds = a.vds();
     std::uint64_t used = 0;
-    for (const auto& vd : vds) used += vd.size;
+    for (const auto& vd : vds)
+      used += vd.size;
     j["name"] = a.name();
     j["level"] = raid_level_name(a.geometry().level());
     j["strip"] = a.geometry().strip_bytes();
@@ -100,7 +103,8 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     if (detail) {
       j["members"] = members;
       json list = json::array();
-      for (const auto& vd : vds) list.push_back(vd_json(dg, vd));
+      for (const auto& vd : vds)
+        list.push_back(vd_json(dg, vd));
       j["vds"] = list;
     }
   } else {

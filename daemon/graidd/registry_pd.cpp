@@ -1,22 +1,21 @@
 // Registry: physical drives (create, list, describe, delete, edit pd).
-#include <sys/stat.h>
-
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <set>
 
 #include "graidd/registry.h"
+#include "graidd/request_args.h"
 
 namespace graid::daemon {
 
 using nlohmann::json;
 
 Result<json> Registry::create_pd(const json& args) {
-  if (!args.contains("paths") || !args["paths"].is_array() || args["paths"].empty())
-    return make_error(Errc::kInvalidArgument, "create pd needs \"paths\": a list of device paths");
-  if (args["paths"].size() > 256)
+  const auto paths = arg_strings(args, "paths");
+  if (paths.size() > 256)
     return make_error(Errc::kInvalidArgument, "create pd takes at most 256 paths at once");
-  const bool force = args.value("force", false);
+  const bool force = arg_bool(args, "force");
   struct Candidate {
     std::string path;
     std::unique_ptr<MemberDevice> device;
@@ -24,12 +23,10 @@ Result<json> Registry::create_pd(const json& args) {
     bool erase = false;
   };
   std::vector<Candidate> todo;
-  for (const auto& p : args["paths"]) {
-    if (!p.is_string() || p.get<std::string>().empty())
-      return make_error(Errc::kInvalidArgument, "a path must be a non-empty string");
+  for (const auto& path : paths) {
     Candidate c;
-    c.path = p.get<std::string>();
-    if (c.path[0] != '/')
+    c.path = path;
+    if (c.path.empty() || c.path[0] != '/')
       return make_error(Errc::kInvalidArgument, "{}: give an absolute path", c.path);
     for (const auto& [id, pd] : pds_)
       if (pd.path == c.path)
@@ -38,8 +35,23 @@ Result<json> Registry::create_pd(const json& args) {
     if (::stat(c.path.c_str(), &st) != 0)
       return make_error(Errc::kInvalidArgument, "{} does not exist", c.path);
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-      return make_error(Errc::kInvalidArgument,
-                        "{} is neither a block device nor a regular file", c.path);
+      return make_error(Errc::kInvalidArgument, "{} is neither a block device nor a regular file",
+                        c.path);
+    // The same storage under two names (a link, "dir/./x"), checked before opening it: the
+    // second open would only say "in use".
+    DeviceIdentity pre;
+    pre.known = true;
+    pre.block = S_ISBLK(st.st_mode);
+    pre.dev = pre.block ? st.st_rdev : st.st_dev;
+    pre.ino = pre.block ? 0 : st.st_ino;
+    for (const auto& [id, pd] : pds_)
+      if (pd.identity == pre)
+        return make_error(Errc::kInvalidArgument, "{} is the same drive as pd {} ({})", c.path, id,
+                          pd.path);
+    for (const auto& other : todo)
+      if (other.identity == pre)
+        return make_error(Errc::kInvalidArgument, "{} and {} are the same drive", other.path,
+                          c.path);
     auto dev = open_pd_device(c.path);
     if (!dev.is_ok()) {
       const Errc code = dev.status().code() == Errc::kBusy ? Errc::kBusy : Errc::kInvalidArgument;
@@ -66,14 +78,14 @@ Result<json> Registry::create_pd(const json& args) {
     if (exam.is_ok() || exam.status().code() == Errc::kCorrupt) {
       if (!force) {
         const std::string what =
-            exam.is_ok() ? fmt::format("the superblock of graid array {} ({}{}, slot {})",
-                                       exam->array_uuid, raid_level_name(exam->level),
-                                       exam->name.empty() ? "" : ", \"" + exam->name + "\"",
-                                       exam->slot)
-                         : "a damaged graid superblock";
-            return make_error(Errc::kInvalidArgument,
-                              "{} carries {}; add --force to erase it and take the drive",
-                              c.path, what);
+            exam.is_ok()
+                ? fmt::format("the superblock of graid array {} ({}{}, slot {})", exam->array_uuid,
+                              raid_level_name(exam->level),
+                              exam->name.empty() ? "" : ", \"" + exam->name + "\"", exam->slot)
+                : "a damaged graid superblock";
+        return make_error(Errc::kInvalidArgument,
+                          "{} carries {}; add --force to erase it and take the drive", c.path,
+                          what);
       }
       c.erase = true;
     }
@@ -104,7 +116,8 @@ Result<json> Registry::create_pd(const json& args) {
 
 Result<json> Registry::list_pd(const json&) {
   json out = json::array();
-  for (const auto& [id, pd] : pds_) out.push_back(pd_json(pd));
+  for (const auto& [id, pd] : pds_)
+    out.push_back(pd_json(pd));
   return out;
 }
 
@@ -115,10 +128,10 @@ Result<json> Registry::describe_pd(const json& args) {
 }
 
 Result<json> Registry::delete_pd(const json& args) {
-  if (!args.contains("pd_ids") || !args["pd_ids"].is_array() || args["pd_ids"].empty())
-    return make_error(Errc::kInvalidArgument, "delete pd needs \"pd_ids\"");
+  const auto list = arg_ids(args, "pd_ids", true);
+  if (list.empty()) return make_error(Errc::kInvalidArgument, "delete pd needs PD ids");
   std::set<std::uint32_t> ids;
-  for (const auto& v : args["pd_ids"]) {
+  for (const auto v : list) {
     auto pd = find_pd(json{{"pd_id", v}});
     if (!pd.is_ok()) return pd.status();
     if ((*pd)->dg_id)
@@ -139,8 +152,8 @@ Result<json> Registry::edit_pd(const json& args) {
   auto found = find_pd(args);
   if (!found.is_ok()) return found.status();
   Pd& pd = **found;
-  const std::string key = args.value("key", "");
-  const std::string value = args.value("value", "");
+  const std::string key = arg_required_string(args, "key");
+  const std::string value = arg_required_string(args, "value");
   if (key != "marker")
     return make_error(Errc::kInvalidArgument, "unknown pd setting \"{}\" (known: marker)", key);
   if (value != "offline" && value != "online")
@@ -167,9 +180,8 @@ Result<json> Registry::edit_pd(const json& args) {
                         "member(s)): refused",
                         pd.id, dg.id, raid_level_name(array.geometry().level()),
                         array.geometry().failures_tolerated());
-    auto st = array.fail_member(*pd.slot,
-                                fmt::format("marked offline (graidctl edit pd {} marker offline)",
-                                            pd.id));
+    auto st = array.fail_member(
+        *pd.slot, fmt::format("marked offline (graidctl edit pd {} marker offline)", pd.id));
     if (!st) return st;
     pd.marker_offline = true;
     events_.add("pd_offline", dg.id, pd.id, std::nullopt, "marked offline");

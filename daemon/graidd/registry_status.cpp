@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "graidd/registry.h"
+#include "graidd/request_args.h"
 #include "kernels/cuda_backend.h"
 
 namespace graid::daemon {
@@ -23,7 +24,9 @@ std::string rfc3339(std::chrono::system_clock::time_point t) {
   return fmt::format("{}.{:03}Z", buf, ms.count() % 1000);
 }
 
-json opt(const std::optional<std::uint32_t>& v) { return v ? json(*v) : json(nullptr); }
+json opt(const std::optional<std::uint32_t>& v) {
+  return v ? json(*v) : json(nullptr);
+}
 
 json buckets(const std::array<std::uint64_t, kLatencyBuckets>& b) {
   return json(std::vector<std::uint64_t>(b.begin(), b.end()));
@@ -35,9 +38,9 @@ Result<json> Registry::describe_controller(const json&) {
   json j;
   j["version"] = options_.version;
   j["pid"] = ::getpid();
-  j["uptime_s"] = std::chrono::duration_cast<std::chrono::seconds>(
-                      std::chrono::steady_clock::now() - started_)
-                      .count();
+  j["uptime_s"] =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
+          .count();
   j["io_threads"] = threads_.count();
   j["socket"] = options_.socket_path;
   j["state_dir"] = options_.state_dir;
@@ -68,12 +71,7 @@ Result<json> Registry::describe_controller(const json&) {
 }
 
 Result<json> Registry::list_event(const json& args) {
-  std::uint64_t since = 0;
-  if (args.contains("since")) {
-    if (!args["since"].is_number_unsigned())
-      return make_error(Errc::kInvalidArgument, "\"since\" must be an event number");
-    since = args["since"].get<std::uint64_t>();
-  }
+  const std::uint64_t since = arg_opt_u64(args, "since").value_or(0);
   const auto q = events_.since(since);
   json list = json::array();
   for (const auto& e : q.events) {
@@ -113,7 +111,8 @@ Result<json> Registry::stats(const json&) {
       writes += w;
       rbytes += rb;
       wbytes += wb;
-      for (std::size_t i = 0; i < kLatencyBuckets; ++i) lat[i] += vl[i];
+      for (std::size_t i = 0; i < kLatencyBuckets; ++i)
+        lat[i] += vl[i];
       vds.push_back({{"dg_id", id},
                      {"vd_id", vd.id},
                      {"reads", r},
@@ -143,8 +142,8 @@ Result<json> Registry::edit_dg(const json& args) {
   auto found = find_dg(args, /*need_online=*/true);
   if (!found.is_ok()) return found.status();
   Dg& dg = **found;
-  const std::string key = args.value("key", "");
-  const std::string value = args.value("value", "");
+  const std::string key = arg_required_string(args, "key");
+  const std::string value = arg_required_string(args, "value");
   ArraySettings s = dg.array->settings();
   BackgroundSpeed* speed = key == "rebuild_speed"  ? &s.rebuild_speed
                            : key == "init_speed"   ? &s.init_speed

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "graidd/registry.h"
+#include "graidd/request_args.h"
 
 namespace graid::daemon {
 
@@ -43,10 +44,8 @@ Result<json> Registry::create_vd(const json& args) {
     return make_error(Errc::kUnsupported, "dg {} has failed: no VD can be made on it", dg.id);
   const std::uint64_t largest = largest_free_extent(array);
   std::uint64_t size = largest;
-  if (args.contains("size")) {
-    if (!args["size"].is_number_unsigned())
-      return make_error(Errc::kInvalidArgument, "\"size\" must be a byte count");
-    size = args["size"].get<std::uint64_t>();
+  if (const auto requested = arg_opt_u64(args, "size")) {
+    size = *requested;
     if (size == 0) return make_error(Errc::kInvalidArgument, "a VD needs a size above 0");
     if (size % kVdAlign != 0)
       return make_error(Errc::kInvalidArgument,
@@ -59,26 +58,36 @@ Result<json> Registry::create_vd(const json& args) {
   } else if (size == 0) {
     return make_error(Errc::kNoSpace, "dg {} has no free space left", dg.id);
   }
-  const std::string name = args.value("name", "");
+  std::string name = arg_string(args, "name");
+  if (name.empty()) {
+    // The engine wants a name: the first free "vdN".
+    const auto vds = array.vds();
+    for (std::uint32_t i = 0; name.empty(); ++i) {
+      const std::string candidate = fmt::format("vd{}", i);
+      if (std::none_of(vds.begin(), vds.end(),
+                       [&](const VdInfo& v) { return v.name == candidate; }))
+        name = candidate;
+    }
+  }
   auto vd = array.create_vd(name, size);
   if (!vd.is_ok()) return vd.status();
   events_.add("vd_created", dg.id, std::nullopt, vd->id,
-              fmt::format("{} bytes at {}{}", vd->size, vd->start,
-                          name.empty() ? "" : ", \"" + name + "\""));
+              fmt::format("\"{}\", {} bytes at {}", name, vd->size, vd->start));
   return vd_json(dg, *vd);
 }
 
 Result<json> Registry::list_vd(const json& args) {
   json out = json::array();
   std::optional<std::uint32_t> only;
-  if (args.contains("dg_id")) {
+  if (arg_opt_id(args, "dg_id")) {
     auto dg = find_dg(args);
     if (!dg.is_ok()) return dg.status();
     only = (*dg)->id;
   }
   for (const auto& [id, dg] : dgs_) {
     if ((only && id != *only) || !dg.array) continue;
-    for (const auto& vd : dg.array->vds()) out.push_back(vd_json(dg, vd));
+    for (const auto& vd : dg.array->vds())
+      out.push_back(vd_json(dg, vd));
   }
   return out;
 }
@@ -97,7 +106,7 @@ Result<json> Registry::delete_vd(const json& args) {
   Dg& dg = **found;
   auto vd = find_vd(dg, args);
   if (!vd.is_ok()) return vd.status();
-  if (!args.value("confirm", false))
+  if (!arg_bool(args, "confirm"))
     return make_error(Errc::kInvalidArgument,
                       "deleting vd {} of dg {} drops its data: add --confirm", vd->id, dg.id);
   if (nbd_.remove(dg.id, vd->id))
@@ -106,7 +115,7 @@ Result<json> Registry::delete_vd(const json& args) {
                 [&](const ExportEntry& e) { return e.dg_id == dg.id && e.vd_id == vd->id; });
   auto st = dg.array->delete_vd(vd->id);
   if (!st) {
-    save();
+    (void)save();  // logged inside; the operation stands
     return st;
   }
   vd_counters_.erase({dg.id, vd->id});
@@ -121,24 +130,24 @@ Result<json> Registry::export_vd(const json& args) {
   Dg& dg = **found;
   auto vd = find_vd(dg, args);
   if (!vd.is_ok()) return vd.status();
-  if (args.value("ublk", false))
+  if (arg_bool(args, "ublk"))
     return make_error(Errc::kUnsupported,
                       "ublk exports are not in this graidd yet; use --nbd unix:PATH or "
                       "--nbd tcp:ADDR:PORT");
-  if (!args.contains("nbd") || !args["nbd"].is_string())
+  const std::string address = arg_string(args, "nbd");
+  if (address.empty())
     return make_error(Errc::kInvalidArgument,
                       "export vd needs --nbd unix:PATH or --nbd tcp:ADDR:PORT");
-  const std::string address = args["nbd"].get<std::string>();
-  const bool read_only = args.value("read_only", false);
-  std::string name = args.value("name", "");
+  const bool read_only = arg_bool(args, "read_only");
+  std::string name = arg_string(args, "name");
   if (name.empty()) name = fmt::format("dg{}-vd{}", dg.id, vd->id);
   if (name.size() > 4096) return make_error(Errc::kInvalidArgument, "the export name is too long");
   auto handle = dg.array->open_vd(vd->id);
   if (!handle.is_ok()) return handle.status();
   auto& counters = vd_counters_[{dg.id, vd->id}];
   if (!counters) counters = std::make_shared<nbd::NbdExportCounters>();
-  auto st = nbd_.add(dg.id, vd->id, *dg.array, std::move(*handle), address, name, read_only,
-                     counters);
+  auto st =
+      nbd_.add(dg.id, vd->id, *dg.array, std::move(*handle), address, name, read_only, counters);
   if (!st) return st;
   ExportEntry e;
   e.dg_id = dg.id;
@@ -159,8 +168,8 @@ Result<json> Registry::unexport_vd(const json& args) {
   Dg& dg = **found;
   auto vd = find_vd(dg, args);
   if (!vd.is_ok()) return vd.status();
-  const bool want_nbd = args.value("nbd", false);
-  const bool want_ublk = args.value("ublk", false);
+  const bool want_nbd = arg_bool(args, "nbd");
+  const bool want_ublk = arg_bool(args, "ublk");
   const bool all = !want_nbd && !want_ublk;
   if (want_ublk && !want_nbd)
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} has no ublk export", vd->id, dg.id);

@@ -16,7 +16,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string state_path(const std::string& dir) { return dir + "/state.json"; }
+std::string state_path(const std::string& dir) {
+  return dir + "/state.json";
+}
 
 Status sync_fd_path(const std::string& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
@@ -98,9 +100,11 @@ Status save_state(const std::string& dir, const PersistedState& state) {
   j["version"] = kStateVersion;
   j["pds"] = json::array();
   for (const auto& p : state.pds)
-    j["pds"].push_back({{"pd_id", p.pd_id}, {"path", p.path}, {"marker_offline", p.marker_offline}});
+    j["pds"].push_back(
+        {{"pd_id", p.pd_id}, {"path", p.path}, {"marker_offline", p.marker_offline}});
   j["dgs"] = json::array();
-  for (const auto& d : state.dgs) j["dgs"].push_back({{"dg_id", d.dg_id}, {"uuid", d.uuid}});
+  for (const auto& d : state.dgs)
+    j["dgs"].push_back({{"dg_id", d.dg_id}, {"uuid", d.uuid}});
   j["exports"] = json::array();
   for (const auto& x : state.exports) {
     j["exports"].push_back({{"dg_id", x.dg_id},

@@ -41,7 +41,8 @@ inline int run_capture(const std::vector<std::string>& argv, std::string* out, s
   posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
   std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
   const int rc = ::posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
@@ -57,11 +58,13 @@ inline int run_capture(const std::vector<std::string>& argv, std::string* out, s
   std::thread t([&] {
     char buf[4096];
     ssize_t n;
-    while ((n = ::read(err_pipe[0], buf, sizeof buf)) > 0) err->append(buf, static_cast<std::size_t>(n));
+    while ((n = ::read(err_pipe[0], buf, sizeof buf)) > 0)
+      err->append(buf, static_cast<std::size_t>(n));
   });
   char buf[4096];
   ssize_t n;
-  while ((n = ::read(out_pipe[0], buf, sizeof buf)) > 0) out->append(buf, static_cast<std::size_t>(n));
+  while ((n = ::read(out_pipe[0], buf, sizeof buf)) > 0)
+    out->append(buf, static_cast<std::size_t>(n));
   t.join();
   ::close(out_pipe[0]);
   ::close(err_pipe[0]);
@@ -88,16 +91,18 @@ class Graidd {
   // Starts graidd and waits until it answers `graidctl version` (false after 20 s or if it
   // exited: log() says why).
   bool start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {GRAIDD_PATH,  "--socket",     socket_,     "--state-dir",
-                                     state_,       "--parity",     parity_,     "--io-threads",
-                                     "2",          "--log-level", "debug"};
-    for (auto& e : extra) argv.push_back(std::move(e));
+    std::vector<std::string> argv = {GRAIDD_PATH, "--socket",    socket_, "--state-dir",
+                                     state_,      "--parity",    parity_, "--io-threads",
+                                     "2",         "--log-level", "debug"};
+    for (auto& e : extra)
+      argv.push_back(std::move(e));
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     const int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&fa);

@@ -19,7 +19,8 @@ using namespace graid::daemon;
 
 TEST(EventLog, KeepsTheLastEventsInOrderWithIncreasingSeq) {
   EventLog log(5);
-  for (int i = 0; i < 8; ++i) log.add("pd_added", std::nullopt, i, std::nullopt, "x");
+  for (int i = 0; i < 8; ++i)
+    log.add("pd_added", std::nullopt, i, std::nullopt, "x");
   auto q = log.since(0);
   ASSERT_EQ(q.events.size(), 5u);
   EXPECT_EQ(q.events.front().seq, 4u);
@@ -40,12 +41,15 @@ TEST(EventLog, ConcurrentWritersLoseNothingWithinCapacity) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
-      for (int i = 0; i < 1000; ++i) log.add("member_failed", 1u, std::nullopt, std::nullopt, "");
+      for (int i = 0; i < 1000; ++i)
+        log.add("member_failed", 1u, std::nullopt, std::nullopt, "");
     });
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   const auto q = log.since(0);
   ASSERT_EQ(q.events.size(), 4000u);
-  for (std::size_t i = 0; i < q.events.size(); ++i) EXPECT_EQ(q.events[i].seq, i + 1);
+  for (std::size_t i = 0; i < q.events.size(); ++i)
+    EXPECT_EQ(q.events[i].seq, i + 1);
 }
 
 TEST(StateStore, RoundTripAndMissingFile) {

@@ -5,6 +5,7 @@
 // writes (every acknowledged write reads back after the restart's resync), fio verify while a
 // member is taken offline, and the control socket's access checks and hostile lines.
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -150,10 +151,12 @@ TEST_F(GraiddTest, LifecycleExportAndRestart) {
   // Data in through nbdcopy, out again, compared.
   std::vector<std::byte> data(8u << 20);
   std::mt19937_64 rng(42);
-  for (auto& b : data) b = static_cast<std::byte>(rng());
+  for (auto& b : data)
+    b = static_cast<std::byte>(rng());
   {
     std::ofstream(dir_.file("in.img"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+        .write(reinterpret_cast<const char*>(data.data()),
+               static_cast<std::streamsize>(data.size()));
   }
   const auto in_img = dir_.file("in.img");
   ToolRun r = run_tool("nbdcopy '" + in_img + "' '" + nbd_uri(sock) + "'");
@@ -176,20 +179,19 @@ TEST_F(GraiddTest, LifecycleExportAndRestart) {
   EXPECT_EQ(ok({"describe", "pd", "5"})["state"], "free");
   vd = ok({"describe", "vd", "0", "0"});
   ASSERT_EQ(vd["exports"].size(), 1u);
-  r = run_tool("nbdcopy --count=" + std::to_string(data.size()) + " '" + nbd_uri(sock) + "' '" +
-               dir_.file("out.img") + "'");
+  r = run_tool("nbdcopy '" + nbd_uri(sock) + "' '" + dir_.file("out.img") + "'");
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream out(dir_.file("out.img"), std::ios::binary);
   std::vector<char> back((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-  ASSERT_EQ(back.size(), data.size());
+  ASSERT_EQ(back.size(), 32u << 20);
   EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
 
   // Events: the assembly after the restart says clean.
   const json ev = ok({"list", "event"});
   bool assembled = false;
   for (const auto& e : ev["events"])
-    if (e["kind"] == "dg_assembled" && e["message"].get<std::string>().find("(clean)") !=
-                                           std::string::npos)
+    if (e["kind"] == "dg_assembled" &&
+        e["message"].get<std::string>().find("): clean") != std::string::npos)
       assembled = true;
   EXPECT_TRUE(assembled) << ev.dump(1);
 
@@ -216,7 +218,7 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
   // A file another process holds a lock on.
   const std::string locked = make_pd_file(dir_, "locked", kPdBytes);
   const int lock_fd = ::open(locked.c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_EQ(::flock(lock_fd, LOCK_EX), 0);
+  ASSERT_EQ(::flock(lock_fd, LOCK_EX), 0) << "flock";
   struct Case {
     std::vector<std::string> args;
     int exit;
@@ -249,8 +251,10 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
       {{"edit", "dg", "0", "colour", "red"}, 2, "colour"},
       {{"edit", "pd", "4", "marker", "offline"}, 1, "not a member"},
       {{"edit", "pd", "0", "marker", "online"}, 1, "not marked offline"},
-      {{"export", "vd", "0", "0", "--nbd", "udp:1"}, 1, "unix:PATH"},
-      {{"export", "vd", "0", "0", "--nbd", "unix:relative.sock"}, 1, "absolute"},
+      {{"export", "vd", "0", "0", "--nbd", "udp:1"}, 2, "unix:PATH"},
+      {{"export", "vd", "0", "0", "--nbd", "unix:/nonexistent-graid-dir/x.sock"},
+       1,
+       "cannot listen"},
       {{"unexport", "vd", "0", "0"}, 1, "not exported"},
   };
   const json before = snapshot();
@@ -318,7 +322,8 @@ TEST_F(GraiddTest, SigkillDuringNbdWritesKeepsAcknowledgedWrites) {
         }
         if (!c.send_request(nbd::kCmdWrite, 0, handle, blk * kBlock, n * kBlock, buf)) return;
         pending[handle] = {blk, n};
-        for (std::uint32_t i = 0; i < n; ++i) in_flight.push_back(blk + i);
+        for (std::uint32_t i = 0; i < n; ++i)
+          in_flight.push_back(blk + i);
         ++handle;
       }
       auto reply = c.recv_reply([](std::uint64_t) { return 0; });
@@ -347,11 +352,12 @@ TEST_F(GraiddTest, SigkillDuringNbdWritesKeepsAcknowledgedWrites) {
   EXPECT_EQ(dg["state"], "optimal");
   EXPECT_EQ(dg["clean"], false);  // it was killed: the assembly re-synced
   bool resynced = false;
-  for (const auto& e : ok({"list", "event"})["events"])
+  const json events = ok({"list", "event"});
+  for (const auto& e : events["events"])
     if (e["kind"] == "dg_assembled" &&
         e["message"].get<std::string>().find("unclean") != std::string::npos)
       resynced = true;
-  EXPECT_TRUE(resynced);
+  EXPECT_TRUE(resynced) << events.dump(1);
   NbdTestClient c;
   ASSERT_TRUE(c.connect_unix(sock));
   ASSERT_TRUE(c.handshake("", false));
@@ -419,10 +425,11 @@ TEST_F(GraiddTest, ControlSocketRefusesHostileLinesAndServesManyClients) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ControlSocket s(d_->socket());
   ASSERT_TRUE(s.ok());
-  for (const char* bad : {"not json\n", "{\"id\":1}\n", "[1,2]\n",
-                          "{\"id\":2,\"verb\":\"create\",\"object\":\"pd\",\"args\":{\"paths\":7}}\n",
-                          "{\"id\":3,\"verb\":\"launch\",\"object\":\"rocket\"}\n",
-                          "{\"id\":4,\"verb\":\"create\",\"object\":\"dg\",\"args\":{\"level\":5}}\n"}) {
+  for (const char* bad :
+       {"not json\n", "{\"id\":1}\n", "[1,2]\n",
+        "{\"id\":2,\"verb\":\"create\",\"object\":\"pd\",\"args\":{\"paths\":7}}\n",
+        "{\"id\":3,\"verb\":\"launch\",\"object\":\"rocket\"}\n",
+        "{\"id\":4,\"verb\":\"create\",\"object\":\"dg\",\"args\":{\"level\":5}}\n"}) {
     SCOPED_TRACE(bad);
     ASSERT_TRUE(s.send(bad));
     const json r = s.line();
@@ -450,7 +457,8 @@ TEST_F(GraiddTest, ControlSocketRefusesHostileLinesAndServesManyClients) {
         if (resp.contains("result") && resp["id"] == c * 100 + i) good.fetch_add(1);
       }
     });
-  for (auto& t : clients) t.join();
+  for (auto& t : clients)
+    t.join();
   EXPECT_EQ(good.load(), 320);
   EXPECT_EQ(d_->ctl({"version"}).exit, 0);
 }
@@ -490,9 +498,9 @@ TEST_F(GraiddTest, ASecondDaemonIsRefused) {
   // Same socket: refused before it touches a drive. Another socket, same state dir: refused.
   for (const std::string& socket : {d_->socket(), dir_.file("other.sock")}) {
     std::string out, err;
-    const int rc = run_capture({GRAIDD_PATH, "--socket", socket, "--state-dir", d_->state_dir(),
-                                "--parity", "cpu"},
-                               &out, &err);
+    const int rc = run_capture(
+        {GRAIDD_PATH, "--socket", socket, "--state-dir", d_->state_dir(), "--parity", "cpu"}, &out,
+        &err);
     EXPECT_EQ(rc, 1) << err;
     EXPECT_NE(err.find("another graidd"), std::string::npos) << err;
   }

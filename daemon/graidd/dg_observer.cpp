@@ -1,0 +1,62 @@
+#include "graidd/dg_observer.h"
+
+#include <fmt/format.h>
+
+namespace graid::daemon {
+
+void DgObserver::on_event(const ArrayEvent& e) {
+  std::optional<std::uint32_t> pd;
+  if (e.member) {
+    MutexLock lock(mutex_);
+    if (auto it = slot_to_pd_.find(*e.member); it != slot_to_pd_.end()) pd = it->second;
+  }
+  std::string kind;
+  std::string message = e.message;
+  switch (e.kind) {
+    case ArrayEventKind::kStarted:
+      return;  // the registry says dg_created / dg_assembled itself
+    case ArrayEventKind::kMemberFailed:
+      kind = "member_failed";
+      message = fmt::format("member slot {} failed: {}", e.member.value_or(0), e.message);
+      break;
+    case ArrayEventKind::kMemberBack:
+      kind = "member_back";
+      break;
+    case ArrayEventKind::kHealthChanged:
+      kind = std::string("dg_") + std::string(array_health_name(e.health));
+      message = fmt::format("{} -> {}", array_health_name(e.previous_health),
+                            array_health_name(e.health));
+      break;
+    case ArrayEventKind::kInitStarted:
+      kind = "init_started";
+      message = fmt::format("initialising {} stripes", e.counts.stripes);
+      break;
+    case ArrayEventKind::kInitFinished:
+      kind = "init_finished";
+      message = fmt::format("initialised {} stripes", e.counts.stripes);
+      break;
+    case ArrayEventKind::kResyncStarted:
+      kind = "resync_started";
+      message = fmt::format("re-syncing {} stripes after an unclean stop", e.counts.stripes);
+      break;
+    case ArrayEventKind::kResyncFinished:
+      kind = "resync_finished";
+      message = fmt::format("re-synced {} stripes, {} could not be", e.counts.stripes,
+                            e.counts.unsynced_stripes);
+      break;
+    case ArrayEventKind::kAssemblyOverride:
+      kind = "assembly_override";
+      break;
+    case ArrayEventKind::kSpareAdded:
+      kind = "spare_added";
+      message = fmt::format("hot spare in slot {}", e.member.value_or(0));
+      break;
+    case ArrayEventKind::kStopped:
+      kind = "dg_stopped";
+      message = "stopped clean";
+      break;
+  }
+  log_.add(kind, dg_id_, pd, std::nullopt, message);
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,32 @@
+// An array's events into graidd's event log, naming the DG and, for member events, the PD.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "graid/array.h"
+#include "graid/thread_annotations.h"
+#include "graidd/event_log.h"
+
+namespace graid::daemon {
+
+// Forwards an array's events into the event log, naming the DG and, for member events, the PD.
+class DgObserver final : public ArrayObserver {
+ public:
+  DgObserver(EventLog& log, std::uint32_t dg_id) : log_(log), dg_id_(dg_id) {}
+
+  void set_slot_map(std::map<std::uint32_t, std::uint32_t> slot_to_pd) {
+    MutexLock lock(mutex_);
+    slot_to_pd_ = std::move(slot_to_pd);
+  }
+
+  void on_event(const ArrayEvent& e) override;
+
+ private:
+  EventLog& log_;
+  const std::uint32_t dg_id_;
+  Mutex mutex_;
+  std::map<std::uint32_t, std::uint32_t> slot_to_pd_ GUARDED_BY(mutex_);
+};
+
+}  // namespace graid::daemon
