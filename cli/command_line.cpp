@@ -138,9 +138,9 @@ Result<std::string> parse_nbd_address(std::string_view text, const Environment& 
     unsigned port = 0;
     auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
     if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
-        port == 0 || port > 65535) {
-      return usage(
-          fmt::format("--nbd \"{}\": port \"{}\" is not 1..65535; {}", text, port_text, kHint));
+        port > 65535) {
+      return usage(fmt::format("--nbd \"{}\": port \"{}\" is not 0..65535 (0: any free port); {}",
+                               text, port_text, kHint));
     }
     return std::string(text);
   }

@@ -195,6 +195,30 @@ TEST_F(GraiddTest, LifecycleExportAndRestart) {
       assembled = true;
   EXPECT_TRUE(assembled) << ev.dump(1);
 
+  // VD 1 over TCP on a port the kernel picks: qemu-img sees its size, qemu-io writes a pattern
+  // and reads it back.
+  if (have_tool("qemu-io") && have_tool("qemu-img")) {
+    vd = ok({"export", "vd", "0", "1", "--nbd", "tcp:127.0.0.1:0", "--read-only"});
+    ASSERT_EQ(vd["exports"].size(), 1u);
+    EXPECT_EQ(vd["exports"][0]["read_only"], true);
+    ok({"unexport", "vd", "0", "1", "--nbd"});
+    vd = ok({"export", "vd", "0", "1", "--nbd", "tcp:127.0.0.1:0", "--name", "second"});
+    const std::string port = std::to_string(vd["exports"][0]["tcp_port"].get<int>());
+    ASSERT_NE(port, "0");
+    const std::string url = "nbd://127.0.0.1:" + port + "/second";
+    r = run_tool("qemu-img info --output=json '" + url + "'");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("\"virtual-size\": " + std::to_string(vd["size"].get<std::uint64_t>())),
+              std::string::npos)
+        << r.output;
+    r = run_tool(
+        "qemu-io -f raw -c 'write -P 0xa5 1M 3M' -c 'read -P 0xa5 1M 3M' -c 'read -P 0 0 1M' '" +
+        url + "'");
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output.find("Pattern verification failed"), std::string::npos) << r.output;
+    ok({"unexport", "vd", "0", "1"});
+  }
+
   // Tear down: unexport, delete VDs, the DG (superblocks erased), the PDs.
   ok({"unexport", "vd", "0", "0"});
   EXPECT_FALSE(std::filesystem::exists(sock));
@@ -219,6 +243,9 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
   const std::string locked = make_pd_file(dir_, "locked", kPdBytes);
   const int lock_fd = ::open(locked.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_EQ(::flock(lock_fd, LOCK_EX), 0) << "flock";
+  // A copy of a member carries DG 0's superblock.
+  const std::string copy = dir_.file("copy");
+  ASSERT_EQ(run_tool("cp --sparse=always '" + dir_.file("pd0") + "' '" + copy + "'").status, 0);
   struct Case {
     std::vector<std::string> args;
     int exit;
@@ -237,6 +264,8 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
       {{"create", "pd", locked}, 1, "in use"},
       {{"create", "pd", other, other}, 1, "same drive"},
       {{"create", "pd", dir_.file("pd0")}, 1, "already pd 0"},
+      {{"create", "pd", copy}, 1, "carries the superblock of graid array"},
+      {{"create", "pd", "/dev/null"}, 1, "neither a block device nor a regular file"},
       {{"create", "vd", "0", "--size", "1G"}, 1, "no free extent"},
       {{"create", "vd", "0", "--size", "1000"}, 1, "multiple of 4 KiB"},
       {{"create", "vd", "0", "--size", "12Q"}, 2, "12Q"},
@@ -274,6 +303,10 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
     EXPECT_EQ(snapshot(), before);
   }
   ::close(lock_fd);
+  // --force takes the copy and erases the superblock it carried; DG 0 is untouched.
+  const json forced = ok({"create", "pd", copy, "--force"});
+  EXPECT_EQ(forced["pds"][0]["superblock"]["found"], false);
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "optimal");
   // No daemon: exit 4 with a line saying so.
   d_->stop(SIGTERM);
   const CtlRun r = d_->ctl({"list", "pd"});

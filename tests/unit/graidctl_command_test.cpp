@@ -244,7 +244,7 @@ TEST(GraidctlCommandTest, RefusesBadCommandLines) {
       {"export vd 1 0", "export vd needs --nbd"},
       {"export vd 1 0 --nbd http://x", "is neither unix:PATH nor tcp:ADDR:PORT"},
       {"export vd 1 0 --nbd tcp:host", "needs an address and a port"},
-      {"export vd 1 0 --nbd tcp:host:99999", "is not 1..65535"},
+      {"export vd 1 0 --nbd tcp:host:99999", "is not 0..65535"},
       {"export vd 1 0 --nbd unix:", "has no socket path"},
       {"list event --since -1", "bad --since"},
       {"list event --since soon", "bad --since"},
