@@ -118,15 +118,26 @@ class Graidd {
       if (ctl({"version"}).exit == 0) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    stop(SIGKILL);  // never leave a daemon behind
     return false;
   }
 
-  // Sends `sig` and waits for the process; returns its wait status.
+  // Sends `sig` and waits for the process; returns its wait status. A daemon that has not exited
+  // 60 s after the signal is killed (and the status says so: not a clean exit).
   int stop(int sig = SIGTERM) {
     if (pid_ <= 0) return exit_status_;
     ::kill(pid_, sig);
     int st = 0;
-    ::waitpid(pid_, &st, 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (::waitpid(pid_, &st, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "graidd did not exit after signal " << sig << "; killing it";
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     pid_ = -1;
     exit_status_ = st;
     return st;
