@@ -136,17 +136,6 @@ bool NbdExports::remove(std::uint32_t dg_id, std::uint32_t vd_id) {
   return true;
 }
 
-void NbdExports::remove_dg(std::uint32_t dg_id) {
-  for (auto it = exports_.begin(); it != exports_.end();) {
-    if (it->first.first == dg_id) {
-      stop_entry(it->second);
-      it = exports_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 void NbdExports::remove_all() {
   // Ask every server to stop first, so their connections drain in parallel.
   for (auto& [k, e] : exports_)
@@ -166,13 +155,6 @@ std::optional<NbdExportInfo> NbdExports::find(std::uint32_t dg_id, std::uint32_t
     });
   }
   return info;
-}
-
-std::vector<NbdExportInfo> NbdExports::list() const {
-  std::vector<NbdExportInfo> out;
-  for (const auto& [k, e] : exports_)
-    out.push_back(*find(k.first, k.second));
-  return out;
 }
 
 }  // namespace graid::daemon

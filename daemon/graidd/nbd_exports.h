@@ -55,12 +55,9 @@ class NbdExports {
   // Stops the VD's export: no new connections, requests in flight are answered, then the
   // connections close and the server goes. False when it had none.
   bool remove(std::uint32_t dg_id, std::uint32_t vd_id);
-  // Stops every export of a DG.
-  void remove_dg(std::uint32_t dg_id);
   void remove_all();
 
   std::optional<NbdExportInfo> find(std::uint32_t dg_id, std::uint32_t vd_id) const;
-  std::vector<NbdExportInfo> list() const;
 
  private:
   struct Entry {

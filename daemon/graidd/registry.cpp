@@ -248,6 +248,11 @@ void Registry::restore_export(const ExportEntry& e) {
   }
 }
 
+void Registry::forget_exports(std::uint32_t dg_id, std::uint32_t vd_id) {
+  std::erase_if(export_entries_,
+                [&](const ExportEntry& e) { return e.dg_id == dg_id && e.vd_id == vd_id; });
+}
+
 void Registry::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;

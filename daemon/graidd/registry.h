@@ -131,6 +131,8 @@ class Registry {
   void reopen(Pd& pd);
   void assemble_group(std::uint32_t dg_id, const std::string& uuid, std::vector<Pd*> pds);
   void restore_export(const ExportEntry& entry);
+  // Drops a VD's exports from what the state dir restores at start.
+  void forget_exports(std::uint32_t dg_id, std::uint32_t vd_id);
   // The smallest id not in use: ids go 0, 1, 2... in order of creation and are never reused
   // while their object exists.
   template <typename Map>

@@ -16,26 +16,24 @@ Result<json> Registry::create_dg(const json& args) {
   if (!level.is_ok())
     return make_error(Errc::kInvalidArgument,
                       "unknown RAID level \"{}\" (raid0, raid1, raid10, raid5, raid6)", level_name);
-  const auto member_ids = arg_ids(args, "pd_ids", true);
-  const auto spare_ids = arg_ids(args, "spare_ids", false);
-  const auto* members = &member_ids;
-  const auto* spares = &spare_ids;
-  if (members->empty()) return make_error(Errc::kInvalidArgument, "create dg needs PDs");
+  const auto members = arg_ids(args, "pd_ids", true);
+  const auto spares = arg_ids(args, "spare_ids", false);
+  if (members.empty()) return make_error(Errc::kInvalidArgument, "create dg needs PDs");
   const std::uint64_t strip = arg_opt_u64(args, "strip").value_or(64 * 1024);
   const std::string name = arg_string(args, "name");
   const bool assume_clean = arg_bool(args, "assume_clean");
   const bool force = arg_bool(args, "force");
   if (name.size() > 31)
     return make_error(Errc::kInvalidArgument, "the name \"{}\" is longer than 31 bytes", name);
-  auto geometry = Geometry::make(*level, static_cast<std::uint32_t>(members->size()),
+  auto geometry = Geometry::make(*level, static_cast<std::uint32_t>(members.size()),
                                  strip > UINT32_MAX ? 0 : static_cast<std::uint32_t>(strip));
   if (!geometry.is_ok())
     return make_error(Errc::kInvalidArgument, "{} with {} PDs and a {}-byte strip: {}",
-                      raid_level_name(*level), members->size(), strip, geometry.status().message());
+                      raid_level_name(*level), members.size(), strip, geometry.status().message());
   std::set<std::uint32_t> seen;
   std::uint64_t smallest = UINT64_MAX;
-  for (const auto& list : {*members, *spares}) {
-    for (const auto id : list) {
+  for (const auto* list : {&members, &spares}) {
+    for (const auto id : *list) {
       auto it = pds_.find(id);
       if (it == pds_.end())
         return make_error(Errc::kNotFound, "pd {} does not exist (graidctl list pd)", id);
@@ -48,9 +46,9 @@ Result<json> Registry::create_dg(const json& args) {
                           pd.message);
     }
   }
-  for (const auto id : *members)
+  for (const auto id : members)
     smallest = std::min(smallest, pds_[id].device->size());
-  for (const auto id : *spares)
+  for (const auto id : spares)
     if (pds_[id].device->size() < smallest)
       return make_error(Errc::kNoSpace, "spare pd {} is smaller than the smallest member", id);
 
@@ -62,11 +60,11 @@ Result<json> Registry::create_dg(const json& args) {
   co.name = name;
   co.assume_clean = assume_clean;
   std::vector<std::unique_ptr<MemberDevice>> devices;
-  for (const auto id : *members)
+  for (const auto id : members)
     devices.push_back(std::move(pds_[id].device));
   auto array = Array::create(std::move(devices), co, array_options(*observer), force);
   if (!array.is_ok()) {
-    for (const auto id : *members)
+    for (const auto id : members)
       reopen(pds_[id]);
     return array.status();
   }
@@ -75,15 +73,15 @@ Result<json> Registry::create_dg(const json& args) {
   dg.observer = std::move(observer);
   dg.array = std::move(*array);
   dg.uuid = dg.array->uuid();
-  for (std::size_t i = 0; i < members->size(); ++i) {
-    Pd& pd = pds_[(*members)[i]];
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    Pd& pd = pds_[members[i]];
     pd.dg_id = dg_id;
     pd.slot = static_cast<std::uint32_t>(i);
     pd.superblock = true;
     pd.sb_uuid = dg.uuid;
   }
   std::string spare_problems;
-  for (const auto id : *spares) {
+  for (const auto id : spares) {
     Pd& pd = pds_[id];
     auto slot = dg.array->add_spare(std::move(pd.device));
     if (!slot.is_ok()) {
@@ -100,7 +98,7 @@ Result<json> Registry::create_dg(const json& args) {
   update_slot_map(dg);
   events_.add("dg_created", dg_id, std::nullopt, std::nullopt,
               fmt::format("{} of {} PDs, strip {}, {} bytes, initialised: {}{}",
-                          raid_level_name(*level), members->size(), strip, dg.array->capacity(),
+                          raid_level_name(*level), members.size(), strip, dg.array->capacity(),
                           init_method_name(dg.array->init_method()), spare_problems));
   if (auto st = save(); !st) return st;
   return dg_json(dg, true);

@@ -111,8 +111,7 @@ Result<json> Registry::delete_vd(const json& args) {
                       "deleting vd {} of dg {} drops its data: add --confirm", vd->id, dg.id);
   if (nbd_.remove(dg.id, vd->id))
     events_.add("export_stopped", dg.id, std::nullopt, vd->id, "nbd export stopped (vd deleted)");
-  std::erase_if(export_entries_,
-                [&](const ExportEntry& e) { return e.dg_id == dg.id && e.vd_id == vd->id; });
+  forget_exports(dg.id, vd->id);
   auto st = dg.array->delete_vd(vd->id);
   if (!st) {
     (void)save();  // logged inside; the operation stands
@@ -176,8 +175,7 @@ Result<json> Registry::unexport_vd(const json& args) {
   if ((all || want_nbd) && !nbd_.find(dg.id, vd->id))
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} is not exported", vd->id, dg.id);
   nbd_.remove(dg.id, vd->id);
-  std::erase_if(export_entries_,
-                [&](const ExportEntry& e) { return e.dg_id == dg.id && e.vd_id == vd->id; });
+  forget_exports(dg.id, vd->id);
   events_.add("export_stopped", dg.id, std::nullopt, vd->id, "nbd export stopped");
   if (auto s = save(); !s) return s;
   return vd_json(dg, *vd);
