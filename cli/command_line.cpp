@@ -33,8 +33,9 @@ struct Inputs {
   bool assume_clean = false;
   bool confirm = false;
   bool read_only = false;
-  bool nbd_flag = false;   // unexport --nbd
-  bool ublk_flag = false;  // unexport --ublk
+  bool nbd_flag = false;      // unexport --nbd
+  bool ublk_flag = false;     // unexport/export/create vd --ublk
+  bool no_ublk_flag = false;  // create vd --no-ublk
   std::optional<std::string> strip, spare, name, size, nbd, since, watch;
 };
 
@@ -249,6 +250,10 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       args["size"] = *size;
     }
     if (in.name) args["name"] = *in.name;
+    if (in.ublk_flag && in.no_ublk_flag)
+      return usage("create vd takes --ublk or --no-ublk, not both; pick one");
+    if (in.ublk_flag) args["ublk"] = true;
+    if (in.no_ublk_flag) args["ublk"] = false;
     return Status::ok();
   }
   if (verb == "list") {
@@ -312,8 +317,17 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       }
       args["confirm"] = true;
     } else if (verb == "export") {
+      if (in.ublk_flag && in.nbd)
+        return usage("export vd takes --ublk or --nbd, not both; export twice for both");
+      if (in.ublk_flag) {
+        if (in.read_only || in.name)
+          return usage("--read-only and --name are for --nbd exports; drop them with --ublk");
+        args["ublk"] = true;
+        return Status::ok();
+      }
       if (!in.nbd) {
-        return usage("export vd needs --nbd unix:PATH or tcp:ADDR:PORT; say where to serve the vd");
+        return usage(
+            "export vd needs --ublk or --nbd unix:PATH|tcp:ADDR:PORT; say how to serve the vd");
       }
       auto address = parse_nbd_address(*in.nbd, env);
       if (!address.is_ok()) return address.status();
@@ -415,7 +429,7 @@ constexpr Leaf kLeaves[] = {
     {"create", "dg",
      "create dg <level> <pd ids> [--strip SIZE] [--spare IDS] [--assume-clean] [--name NAME] "
      "[--force]"},
-    {"create", "vd", "create vd <dg> [--size SIZE] [--name NAME]"},
+    {"create", "vd", "create vd <dg> [--size SIZE] [--name NAME] [--ublk|--no-ublk]"},
     {"list", "pd", "list pd"},
     {"list", "dg", "list dg"},
     {"list", "vd", "list vd [<dg>]"},
@@ -430,7 +444,7 @@ constexpr Leaf kLeaves[] = {
     {"edit", "dg", "edit dg <id> <key> <value>"},
     {"edit", "pd", "edit pd <id> marker offline|online"},
     {"export", "vd",
-     "export vd <dg> <vd> --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
+     "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
     {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk]"},
     {"stats", "", "stats [dg [<dg ids>] | vd [<dg> [<vd ids>]]] [--watch SECONDS]"},
     {"version", "", "version"},
@@ -447,7 +461,7 @@ constexpr VerbSpec kVerbs[] = {
     {"describe", "desc", "show one pd, dg, vd or the controller in full"},
     {"delete", "del", "delete pds, a dg or a vd"},
     {"edit", "e", "change a dg setting or a pd marker"},
-    {"export", "", "serve a vd over NBD"},
+    {"export", "", "serve a vd as a ublk block device or over NBD"},
     {"unexport", "", "stop serving a vd"},
     {"stats", "", "I/O rates and latency of dgs and vds"},
     {"version", "", "graidd's version and control API"},
@@ -498,13 +512,18 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
   if ((verb == "create" && object != "pd") || verb == "export") {
     text("--name", in.name, "a name");
   }
-  if (verb == "create" && object == "vd") text("--size", in.size, "size (default: largest free)");
+  if (verb == "create" && object == "vd") {
+    text("--size", in.size, "size (default: largest free)");
+    sub->add_flag("--ublk", in.ublk_flag, "export it as /dev/ublkbN (default where ublk exists)");
+    sub->add_flag("--no-ublk", in.no_ublk_flag, "do not export it as a ublk device");
+  }
   if (verb == "list" && object == "event") text("--since", in.since, "first sequence number");
   if (verb == "delete" && object != "pd") {
     sub->add_flag("--confirm,--confirm-to-delete", in.confirm, "yes, destroy the data");
   }
   if (verb == "export") {
     text("--nbd", in.nbd, "unix:PATH or tcp:ADDR:PORT");
+    sub->add_flag("--ublk", in.ublk_flag, "as a ublk block device, /dev/ublkbN");
     sub->add_flag("--read-only", in.read_only, "refuse writes");
   }
   if (verb == "unexport") {

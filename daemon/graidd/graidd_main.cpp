@@ -30,6 +30,8 @@ struct Options {
   std::string parity = "auto";
   std::uint32_t io_threads = 2;
   std::string log_level = "info";
+  std::uint32_t ublk_depth = 128;
+  std::uint64_t ublk_memory_mib = 256;
 };
 
 // The parity backends the daemon may own, and the one it uses.
@@ -118,6 +120,8 @@ int run(const Options& o) {
   ro.socket_path = o.socket;
   ro.parity = parity->choice;
   ro.version = GRAID_VERSION;
+  ro.ublk.depth = o.ublk_depth;
+  ro.ublk.memory_budget = o.ublk_memory_mib << 20;
   auto registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
     spdlog::error("cannot start: {}", st.to_string());
@@ -162,6 +166,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--io-threads", o.io_threads, "I/O threads")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--ublk-depth", o.ublk_depth, "ublk queue depth (tags per queue), at most")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--ublk-memory", o.ublk_memory_mib,
+                 "MiB of request buffers per ublk device (shapes its depth and request size)")
+      ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

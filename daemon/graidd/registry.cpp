@@ -18,7 +18,11 @@
 namespace graid::daemon {
 
 Registry::Registry(RegistryOptions options, IoThreads& threads, EventLog& events)
-    : options_(std::move(options)), threads_(threads), events_(events), nbd_(threads) {}
+    : options_(std::move(options)),
+      threads_(threads),
+      events_(events),
+      nbd_(threads),
+      ublk_(threads, options_.ublk) {}
 
 Registry::~Registry() {
   shutdown();
@@ -223,6 +227,21 @@ void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
 void Registry::restore_export(const ExportEntry& e) {
   auto dg_it = dgs_.find(e.dg_id);
   std::string problem;
+  if (e.kind == "ublk") {
+    if (dg_it == dgs_.end() || !dg_it->second.array) {
+      problem = "its drive group is not running";
+    } else {
+      forget_exports(e.dg_id, e.vd_id, "ublk");  // export_ublk records it again
+      auto st = export_ublk(dg_it->second, e.vd_id, e.dev_id);
+      if (!st) problem = st.message();
+    }
+    if (!problem.empty()) {
+      spdlog::error("cannot restore the ublk export of dg {} vd {}: {}", e.dg_id, e.vd_id, problem);
+      events_.add("export_failed", e.dg_id, std::nullopt, e.vd_id,
+                  fmt::format("ublk export not restored: {}", problem));
+    }
+    return;
+  }
   if (dg_it == dgs_.end() || !dg_it->second.array) {
     problem = "its drive group is not running";
   } else {
@@ -248,14 +267,16 @@ void Registry::restore_export(const ExportEntry& e) {
   }
 }
 
-void Registry::forget_exports(std::uint32_t dg_id, std::uint32_t vd_id) {
-  std::erase_if(export_entries_,
-                [&](const ExportEntry& e) { return e.dg_id == dg_id && e.vd_id == vd_id; });
+void Registry::forget_exports(std::uint32_t dg_id, std::uint32_t vd_id, std::string_view kind) {
+  std::erase_if(export_entries_, [&](const ExportEntry& e) {
+    return e.dg_id == dg_id && e.vd_id == vd_id && (kind.empty() || e.kind == kind);
+  });
 }
 
 void Registry::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  ublk_.remove_all();  // a clean stop removes the devices (their entries bring them back)
   nbd_.remove_all();
   for (auto& [id, dg] : dgs_) {
     if (!dg.array) continue;

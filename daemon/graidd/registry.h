@@ -25,6 +25,7 @@
 #include "graidd/nbd_exports.h"
 #include "graidd/pd_probe.h"
 #include "graidd/state_store.h"
+#include "graidd/ublk_exports.h"
 
 namespace graid {
 class CudaBackend;
@@ -50,6 +51,7 @@ struct RegistryOptions {
   std::string socket_path;
   ParityChoice parity;
   std::string version;
+  UblkExportOptions ublk;
 };
 
 class Registry {
@@ -131,8 +133,13 @@ class Registry {
   void reopen(Pd& pd);
   void assemble_group(std::uint32_t dg_id, const std::string& uuid, std::vector<Pd*> pds);
   void restore_export(const ExportEntry& entry);
-  // Drops a VD's exports from what the state dir restores at start.
-  void forget_exports(std::uint32_t dg_id, std::uint32_t vd_id);
+  // Serves a VD as a ublk device and records it in the state dir (registry_vd.cpp). `dev_id`:
+  // the device it had before a restart.
+  Status export_ublk(Dg& dg, std::uint32_t vd_id, std::optional<std::uint32_t> dev_id);
+  // Removes a VD's ublk device, if it has one, and forgets it. False when it had none.
+  Result<bool> unexport_ublk(Dg& dg, std::uint32_t vd_id, std::string_view why);
+  // Drops a VD's exports (of `kind`, or all) from what the state dir restores at start.
+  void forget_exports(std::uint32_t dg_id, std::uint32_t vd_id, std::string_view kind = {});
   // The smallest id not in use: ids go 0, 1, 2... in order of creation and are never reused
   // while their object exists.
   template <typename Map>
@@ -160,7 +167,8 @@ class Registry {
   EventLog& events_;
   std::map<std::uint32_t, Pd> pds_;
   std::map<std::uint32_t, Dg> dgs_;
-  NbdExports nbd_;  // after dgs_: destroyed first (its servers hold VDs of the arrays)
+  NbdExports nbd_;    // after dgs_: destroyed first (its servers hold VDs of the arrays)
+  UblkExports ublk_;  // likewise
   std::vector<ExportEntry> export_entries_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::shared_ptr<nbd::NbdExportCounters>>
       vd_counters_;

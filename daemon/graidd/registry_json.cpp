@@ -156,6 +156,25 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        {"connections", e->connections},
                        {"tcp_port", e->tcp_port}});
   }
+  if (auto u = ublk_.find(dg.id, vd.id)) {
+    exports.push_back({{"kind", "ublk"},
+                       {"device", u->device.path},
+                       {"dev_id", u->device.dev_id},
+                       {"queues", u->device.queues},
+                       {"depth", u->device.depth},
+                       {"max_io_bytes", u->device.max_io_bytes},
+                       {"buffer_bytes", u->device.buffer_bytes},
+                       {"recovered", u->device.recovered},
+                       {"state", "live"}});
+    j["ublk_device"] = u->device.path;
+    j["ublk_reason"] = "";
+  } else {
+    j["ublk_device"] = nullptr;
+    const std::string why = ublk_.unavailable();
+    j["ublk_reason"] = why.empty() ? "not exported as a ublk device (graidctl export vd "
+                                     "<dg> <vd> --ublk)"
+                                   : why;
+  }
   j["exports"] = exports;
   return j;
 }

@@ -58,6 +58,13 @@ Result<json> Registry::create_vd(const json& args) {
   } else if (size == 0) {
     return make_error(Errc::kNoSpace, "dg {} has no free space left", dg.id);
   }
+  // --ublk / --no-ublk; neither: a ublk device where this machine has ublk.
+  const std::optional<bool> ublk_arg = arg_opt_bool(args, "ublk");
+  const std::string ublk_missing = ublk_.unavailable();
+  const bool want_ublk = ublk_arg.value_or(ublk_missing.empty());
+  if (want_ublk && !ublk_missing.empty())
+    return make_error(Errc::kUnsupported, "cannot export the new VD as a ublk device: {}",
+                      ublk_missing);
   std::string name = arg_string(args, "name");
   if (name.empty()) {
     // The engine wants a name: the first free "vdN".
@@ -71,8 +78,19 @@ Result<json> Registry::create_vd(const json& args) {
   }
   auto vd = array.create_vd(name, size);
   if (!vd.is_ok()) return vd.status();
+  if (want_ublk) {
+    if (auto st = export_ublk(dg, vd->id, std::nullopt); !st) {
+      // Nothing half-done: the VD goes again.
+      if (auto undo = array.delete_vd(vd->id); !undo)
+        spdlog::error("dg {}: vd {} made but not exported, and not deleted: {}", dg.id, vd->id,
+                      undo.to_string());
+      return make_error(st.code(), "the VD was not created: its ublk device failed: {}",
+                        st.message());
+    }
+  }
   events_.add("vd_created", dg.id, std::nullopt, vd->id,
               fmt::format("\"{}\", {} bytes at {}", name, vd->size, vd->start));
+  if (auto s = save(); !s) return s;
   return vd_json(dg, *vd);
 }
 
@@ -109,6 +127,9 @@ Result<json> Registry::delete_vd(const json& args) {
   if (!arg_bool(args, "confirm"))
     return make_error(Errc::kInvalidArgument,
                       "deleting vd {} of dg {} drops its data: add --confirm", vd->id, dg.id);
+  if (auto gone = unexport_ublk(dg, vd->id, "vd deleted"); !gone.is_ok())
+    return make_error(gone.status().code(), "vd {} of dg {} not deleted: {}", vd->id, dg.id,
+                      gone.status().message());
   if (nbd_.remove(dg.id, vd->id))
     events_.add("export_stopped", dg.id, std::nullopt, vd->id, "nbd export stopped (vd deleted)");
   forget_exports(dg.id, vd->id);
@@ -129,14 +150,20 @@ Result<json> Registry::export_vd(const json& args) {
   Dg& dg = **found;
   auto vd = find_vd(dg, args);
   if (!vd.is_ok()) return vd.status();
-  if (arg_bool(args, "ublk"))
-    return make_error(Errc::kUnsupported,
-                      "ublk exports are not in this graidd yet; use --nbd unix:PATH or "
-                      "--nbd tcp:ADDR:PORT");
   const std::string address = arg_string(args, "nbd");
+  if (arg_bool(args, "ublk")) {
+    if (!address.empty())
+      return make_error(Errc::kInvalidArgument, "export vd takes --ublk or --nbd, not both");
+    if (ublk_.find(dg.id, vd->id))
+      return make_error(Errc::kBusy, "vd {} of dg {} is already exported as {}", vd->id, dg.id,
+                        ublk_.find(dg.id, vd->id)->device.path);
+    if (auto st = export_ublk(dg, vd->id, std::nullopt); !st) return st;
+    if (auto s = save(); !s) return s;
+    return vd_json(dg, *vd);
+  }
   if (address.empty())
     return make_error(Errc::kInvalidArgument,
-                      "export vd needs --nbd unix:PATH or --nbd tcp:ADDR:PORT");
+                      "export vd needs --ublk, --nbd unix:PATH or --nbd tcp:ADDR:PORT");
   const bool read_only = arg_bool(args, "read_only");
   std::string name = arg_string(args, "name");
   if (name.empty()) name = fmt::format("dg{}-vd{}", dg.id, vd->id);
@@ -170,15 +197,56 @@ Result<json> Registry::unexport_vd(const json& args) {
   const bool want_nbd = arg_bool(args, "nbd");
   const bool want_ublk = arg_bool(args, "ublk");
   const bool all = !want_nbd && !want_ublk;
-  if (want_ublk && !want_nbd)
+  const bool has_nbd = nbd_.find(dg.id, vd->id).has_value();
+  const bool has_ublk = ublk_.find(dg.id, vd->id).has_value();
+  if (want_ublk && !has_ublk)
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} has no ublk export", vd->id, dg.id);
-  if ((all || want_nbd) && !nbd_.find(dg.id, vd->id))
+  if (want_nbd && !has_nbd)
+    return make_error(Errc::kInvalidArgument, "vd {} of dg {} has no nbd export", vd->id, dg.id);
+  if (all && !has_nbd && !has_ublk)
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} is not exported", vd->id, dg.id);
-  nbd_.remove(dg.id, vd->id);
-  forget_exports(dg.id, vd->id);
-  events_.add("export_stopped", dg.id, std::nullopt, vd->id, "nbd export stopped");
+  if (all || want_ublk) {
+    auto gone = unexport_ublk(dg, vd->id, "unexported");
+    if (!gone.is_ok()) return gone.status();
+  }
+  if ((all || want_nbd) && has_nbd) {
+    nbd_.remove(dg.id, vd->id);
+    forget_exports(dg.id, vd->id, "nbd");
+    events_.add("export_stopped", dg.id, std::nullopt, vd->id, "nbd export stopped");
+  }
   if (auto s = save(); !s) return s;
   return vd_json(dg, *vd);
+}
+
+Status Registry::export_ublk(Dg& dg, std::uint32_t vd_id, std::optional<std::uint32_t> dev_id) {
+  auto handle = dg.array->open_vd(vd_id);
+  if (!handle.is_ok()) return handle.status();
+  GRAID_RETURN_IF_ERROR(ublk_.add(dg.id, vd_id, *dg.array, std::move(*handle), dev_id));
+  const auto info = ublk_.find(dg.id, vd_id);
+  ExportEntry e;
+  e.dg_id = dg.id;
+  e.vd_id = vd_id;
+  e.kind = "ublk";
+  e.address = info->device.path;
+  e.dev_id = info->device.dev_id;
+  export_entries_.push_back(e);
+  events_.add(
+      "export_started", dg.id, std::nullopt, vd_id,
+      fmt::format("ublk {}{} ({} queues x {} tags, requests up to {} KiB)", info->device.path,
+                  info->device.recovered ? " re-attached" : "", info->device.queues,
+                  info->device.depth, info->device.max_io_bytes >> 10));
+  return {};
+}
+
+Result<bool> Registry::unexport_ublk(Dg& dg, std::uint32_t vd_id, std::string_view why) {
+  const auto info = ublk_.find(dg.id, vd_id);
+  if (!info) return false;
+  auto gone = ublk_.remove(dg.id, vd_id);
+  if (!gone.is_ok()) return gone.status();
+  forget_exports(dg.id, vd_id, "ublk");
+  events_.add("export_stopped", dg.id, std::nullopt, vd_id,
+              fmt::format("ublk {} removed ({})", info->device.path, why));
+  return true;
 }
 
 }  // namespace graid::daemon

@@ -81,4 +81,9 @@ bool arg_bool(const json& args, const char* key) {
   return args[key].get<bool>();
 }
 
+std::optional<bool> arg_opt_bool(const json& args, const char* key) {
+  if (!args.contains(key)) return std::nullopt;
+  return arg_bool(args, key);
+}
+
 }  // namespace graid::daemon

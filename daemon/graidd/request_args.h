@@ -32,5 +32,7 @@ std::string arg_required_string(const nlohmann::json& args, const char* key);
 std::vector<std::string> arg_strings(const nlohmann::json& args, const char* key);
 // A boolean; false when absent.
 bool arg_bool(const nlohmann::json& args, const char* key);
+// The boolean `key`, or nullopt when absent (a wrong type is bad_request).
+std::optional<bool> arg_opt_bool(const nlohmann::json& args, const char* key);
 
 }  // namespace graid::daemon

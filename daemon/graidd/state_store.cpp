@@ -65,6 +65,11 @@ Result<PersistedState> decode(const json& j) {
     e.address = x.at("address").get<std::string>();
     e.name = x.value("name", std::string());
     e.read_only = x.value("read_only", false);
+    if (e.kind != "nbd" && e.kind != "ublk")
+      return make_error(Errc::kCorrupt, "export of dg {} vd {}: unknown kind \"{}\"", e.dg_id,
+                        e.vd_id, e.kind);
+    if (x.contains("dev_id") && !x.at("dev_id").is_null())
+      e.dev_id = x.at("dev_id").get<std::uint32_t>();
     s.exports.push_back(std::move(e));
   }
   return s;
@@ -112,7 +117,8 @@ Status save_state(const std::string& dir, const PersistedState& state) {
                             {"kind", x.kind},
                             {"address", x.address},
                             {"name", x.name},
-                            {"read_only", x.read_only}});
+                            {"read_only", x.read_only},
+                            {"dev_id", x.dev_id ? json(*x.dev_id) : json(nullptr)}});
   }
   const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   const std::string path = state_path(dir);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,11 @@ struct DgEntry {
 struct ExportEntry {
   std::uint32_t dg_id = 0;
   std::uint32_t vd_id = 0;
-  std::string kind = "nbd";
-  std::string address;  // "unix:/path" or "tcp:ADDR:PORT"
+  std::string kind = "nbd";  // "nbd" or "ublk"
+  std::string address;       // nbd: "unix:/path" or "tcp:ADDR:PORT"; ublk: "/dev/ublkbN"
   std::string name;
   bool read_only = false;
+  std::optional<std::uint32_t> dev_id;  // ublk: the device id, re-attached or asked for again
 };
 
 struct PersistedState {

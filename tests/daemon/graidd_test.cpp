@@ -251,7 +251,7 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
     int exit;
     std::string message;  // a fragment of the error message
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {{"frobnicate", "pd"}, 2, ""},
       {{"create", "dg", "raid7", "3-4"}, 2, "raid7"},
       {{"create", "dg", "raid5", "3-4"}, 1, "raid5"},  // too few members
@@ -285,7 +285,15 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
        1,
        "cannot listen"},
       {{"unexport", "vd", "0", "0"}, 1, "not exported"},
+      {{"unexport", "vd", "0", "0", "--ublk"}, 1, "has no ublk export"},
+      {{"export", "vd", "0", "0", "--ublk", "--nbd", "unix:/x"}, 2, "not both"},
   };
+  // This machine's kernel has no ublk (the VM tests cover it): asking for a device says why.
+  const bool no_ublk = ::access("/dev/ublk-control", F_OK) != 0;
+  if (no_ublk) {
+    cases.push_back({{"export", "vd", "0", "0", "--ublk"}, 1, "load the ublk_drv module"});
+    cases.push_back({{"create", "vd", "0", "--size", "1M", "--ublk"}, 1, "ublk is not available"});
+  }
   const json before = snapshot();
   for (const auto& c : cases) {
     SCOPED_TRACE(::testing::PrintToString(c.args));
@@ -303,6 +311,11 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
     EXPECT_EQ(snapshot(), before);
   }
   ::close(lock_fd);
+  if (no_ublk) {
+    const json vd = ok({"describe", "vd", "0", "0"});
+    EXPECT_TRUE(vd["ublk_device"].is_null());
+    EXPECT_NE(vd["ublk_reason"].get<std::string>().find("ublk_drv"), std::string::npos) << vd;
+  }
   // --force takes the copy and erases the superblock it carried; DG 0 is untouched.
   const json forced = ok({"create", "pd", copy, "--force"});
   EXPECT_EQ(forced["pds"][0]["superblock"]["found"], false);

@@ -1,0 +1,134 @@
+#include "graidd/ublk_exports.h"
+
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#ifndef PR_SET_IO_FLUSHER
+#define PR_SET_IO_FLUSHER 57
+#endif
+
+namespace graid::daemon {
+
+UblkExports::~UblkExports() {
+  remove_all();
+}
+
+std::string UblkExports::unavailable() const {
+  if (control_) return "";
+  auto st = ensure_control();
+  return st ? "" : st.message();
+}
+
+Status UblkExports::ensure_control() const {
+  if (control_) return {};
+  auto c = ublk::UblkControl::open(options_.control_path);
+  if (!c.is_ok()) return make_error(Errc::kUnsupported, "{}", c.status().message());
+  control_ = std::move(*c);
+  return {};
+}
+
+ublk::ThreadCall UblkExports::thread_call() {
+  return [this](std::uint32_t t, const std::function<void(IoContext&)>& fn) {
+    threads_.call(t % threads_.count(), fn);
+  };
+}
+
+void UblkExports::prepare_threads(std::uint32_t dev_id, std::uint16_t queues) {
+  if (threads_prepared_) return;
+  threads_prepared_ = true;
+  for (std::uint32_t t = 0; t < threads_.count(); ++t) {
+    std::optional<cpu_set_t> cpus;
+    if (t < queues) {
+      auto a = control_->queue_affinity(dev_id, static_cast<std::uint16_t>(t));
+      if (a.is_ok()) cpus = *a;
+    }
+    threads_.call(t, [&](IoContext&) {
+      if (::prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) != 0)
+        spdlog::warn("I/O thread {}: PR_SET_IO_FLUSHER: {}", t, std::strerror(errno));
+      if (cpus && ::pthread_setaffinity_np(::pthread_self(), sizeof(*cpus), &*cpus) != 0)
+        spdlog::warn("I/O thread {}: cannot pin it to ublk queue {}'s CPUs", t, t);
+    });
+  }
+  std::ofstream oom("/proc/self/oom_score_adj");
+  if (oom) oom << "-1000\n";
+}
+
+Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, VdHandle handle,
+                        std::optional<std::uint32_t> dev_id) {
+  if (devices_.contains({dg_id, vd_id}))
+    return make_error(Errc::kBusy, "vd {} of dg {} already has a ublk device ({})", vd_id, dg_id,
+                      devices_.at({dg_id, vd_id})->info().path);
+  GRAID_RETURN_IF_ERROR(ensure_control());
+  ublk::UblkDeviceOptions o;
+  o.threads = threads_.count();
+  o.limits.queues = threads_.count();
+  o.limits.max_depth = options_.depth;
+  o.limits.memory_budget = options_.memory_budget;
+  Result<std::unique_ptr<ublk::UblkDevice>> dev = make_error(Errc::kNotFound, "");
+  if (dev_id) {
+    // A killed graidd leaves its devices waiting for a server (user recovery): take them back,
+    // so applications that had them open never see them go.
+    dev = ublk::UblkDevice::recover(*control_, thread_call(), array, std::move(handle), *dev_id, o);
+    if (dev.is_ok()) {
+      spdlog::info("dg {} vd {}: re-attached {} (user recovery)", dg_id, vd_id,
+                   (*dev)->info().path);
+    } else if (dev.status().code() != Errc::kNotFound) {
+      return dev.status();
+    } else {
+      auto again = array.open_vd(vd_id);
+      if (!again.is_ok()) return again.status();
+      handle = std::move(*again);
+      o.dev_id = *dev_id;
+    }
+  }
+  if (!dev.is_ok())
+    dev = ublk::UblkDevice::create(*control_, thread_call(), array, std::move(handle), o);
+  if (!dev.is_ok()) return dev.status();
+  prepare_threads((*dev)->info().dev_id, (*dev)->info().queues);
+  devices_[{dg_id, vd_id}] = std::move(*dev);
+  return {};
+}
+
+Result<bool> UblkExports::remove(std::uint32_t dg_id, std::uint32_t vd_id) {
+  auto it = devices_.find({dg_id, vd_id});
+  if (it == devices_.end()) return false;
+  Status st = it->second->stop();
+  if (!st) {
+    spdlog::error("dg {} vd {}: removing {}: {}", dg_id, vd_id, it->second->info().path,
+                  st.to_string());
+    if (st.code() == Errc::kBusy) return st;  // still in the kernel's hands: keep the object
+  }
+  devices_.erase(it);
+  return true;
+}
+
+void UblkExports::remove_all() {
+  while (!devices_.empty()) {
+    auto [dg, vd] = devices_.begin()->first;
+    auto r = remove(dg, vd);
+    if (!r.is_ok()) {
+      // Leave it to the process's exit: the kernel then aborts the device's I/O itself.
+      (void)devices_.begin()->second.release();
+      devices_.erase(devices_.begin());
+    }
+  }
+}
+
+std::optional<UblkExportInfo> UblkExports::find(std::uint32_t dg_id, std::uint32_t vd_id) const {
+  auto it = devices_.find({dg_id, vd_id});
+  if (it == devices_.end()) return std::nullopt;
+  return UblkExportInfo{dg_id, vd_id, it->second->info()};
+}
+
+std::optional<ublk::UblkQueueStats> UblkExports::stats(std::uint32_t dg_id, std::uint32_t vd_id) {
+  auto it = devices_.find({dg_id, vd_id});
+  if (it == devices_.end()) return std::nullopt;
+  return it->second->stats();
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,73 @@
+// The ublk exports graidd serves: one ublk block device (/dev/ublkbN) per exported VD, queue i of
+// every device on I/O thread i (docs/ublk.md). Owns the control device, opened at the first
+// export (so loading ublk_drv after graidd started works), and readies the I/O threads for ublk
+// then: PR_SET_IO_FLUSHER (their I/O must not wait on memory reclaim that writes to this very
+// device), each pinned to its queue's CPUs, the process's OOM score at -1000.
+//
+// Called from the control thread only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "graid/array.h"
+#include "graidd/io_threads.h"
+#include "ublk/ublk_device.h"
+
+namespace graid::daemon {
+
+struct UblkExportOptions {
+  std::uint32_t depth = 128;                   // per queue, at most
+  std::uint64_t memory_budget = 256ull << 20;  // per-tag buffers per device
+  std::string control_path = ublk::kControlPath;
+};
+
+struct UblkExportInfo {
+  std::uint32_t dg_id = 0, vd_id = 0;
+  ublk::UblkDeviceInfo device;
+};
+
+class UblkExports {
+ public:
+  UblkExports(IoThreads& threads, UblkExportOptions options)
+      : threads_(threads), options_(std::move(options)) {}
+  // Removes every device first.
+  ~UblkExports();
+  UblkExports(const UblkExports&) = delete;
+  UblkExports& operator=(const UblkExports&) = delete;
+
+  // Why ublk devices cannot be made here ("" when they can).
+  std::string unavailable() const;
+
+  // Serves `handle` (an open VD of `array`) as a ublk device. `dev_id`: the device it had before
+  // a restart: re-attached if a killed graidd left it waiting (user recovery), else asked for
+  // again so the path stays the same. kBusy when the VD already has a ublk export.
+  Status add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, VdHandle handle,
+             std::optional<std::uint32_t> dev_id);
+  // Removes the VD's device (I/O in flight is finished first). False when it had none; an error
+  // when the kernel would not let go of it.
+  Result<bool> remove(std::uint32_t dg_id, std::uint32_t vd_id);
+  void remove_all();
+
+  std::optional<UblkExportInfo> find(std::uint32_t dg_id, std::uint32_t vd_id) const;
+  // The device's request counters; nullopt when the VD has no ublk export.
+  std::optional<ublk::UblkQueueStats> stats(std::uint32_t dg_id, std::uint32_t vd_id);
+
+ private:
+  Status ensure_control() const;
+  void prepare_threads(std::uint32_t dev_id, std::uint16_t queues);
+  ublk::ThreadCall thread_call();
+
+  using Key = std::pair<std::uint32_t, std::uint32_t>;
+  IoThreads& threads_;
+  UblkExportOptions options_;
+  mutable std::unique_ptr<ublk::UblkControl> control_;  // opened at first need
+  std::map<Key, std::unique_ptr<ublk::UblkDevice>> devices_;
+  bool threads_prepared_ = false;
+};
+
+}  // namespace graid::daemon

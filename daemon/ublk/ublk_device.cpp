@@ -1,0 +1,256 @@
+#include "ublk/ublk_device.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "ublk/ublk_kernel_queue.h"
+
+namespace graid::ublk {
+
+namespace {
+
+constexpr std::uint32_t kAnyId = 0xffffffffu;
+
+UblkShape shape_of(const Array& array, const VdInfo& vd) {
+  const Geometry& g = array.geometry();
+  UblkShape s;
+  s.size_bytes = vd.size;
+  s.logical_block = array.logical_block_size();
+  s.strip_bytes = g.strip_bytes();
+  s.data_strips = g.data_strips();
+  s.striped = g.level() == RaidLevel::kRaid0 || g.level() == RaidLevel::kRaid10;
+  s.discard = array.supports_discard();
+  s.write_zeroes = array.supports_write_zeroes();
+  return s;
+}
+
+}  // namespace
+
+Status UblkDevice::open_char_device() {
+  // devtmpfs creates the node as the device is added; udev may still be fixing its mode. Give it
+  // a second.
+  const std::string path = char_device_path(info_.dev_id);
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      ublkc_ = std::make_shared<MemberFile>(fd, /*buffered=*/false);
+      return {};
+    }
+    if (errno != ENOENT && errno != EACCES)
+      return make_error(Errc::kIoError, "cannot open {}: {}", path, std::strerror(errno));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return make_error(Errc::kNotFound, "{} did not appear", path);
+}
+
+Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io) {
+  queues_.resize(queues);
+  for (std::uint16_t q = 0; q < queues; ++q) {
+    Status st;
+    call_(q % threads_, [&](IoContext& ctx) {
+      auto transport = KernelQueueTransport::create(ctx, ublkc_, q, depth);
+      if (!transport.is_ok()) {
+        st = transport.status();
+        return;
+      }
+      auto queue =
+          UblkQueue::create(ctx, array_, vd_.info(), q, depth, max_io, std::move(*transport));
+      if (!queue.is_ok()) {
+        st = queue.status();
+        return;
+      }
+      (*queue)->start();
+      queues_[q] = std::move(*queue);
+    });
+    if (!st) return st;
+  }
+  return {};
+}
+
+Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, ThreadCall call,
+                                                       Array& array, VdHandle vd,
+                                                       const UblkDeviceOptions& options) {
+  if (!vd) return make_error(Errc::kInvalidArgument, "no VD to export");
+  auto plan = plan_ublk(shape_of(array, vd.info()), options.limits);
+  if (!plan.is_ok()) return plan.status();
+  std::unique_ptr<UblkDevice> dev(new UblkDevice(control, std::move(call), array, std::move(vd)));
+  dev->threads_ = std::max<std::uint32_t>(1, options.threads);
+
+  DevInfo wanted{};
+  wanted.nr_hw_queues = plan->queues;
+  wanted.queue_depth = plan->depth;
+  wanted.max_io_buf_bytes = plan->max_io_bytes;
+  wanted.dev_id = options.dev_id;
+  wanted.ublksrv_pid = ::getpid();
+  wanted.flags = kFlagUserRecovery | kFlagUserRecoveryReissue | kFlagCmdIoctlEncode;
+  auto added = control.add_dev(wanted);
+  if (!added.is_ok() && added.status().code() == Errc::kBusy && options.dev_id != kAnyId) {
+    wanted.dev_id = kAnyId;  // the old id is taken: any will do
+    added = control.add_dev(wanted);
+  }
+  if (!added.is_ok()) return added.status();
+  dev->added_ = true;
+  // Never trust what was asked: the kernel clamps the queue count to its CPUs and drops flags it
+  // does not know.
+  dev->info_.dev_id = added->dev_id;
+  dev->info_.path = block_device_path(added->dev_id);
+  dev->info_.queues = added->nr_hw_queues;
+  dev->info_.depth = added->queue_depth;
+  dev->info_.max_io_bytes = std::min(added->max_io_buf_bytes, plan->max_io_bytes);
+  dev->info_.flags = added->flags;
+  dev->info_.buffer_bytes =
+      std::uint64_t{dev->info_.queues} * dev->info_.depth * dev->info_.max_io_bytes;
+  Params params = plan->params;
+  params.basic.max_sectors = dev->info_.max_io_bytes >> 9;
+  if (params.types & kParamDiscard) {
+    if (params.discard.max_discard_sectors)
+      params.discard.max_discard_sectors = params.basic.max_sectors;
+    if (params.discard.max_write_zeroes_sectors)
+      params.discard.max_write_zeroes_sectors = params.basic.max_sectors;
+  }
+
+  Status st = dev->open_char_device();
+  if (st) st = control.set_params(dev->info_.dev_id, params);
+  if (st) st = dev->start_queues(dev->info_.queues, dev->info_.depth, dev->info_.max_io_bytes);
+  if (st) st = control.start_dev(dev->info_.dev_id, options.start_timeout);
+  if (!st) {
+    (void)dev->stop();
+    return st;
+  }
+  return dev;
+}
+
+Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, ThreadCall call,
+                                                        Array& array, VdHandle vd,
+                                                        std::uint32_t dev_id,
+                                                        const UblkDeviceOptions& options) {
+  if (!vd) return make_error(Errc::kInvalidArgument, "no VD to export");
+  auto info = control.dev_info(dev_id);
+  if (!info.is_ok()) return info.status();
+  if (info->state == kStateLive)
+    return make_error(Errc::kBusy, "{} is live, served by process {}", block_device_path(dev_id),
+                      info->ublksrv_pid);
+  if (info->state != kStateQuiesced || !(info->flags & kFlagUserRecovery))
+    return make_error(Errc::kNotFound, "{} is not waiting for recovery (state {})",
+                      block_device_path(dev_id), info->state);
+  auto params = control.get_params(dev_id);
+  if (!params.is_ok()) return params.status();
+  if (params->basic.dev_sectors != vd.info().size >> 9)
+    return make_error(Errc::kInvalidArgument, "{} has {} sectors, the VD {}",
+                      block_device_path(dev_id), params->basic.dev_sectors, vd.info().size >> 9);
+  std::unique_ptr<UblkDevice> dev(new UblkDevice(control, std::move(call), array, std::move(vd)));
+  dev->threads_ = std::max<std::uint32_t>(1, options.threads);
+  dev->info_.dev_id = dev_id;
+  dev->info_.path = block_device_path(dev_id);
+  dev->info_.queues = info->nr_hw_queues;
+  dev->info_.depth = info->queue_depth;
+  dev->info_.max_io_bytes = info->max_io_buf_bytes;
+  dev->info_.flags = info->flags;
+  dev->info_.buffer_bytes =
+      std::uint64_t{dev->info_.queues} * dev->info_.depth * dev->info_.max_io_bytes;
+  dev->info_.recovered = true;
+  // The killed daemon's rings and /dev/ublkcN are released by the kernel after its exit, not at
+  // once: START_USER_RECOVERY says EBUSY until then.
+  Status st;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  for (;;) {
+    st = control.start_user_recovery(dev_id);
+    if (st || st.code() != Errc::kBusy || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!st) return st;
+  dev->added_ = true;
+  st = dev->open_char_device();
+  if (st) st = dev->start_queues(dev->info_.queues, dev->info_.depth, dev->info_.max_io_bytes);
+  if (st) st = control.end_user_recovery(dev_id, options.start_timeout);
+  if (!st) {
+    (void)dev->stop();
+    return st;
+  }
+  return dev;
+}
+
+UblkDevice::~UblkDevice() {
+  (void)stop();
+}
+
+Status UblkDevice::drain_queues(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool left = false;
+    for (std::size_t q = 0; q < queues_.size(); ++q) {
+      if (!queues_[q]) continue;
+      call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {
+        if (queues_[q]->finished()) queues_[q].reset();
+      });
+      left = left || queues_[q] != nullptr;
+    }
+    if (!left) return {};
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // A queue the kernel never released would be freed under it: keep it (and its memory) for
+  // the life of the process instead, and say so.
+  std::uint32_t stuck = 0;
+  for (auto& q : queues_)
+    if (q) {
+      ++stuck;
+      (void)q.release();  // deliberately leaked, see above
+    }
+  return make_error(Errc::kBusy, "{}: {} queue(s) still had requests after {} ms; left in place",
+                    info_.path, stuck, timeout.count());
+}
+
+void UblkDevice::release_char_device() {
+  ublkc_.reset();
+  // Each thread's ring drops its registration of /dev/ublkcN at its next poll: make every
+  // thread poll (twice: the first call may run before the drop), so DEL_DEV does not wait for it.
+  for (int round = 0; round < 2; ++round)
+    for (std::uint32_t t = 0; t < threads_; ++t)
+      call_(t, [](IoContext&) {});
+}
+
+Status UblkDevice::stop() {
+  if (stopped_ || !added_) return {};
+  stopped_ = true;
+  // STOP_DEV drains the device's in-flight I/O (the queues keep serving meanwhile) and then
+  // aborts every outstanding fetch, which is what finishes the queues.
+  Status result = control_.stop_dev(info_.dev_id);
+  if (Status st = drain_queues(std::chrono::seconds(30)); !st) return st;  // device kept
+  release_char_device();
+  if (Status st = control_.del_dev(info_.dev_id, std::chrono::seconds(10)); !st && result)
+    result = st;
+  added_ = false;
+  return result;
+}
+
+UblkQueueStats UblkDevice::stats() {
+  UblkQueueStats sum;
+  for (std::size_t q = 0; q < queues_.size(); ++q) {
+    if (!queues_[q] || stopped_) continue;
+    call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {
+      if (!queues_[q]) return;
+      const auto& s = queues_[q]->stats();
+      sum.requests += s.requests;
+      sum.commits += s.commits;
+      sum.errors += s.errors;
+      sum.reads += s.reads;
+      sum.writes += s.writes;
+      sum.flushes += s.flushes;
+      sum.discards += s.discards;
+      sum.write_zeroes += s.write_zeroes;
+      sum.read_bytes += s.read_bytes;
+      sum.write_bytes += s.write_bytes;
+      sum.unsupported += s.unsupported;
+      sum.aborted_tags += s.aborted_tags;
+    });
+  }
+  return sum;
+}
+
+}  // namespace graid::ublk

@@ -1,0 +1,103 @@
+// One VD served as a ublk block device (/dev/ublkbN): the device's life on the control side
+// (ADD_DEV, SET_PARAMS, START_DEV; STOP_DEV, DEL_DEV; user recovery) and its queues, queue i
+// living on I/O thread i (modulo the thread count).
+//
+//   create():  ADD_DEV (flags read back) ─► open /dev/ublkcN ─► SET_PARAMS ─► queues fetch on
+//              their threads ─► START_DEV (returns once every tag is fetched) ─► live
+//   recover(): the device survived a killed graidd (USER_RECOVERY: QUIESCED, I/O waiting) ─►
+//              START_USER_RECOVERY ─► open, queues fetch ─► END_USER_RECOVERY ─► live; the
+//              requests the dead daemon held are reissued (REISSUE) and served again
+//   stop():    STOP_DEV (the kernel drains in-flight I/O, which the queues keep serving, then
+//              aborts every fetch) ─► queues finish and are destroyed on their threads ─► every
+//              reference to /dev/ublkcN dropped (fd, mapping, ring registration) ─► DEL_DEV
+//
+// Called from the control thread only (never from an I/O thread: START_DEV and STOP_DEV wait
+// for the I/O threads).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graid/array.h"
+#include "graid/member.h"
+#include "graid/status.h"
+#include "ublk/ublk_control.h"
+#include "ublk/ublk_params.h"
+#include "ublk/ublk_queue.h"
+
+namespace graid::ublk {
+
+// Runs fn on I/O thread `thread` and waits for it (graidd's IoThreads::call).
+using ThreadCall =
+    std::function<void(std::uint32_t thread, const std::function<void(IoContext&)>& fn)>;
+
+struct UblkDeviceOptions {
+  std::uint32_t dev_id = 0xffffffffu;  // the id wanted (a restart asks for the old one); any
+  UblkLimits limits;                   // queues = the I/O thread count
+  std::uint32_t threads = 1;           // I/O threads to spread queues over
+  std::chrono::milliseconds start_timeout{10000};
+};
+
+struct UblkDeviceInfo {
+  std::uint32_t dev_id = 0;
+  std::string path;  // /dev/ublkbN
+  std::uint16_t queues = 0, depth = 0;
+  std::uint32_t max_io_bytes = 0;
+  std::uint64_t flags = 0;  // as the kernel granted them
+  std::uint64_t buffer_bytes = 0;
+  bool recovered = false;  // re-attached after a killed daemon
+};
+
+class UblkDevice {
+ public:
+  // A new device for `vd` of `array` (see above). On failure everything made is undone.
+  static Result<std::unique_ptr<UblkDevice>> create(UblkControl& control, ThreadCall call,
+                                                    Array& array, VdHandle vd,
+                                                    const UblkDeviceOptions& options);
+  // Re-attaches device `dev_id`, left QUIESCED by a killed graidd, to `vd`. kNotFound when it
+  // does not exist, kBusy when it is live (another server has it), kInvalidArgument when its
+  // size is not the VD's.
+  static Result<std::unique_ptr<UblkDevice>> recover(UblkControl& control, ThreadCall call,
+                                                     Array& array, VdHandle vd,
+                                                     std::uint32_t dev_id,
+                                                     const UblkDeviceOptions& options);
+  // stop() if not done.
+  ~UblkDevice();
+  UblkDevice(const UblkDevice&) = delete;
+  UblkDevice& operator=(const UblkDevice&) = delete;
+
+  // Removes the device (see above). Idempotent. A queue that does not finish within the
+  // timeout is left alive (and the device undeleted) rather than freed under the kernel.
+  Status stop();
+
+  const UblkDeviceInfo& info() const noexcept { return info_; }
+  const VdInfo& vd() const noexcept { return vd_.info(); }
+  // Sum of the queues' counters (reads each queue on its thread).
+  UblkQueueStats stats();
+
+ private:
+  UblkDevice(UblkControl& control, ThreadCall call, Array& array, VdHandle vd)
+      : control_(control), call_(std::move(call)), array_(array), vd_(std::move(vd)) {}
+  Status open_char_device();
+  Status start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io);
+  // Waits until every queue has finished, then destroys them on their threads.
+  Status drain_queues(std::chrono::milliseconds timeout);
+  void release_char_device();
+
+  UblkControl& control_;
+  ThreadCall call_;
+  Array& array_;
+  VdHandle vd_;
+  UblkDeviceInfo info_;
+  std::uint32_t threads_ = 1;
+  std::shared_ptr<MemberFile> ublkc_;
+  std::vector<std::unique_ptr<UblkQueue>> queues_;  // queue i lives on thread i % threads_
+  bool added_ = false;                              // the kernel has the device (DEL_DEV owed)
+  bool stopped_ = false;                            // stop() done
+};
+
+}  // namespace graid::ublk

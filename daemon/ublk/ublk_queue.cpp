@@ -1,0 +1,166 @@
+#include "ublk/ublk_queue.h"
+
+#include <cerrno>
+
+namespace graid::ublk {
+
+struct UblkQueue::Tag final : ArrayIo {
+  enum class State : std::uint8_t { kIdle, kFetching, kServing, kDone };
+  UblkQueue* queue = nullptr;
+  std::uint16_t tag = 0;
+  std::byte* data = nullptr;  // this tag's buffer (copy mode); ArrayIo::buf points at it
+  State state = State::kIdle;
+  std::uint8_t op = 0;
+
+  void on_complete(Status status) override { queue->io_done(*this, status); }
+};
+
+Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& array, VdInfo vd,
+                                                     std::uint16_t q_id, std::uint16_t depth,
+                                                     std::uint32_t max_io_bytes,
+                                                     std::unique_ptr<QueueTransport> transport) {
+  if (depth == 0 || depth > kMaxQueueDepth)
+    return make_error(Errc::kInvalidArgument, "ublk queue depth {}: must be 1..{}", depth,
+                      kMaxQueueDepth);
+  if (max_io_bytes == 0 || max_io_bytes % 4096 != 0)
+    return make_error(Errc::kInvalidArgument, "ublk request size {}: not a 4 KiB multiple",
+                      max_io_bytes);
+  if (!transport) return make_error(Errc::kInvalidArgument, "ublk queue without a transport");
+  auto attached = array.attach(ctx);
+  if (!attached.is_ok()) return attached.status();
+  std::unique_ptr<UblkQueue> q(new UblkQueue());
+  q->queue_ = std::move(*attached);
+  q->transport_ = std::move(transport);
+  q->vd_ = std::move(vd);
+  q->q_id_ = q_id;
+  q->max_io_ = max_io_bytes;
+  q->logical_block_ = array.logical_block_size();
+  auto buffers = AlignedBuffer::allocate(std::size_t{depth} * max_io_bytes, 4096);
+  if (!buffers.is_ok()) return buffers.status();
+  q->buffers_ = std::move(*buffers);
+  q->tags_.reserve(depth);
+  for (std::uint16_t i = 0; i < depth; ++i) {
+    auto t = std::make_unique<Tag>();
+    t->queue = q.get();
+    t->tag = i;
+    t->data = q->buffers_.data() + std::size_t{i} * max_io_bytes;
+    t->buf = t->data;
+    q->tags_.push_back(std::move(t));
+  }
+  q->transport_->bind(*q);
+  return q;
+}
+
+UblkQueue::~UblkQueue() = default;
+
+void UblkQueue::start() {
+  started_ = true;
+  for (auto& t : tags_) {
+    t->state = Tag::State::kFetching;
+    transport_->fetch(t->tag, /*commit=*/false, 0, t->data);
+  }
+}
+
+void UblkQueue::fetch_done(std::uint16_t tag, std::int32_t res) {
+  if (tag >= tags_.size()) return;  // not ours: the transport is broken; nothing to answer
+  Tag& t = *tags_[tag];
+  if (t.state != Tag::State::kFetching) return;  // a second completion: never act twice
+  if (res == kIoResOk) {
+    t.state = Tag::State::kServing;
+    ++serving_;
+    ++stats_.requests;
+    serve(t);
+    return;
+  }
+  // -ENODEV: the device is going away; anything else: the driver refused the fetch. Either way
+  // this tag is finished.
+  if (res != -ENODEV && error_.is_ok())
+    error_ = make_error(Errc::kIoError, "ublk queue {} tag {}: fetch failed: errno {}", q_id_, tag,
+                        -res);
+  t.state = Tag::State::kDone;
+  ++stats_.aborted_tags;
+  ++done_tags_;
+}
+
+void UblkQueue::serve(Tag& t) {
+  const IoDesc d = transport_->desc(t.tag);
+  t.op = static_cast<std::uint8_t>(d.op_flags & 0xff);
+  const std::uint32_t flags = d.op_flags;
+  const std::uint64_t offset = d.start_sector << 9;
+  const std::uint64_t bytes = std::uint64_t{d.nr_sectors} << 9;
+  t.flags = 0;
+  t.buf = t.data;
+  switch (t.op) {
+    case kOpRead:
+    case kOpWrite:
+      if (bytes == 0 || bytes > max_io_) {
+        commit(t, -EINVAL);
+        return;
+      }
+      t.kind = t.op == kOpRead ? IoKind::kRead : IoKind::kWrite;
+      if (t.op == kOpWrite && (flags & kIoFFua)) t.flags |= kIoFua;
+      break;
+    case kOpFlush:
+      t.kind = IoKind::kFlush;
+      break;
+    case kOpDiscard:
+      t.kind = IoKind::kDiscard;
+      break;
+    case kOpWriteZeroes:
+      t.kind = IoKind::kWriteZeroes;
+      if (flags & kIoFNoUnmap) t.flags |= kIoNoUnmap;
+      break;
+    default:
+      ++stats_.unsupported;
+      commit(t, -EOPNOTSUPP);
+      return;
+  }
+  if (t.kind != IoKind::kFlush && bytes > 0xffffffffull) {
+    commit(t, -EINVAL);
+    return;
+  }
+  t.offset = t.kind == IoKind::kFlush ? 0 : offset;
+  t.len = t.kind == IoKind::kFlush ? 0 : static_cast<std::uint32_t>(bytes);
+  // Out-of-range and misaligned requests complete with an error from the engine (at its next
+  // poll), so every path goes through io_done().
+  queue_->submit(t, vd_);
+}
+
+void UblkQueue::io_done(Tag& t, const Status& st) {
+  if (!st) {
+    commit(t, st.to_errno() < 0 ? st.to_errno() : -EIO);
+    return;
+  }
+  switch (t.kind) {
+    case IoKind::kRead:
+      ++stats_.reads;
+      stats_.read_bytes += t.len;
+      break;
+    case IoKind::kWrite:
+      ++stats_.writes;
+      stats_.write_bytes += t.len;
+      break;
+    case IoKind::kFlush:
+      ++stats_.flushes;
+      break;
+    case IoKind::kDiscard:
+      ++stats_.discards;
+      break;
+    case IoKind::kWriteZeroes:
+      ++stats_.write_zeroes;
+      break;
+  }
+  const bool data = t.kind == IoKind::kRead || t.kind == IoKind::kWrite;
+  commit(t, data ? static_cast<std::int32_t>(t.len) : 0);
+}
+
+void UblkQueue::commit(Tag& t, std::int32_t result) {
+  if (t.state != Tag::State::kServing) return;  // never commit a request twice
+  if (result < 0) ++stats_.errors;
+  ++stats_.commits;
+  --serving_;
+  t.state = Tag::State::kFetching;
+  transport_->fetch(t.tag, /*commit=*/true, result, t.data);
+}
+
+}  // namespace graid::ublk

@@ -1,0 +1,112 @@
+// One ublk queue: `depth` tags, each a request slot that cycles
+//
+//   fetch ─► (kernel delivers a request) ─► ArrayIo on the VD ─► commit result + fetch again
+//     ▲                                                                    │
+//     └────────────────────────────────────────────────────────────────────┘
+//
+// until the kernel answers a fetch with an abort (the device is stopping: that tag is done).
+// Everything runs on the thread that owns the IoContext: fetches and commits are ring commands
+// on the same ring as the thread's member I/O (the transport), requests are ArrayIos on that
+// thread's ArrayQueue, so the thread sleeps in one IoContext::poll() for both.
+//
+// Every request the kernel delivers is committed exactly once, whatever happens (an engine error
+// becomes -errno in the commit, this boundary being the only place errno appears); a tag is never
+// fetched while its request is being served, nor after an abort. `stats()` counts both sides so
+// tests and `stats` can check it.
+//
+// The kernel side is behind QueueTransport, so the tag logic is tested without a kernel (a fake
+// transport acts as the driver) and the real one (KernelQueueTransport, ublk_kernel_queue.h)
+// stays a thin layer of ring commands.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "graid/array.h"
+#include "graid/buffer.h"
+#include "graid/status.h"
+#include "ublk/ublk_uapi.h"
+
+namespace graid::ublk {
+
+class UblkQueue;
+
+// The driver's side of one queue. Calls come from the queue's thread; each fetch completes
+// later, on that thread, through UblkQueue::fetch_done(tag, res) (never inline).
+class QueueTransport {
+ public:
+  virtual ~QueueTransport() = default;
+  // FETCH_REQ (`commit` false) or COMMIT_AND_FETCH_REQ with `result` for `tag`; `buf` is the
+  // tag's data buffer (copy mode).
+  virtual void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf) = 0;
+  // The descriptor of the request a fetch of `tag` just delivered.
+  virtual IoDesc desc(std::uint16_t tag) const = 0;
+  // Binds the completions to `queue` (called once, before the first fetch).
+  virtual void bind(UblkQueue& queue) = 0;
+};
+
+struct UblkQueueStats {
+  std::uint64_t requests = 0;  // delivered by the kernel
+  std::uint64_t commits = 0;   // results committed (== requests once idle)
+  std::uint64_t errors = 0;    // committed with -errno
+  std::uint64_t reads = 0, writes = 0, flushes = 0, discards = 0, write_zeroes = 0;
+  std::uint64_t read_bytes = 0, write_bytes = 0;
+  std::uint64_t unsupported = 0;  // ops graid does not serve (answered -EOPNOTSUPP)
+  std::uint64_t aborted_tags = 0;
+};
+
+class UblkQueue {
+ public:
+  // On the thread owning `ctx`: attaches an ArrayQueue of `array` there and allocates the tags'
+  // buffers (depth x max_io_bytes; none when `user_copy`... not built yet: always copy mode).
+  // `vd` is the extent served; `transport` the driver side.
+  static Result<std::unique_ptr<UblkQueue>> create(IoContext& ctx, Array& array, VdInfo vd,
+                                                   std::uint16_t q_id, std::uint16_t depth,
+                                                   std::uint32_t max_io_bytes,
+                                                   std::unique_ptr<QueueTransport> transport);
+  // REQUIRES: finished() or start() never called (no request may be in flight).
+  ~UblkQueue();
+  UblkQueue(const UblkQueue&) = delete;
+  UblkQueue& operator=(const UblkQueue&) = delete;
+
+  // Fetches every tag (on the owning thread).
+  void start();
+  // Every tag aborted by the kernel and nothing in flight: the queue may be destroyed.
+  bool finished() const noexcept { return started_ && done_tags_ == tags_.size(); }
+  // The first fetch error other than an abort (the device refused the queue), or ok.
+  const Status& error() const noexcept { return error_; }
+
+  // From the transport: a fetch (or commit-and-fetch) of `tag` completed with `res`.
+  void fetch_done(std::uint16_t tag, std::int32_t res);
+
+  std::uint16_t id() const noexcept { return q_id_; }
+  std::uint16_t depth() const noexcept { return static_cast<std::uint16_t>(tags_.size()); }
+  // Requests being served (delivered, not yet committed).
+  std::uint32_t serving() const noexcept { return serving_; }
+  const UblkQueueStats& stats() const noexcept { return stats_; }
+
+  struct Tag;
+
+ private:
+  UblkQueue() = default;
+  void serve(Tag& t);
+  void io_done(Tag& t, const Status& st);
+  void commit(Tag& t, std::int32_t result);
+
+  std::unique_ptr<QueueTransport> transport_;
+  std::unique_ptr<ArrayQueue> queue_;
+  VdInfo vd_;
+  std::uint16_t q_id_ = 0;
+  std::uint32_t max_io_ = 0;
+  std::uint32_t logical_block_ = 512;
+  AlignedBuffer buffers_;
+  std::vector<std::unique_ptr<Tag>> tags_;
+  std::size_t done_tags_ = 0;
+  std::uint32_t serving_ = 0;
+  bool started_ = false;
+  Status error_;
+  UblkQueueStats stats_;
+};
+
+}  // namespace graid::ublk
