@@ -29,6 +29,7 @@ result() {
   local status=$1 name=$2
   shift 2
   local line="$GRAID_SCENARIO $status $name${*:+ $*}"
+  line=${line//$'\n'/ }
   echo "RESULT $line"
   echo "$line" >>"$GRAID_RESULTS"
   [[ $status != FAIL ]] || vm_failures=$((vm_failures + 1))
@@ -98,11 +99,11 @@ wait_until() {
 }
 
 vm_on_err() {
-  local rc=$1 line=$2 cmd=$3
+  local rc=$1 where=$2 cmd=$3
   # report once, from the scenario's own shell (subshells inherit the trap)
   [[ $BASHPID == "$$" && -z ${vm_aborted:-} ]] || return 0
   vm_aborted=1
-  fail aborted "line $line: '$cmd' exited $rc"
+  fail aborted "$where: '$cmd' exited $rc"
 }
 
 vm_on_exit() {
@@ -118,7 +119,7 @@ vm_on_exit() {
   ((vm_failures == 0 && rc == 0)) || exit 1
   exit 0
 }
-trap 'vm_on_err $? $LINENO "$BASH_COMMAND"' ERR
+trap 'vm_on_err $? "${BASH_SOURCE[0]##*/}:$LINENO" "$BASH_COMMAND"' ERR
 trap vm_on_exit EXIT
 trap 'exit 143' TERM
 
@@ -178,7 +179,8 @@ graidd_kill() {
   GRAIDD_PID=""
 }
 
-# gctl ARGS...: graidctl ARGS, logged (command, output, exit status) in graidctl.log
+# gctl ARGS...: graidctl ARGS, logged (command, output, exit status) in graidctl.log; when it
+# fails, graid_last_error prints why in one line
 gctl() {
   local rc=0 out err=$GRAID_LOG_DIR/.graidctl.err
   out=$(graidctl "$@" 2>"$err") || rc=$?
@@ -189,10 +191,20 @@ gctl() {
   } >>"$GRAID_LOG_DIR/graidctl.log"
   [[ -z $out ]] || printf '%s\n' "$out"
   if ((rc != 0)); then
-    echo "graidctl $* failed (exit $rc): $(cat "$err") $out" >&2
+    # with --format json the reason is the error object on stdout, else a line on stderr
+    {
+      echo -n "graidctl $* (exit $rc): "
+      jq -r '.error.message? // empty' <<<"$out" 2>/dev/null || true
+      cat "$err"
+    } | tr '\n' ' ' >"$GRAID_LOG_DIR/.graidctl.last"
+    cat "$GRAID_LOG_DIR/.graidctl.last" >&2
+    echo >&2
   fi
   return "$rc"
 }
+
+# graid_last_error: why the last failed graidctl command failed (one line)
+graid_last_error() { cat "$GRAID_LOG_DIR/.graidctl.last" 2>/dev/null || echo "(no graidctl failure recorded)"; }
 
 # gjson ARGS...: graidctl --format json ARGS, the result on stdout (compact JSON)
 gjson() {
@@ -216,17 +228,19 @@ graid_create_dg() {
   jq -r .dg_id <<<"$out"
 }
 
-# graid_create_vd DG SIZE: prints the new VD's id
+# graid_create_vd DG SIZE [create vd options...]: prints the new VD's id. Without --ublk or
+# --no-ublk graidd also exports it as a ublk device (its default where the kernel has ublk).
 graid_create_vd() {
-  local out
-  out=$(gjson create vd "$1" --size "$2") || return
+  local dg=$1 size=$2 out
+  shift 2
+  out=$(gjson create vd "$dg" --size "$size" "$@") || return
   jq -r .vd_id <<<"$out"
 }
 
-# graid_export_ublk DG VD: exports the VD as a ublk block device; prints its path once it exists
-graid_export_ublk() {
+# graid_ublk_device DG VD: prints the VD's ublk block device (describe vd: the "ublk" entry of
+# "exports") once the node exists
+graid_ublk_device() {
   local out dev
-  gctl export vd "$1" "$2" --ublk >/dev/null || return
   out=$(gjson describe vd "$1" "$2") || return
   dev=$(jq -r '[.exports[] | select(.kind == "ublk")][0].device // empty' <<<"$out")
   if [[ -z $dev ]]; then
@@ -235,6 +249,13 @@ graid_export_ublk() {
   fi
   wait_until 30 test -b "$dev" || { echo "$dev did not appear" >&2; return 1; }
   echo "$dev"
+}
+
+# graid_export_ublk DG VD: exports the VD as a ublk block device (graidctl export vd --ublk);
+# prints its path once it exists
+graid_export_ublk() {
+  gctl export vd "$1" "$2" --ublk >/dev/null || return
+  graid_ublk_device "$1" "$2"
 }
 
 # graid_export_state DG VD KIND: the state of the VD's export of KIND (ublk, nbd), e.g. live
@@ -302,7 +323,7 @@ fs_roundtrip() {
   check "$p-mount" mount -t ext4 "$dev" "$mnt"
   ((CHECK_RC == 0)) || return 0
   on_exit umount -l "$mnt"
-  head -c "${mb}M" /dev/urandom >/tmp/fs-data.bin
+  dd if=/dev/urandom of=/tmp/fs-data.bin bs=1M count="$mb" status=none
   check "$p-copy" cp -a /tmp/fs-data.bin /usr/local/bin /vm /usr/lib/modules "$mnt/"
   rm -f /tmp/fs-data.bin
   (cd "$mnt" && find . -type f -exec sha256sum {} + | sort -k 2) >"$GRAID_LOG_DIR/$p-sums"

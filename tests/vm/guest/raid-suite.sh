@@ -3,7 +3,7 @@
 # (sourced after lib.sh).
 
 # raid_suite MEMBER...: registers the MEMBERs as PDs, then for RAID5 and RAID6 (RAID5 alone in
-# the short form) makes a DG over all of them with one VD, exports it through ublk and checks
+# the short form) makes a DG over all of them with one VD, exported through ublk, and checks
 # the block device: fio random 4K and sequential 1M writes, each read back with crc32c, both
 # read again afterwards; ext4 made, mounted, files copied and checksummed, unmounted, mounted
 # again and checksummed again, fsck'd; the ublk device unexported (it must go away) and the DG
@@ -15,13 +15,20 @@ raid_suite() {
   fi
   require graidd-start graidd_start
   local pds level dg vd dev
-  pds=$(graid_create_pds "$@") || die create-pd "graidctl create pd $*"
+  pds=$(graid_create_pds "$@") || die create-pd "$(graid_last_error)"
   info pds "PDs $pds over $*: kind $(gjson list pd | jq -r '[.[].kind] | unique | join(",")')"
   for level in "${levels[@]}"; do
     say "$level over PDs $pds"
-    dg=$(graid_create_dg "$level" "$pds" --strip 64K) || die "$level-create-dg"
-    vd=$(graid_create_vd "$dg" "$vd_size") || die "$level-create-vd"
-    dev=$(graid_export_ublk "$dg" "$vd") || die "$level-export-ublk" "$(tail -n 1 "$GRAID_LOG_DIR/graidctl.log")"
+    dg=$(graid_create_dg "$level" "$pds" --strip 64K) || die "$level-create-dg" "$(graid_last_error)"
+    # Both ways to a ublk device: create vd's default export (RAID5), then --no-ublk and an
+    # explicit export vd --ublk (RAID6).
+    if [[ $level == raid5 ]]; then
+      vd=$(graid_create_vd "$dg" "$vd_size") || die "$level-create-vd" "create vd with its default ublk export"
+      dev=$(graid_ublk_device "$dg" "$vd") || die "$level-ublk-device" "$(graid_last_error)"
+    else
+      vd=$(graid_create_vd "$dg" "$vd_size" --no-ublk) || die "$level-create-vd" "$(graid_last_error)"
+      dev=$(graid_export_ublk "$dg" "$vd") || die "$level-export-ublk" "$(graid_last_error)"
+    fi
     info "$level-device" "$dev: $(blockdev --getsize64 "$dev") bytes, logical block $(blockdev --getss "$dev")"
 
     local rand_job=(--filename="$dev" --rw=randwrite --bs=4k --size="$rand")

@@ -28,7 +28,10 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,cache=none graidshare 
   fatal "cannot mount the host share"
 mkdir -p "$GRAID_SHARE/logs" /tmp/logs /run/mdadm /etc/nvme
 
+# nvme and ublk_drv are loaded as a distribution would at boot: graidd does not load modules, it
+# reports "/dev/ublk-control does not exist" instead. The rest is left to the scenarios.
 modprobe nvme || fatal "cannot load nvme"
+modprobe ublk_drv || fatal "cannot load ublk_drv"
 for ((i = 0; i < 150; i++)); do
   vm_resolve_drives
   [[ -n ${GRAID_NVME0:-} && -n ${GRAID_NVME4:-} && -n ${GRAID_SPARE:-} && -n ${GRAID_NG4:-} ]] &&
