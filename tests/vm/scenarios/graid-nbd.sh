@@ -10,10 +10,10 @@ is_short && vd_size=256M rand=16M seq=32M
 sock=$GRAID_DIR/vd.sock
 
 require graidd-start graidd_start
-pds=$(graid_create_pds "$GRAID_NVME0" "$GRAID_NVME1" "$GRAID_NVME2" "$GRAID_NVME3" "$GRAID_NVME4") || die create-pd
+pds=$(graid_create_pds "$GRAID_NVME0" "$GRAID_NVME1" "$GRAID_NVME2" "$GRAID_NVME3" "$GRAID_NVME4") || die create-pd "$(graid_last_error)"
 info pds "$(gjson list pd | jq -r '[.[] | "\(.pd_id):\(.path):\(.kind):lbs=\(.logical_block_size)"] | join(" ")')"
-dg=$(graid_create_dg raid5 "$pds" --strip 64K) || die create-dg
-vd=$(graid_create_vd "$dg" "$vd_size") || die create-vd
+dg=$(graid_create_dg raid5 "$pds" --strip 64K) || die create-dg "$(graid_last_error)"
+vd=$(graid_create_vd "$dg" "$vd_size" --no-ublk) || die create-vd "$(graid_last_error)"
 check export-nbd gctl export vd "$dg" "$vd" --nbd "unix:$sock"
 ((CHECK_RC == 0)) || exit 1
 

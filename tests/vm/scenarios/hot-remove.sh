@@ -6,11 +6,11 @@
 victim=$GRAID_NVME4 victim_id=nvme4
 
 require graidd-start graidd_start
-pds=$(graid_create_pds "$GRAID_NVME0" "$GRAID_NVME1" "$GRAID_NVME2" "$GRAID_NVME3" "$victim") || die create-pd
+pds=$(graid_create_pds "$GRAID_NVME0" "$GRAID_NVME1" "$GRAID_NVME2" "$GRAID_NVME3" "$victim") || die create-pd "$(graid_last_error)"
 victim_pd=$(gjson list pd | jq -r --arg p "$victim" '.[] | select(.path == $p) | .pd_id')
-dg=$(graid_create_dg raid5 "$pds" --strip 64K) || die create-dg
-vd=$(graid_create_vd "$dg" 256M) || die create-vd
-dev=$(graid_export_ublk "$dg" "$vd") || die export-ublk "$(tail -n 1 "$GRAID_LOG_DIR/graidctl.log")"
+dg=$(graid_create_dg raid5 "$pds" --strip 64K) || die create-dg "$(graid_last_error)"
+vd=$(graid_create_vd "$dg" 256M --no-ublk) || die create-vd "$(graid_last_error)"
+dev=$(graid_export_ublk "$dg" "$vd") || die export-ublk "$(graid_last_error)"
 info device "$dev over PDs $pds; pulling PD $victim_pd ($victim, qemu id $victim_id)"
 
 # Rate-limited so that fio is still writing when the drive goes: the guest's pciehp waits about

@@ -8,10 +8,10 @@ rounds=2
 is_short && rounds=1
 
 require graidd-start graidd_start
-pds=$(graid_create_pds "$GRAID_NVME0" "$GRAID_NVME1" "$GRAID_NVME2" "$GRAID_NVME3" "$GRAID_NVME4") || die create-pd
-dg=$(graid_create_dg raid5 "$pds" --strip 64K) || die create-dg
-vd=$(graid_create_vd "$dg" 256M) || die create-vd
-dev=$(graid_export_ublk "$dg" "$vd") || die export-ublk "$(tail -n 1 "$GRAID_LOG_DIR/graidctl.log")"
+pds=$(graid_create_pds "$GRAID_NVME0" "$GRAID_NVME1" "$GRAID_NVME2" "$GRAID_NVME3" "$GRAID_NVME4") || die create-pd "$(graid_last_error)"
+dg=$(graid_create_dg raid5 "$pds" --strip 64K) || die create-dg "$(graid_last_error)"
+vd=$(graid_create_vd "$dg" 256M --no-ublk) || die create-vd "$(graid_last_error)"
+dev=$(graid_export_ublk "$dg" "$vd") || die export-ublk "$(graid_last_error)"
 info device "$dev"
 
 for ((round = 1; round <= rounds; round++)); do

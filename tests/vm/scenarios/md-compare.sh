@@ -4,7 +4,7 @@
 . /vm/lib.sh
 # Assertions are on function only (every fio run exits 0, a short crc32c-verified write per
 # array); speed is printed, never asserted: TCG makes absolute figures meaningless, the ratios
-# are what the performance targets (docs/performance.md) speak of. md gets its defaults
+# are what the performance targets speak of. md gets its defaults
 # (stripe_cache_size 256, no group threads), created with --assume-clean --bitmap=none so no
 # resync runs underneath, graid the daemon's defaults; both 64 KiB strips over five members.
 runtime=${GRAID_VM_PERF_RUNTIME:-5}
@@ -70,11 +70,11 @@ md_run() {  # LEVEL MD_DEV TARGET MEMBERS...
 graid_run() {  # LEVEL PD_IDS TARGET
   local dg vd dev
   dg=$(graid_create_dg "$1" "$2" --strip 64K) || { fail "graid-$3-create" "create dg $1 $2"; return 0; }
-  if vd=$(graid_create_vd "$dg" "$region") && dev=$(graid_export_ublk "$dg" "$vd"); then
+  if vd=$(graid_create_vd "$dg" "$region" --no-ublk) && dev=$(graid_export_ublk "$dg" "$vd"); then
     perf "$3" "$dev"
     verify "$3" "$dev"
   else
-    fail "graid-$3-export" "no ublk device: $(tail -n 1 "$GRAID_LOG_DIR/graidctl.log")"
+    fail "graid-$3-export" "no ublk device: $(graid_last_error)"
   fi
   graid_delete_dg "$dg" || fail "graid-$3-delete" "delete dg $dg"
 }
@@ -129,7 +129,7 @@ r=$(ratio "${FIG[graid5-brd/4k-randwrite]:-}" "${FIG[md5-brd/4k-randwrite]:-}")
   table nvme
   table brd
   echo
-  echo "target (docs/performance.md): graid RAID5 4K random write on brd >= 1.5x md RAID5: ratio $r"
+  echo "performance target: graid RAID5 4K random write on brd >= 1.5x md RAID5; measured ratio $r"
 } | tee "$GRAID_LOG_DIR/table.txt"
 cp "$GRAID_LOG_DIR/table.txt" "$GRAID_SHARE/md-compare-table.txt"
 for k in "${!FIG[@]}"; do echo "$k ${FIG[$k]}"; done | sort >"$GRAID_LOG_DIR/figures.txt"
