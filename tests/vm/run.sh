@@ -336,8 +336,9 @@ build_initramfs() {  # KVER OUT
 
 # ---------------------------------------------------------------------------------------------
 # 4. qemu: six NVMe drives, each on its own PCIe root port so that QMP device_del is a real
-#    hot-remove (the guest's pciehp takes about 5 s, the "attention button" delay, before the
-#    device goes), and one empty root port (rp6) for hot-adding a drive.
+#    hot-remove (completed once the guest's pciehp lets the device go: about a second here; a
+#    drive on the root bus could not be unplugged at all), and one empty root port (rp6) for
+#    hot-adding a drive.
 
 DRIVES=(nvme0 nvme1 nvme2 nvme3 nvme4 spare)
 
@@ -376,7 +377,7 @@ qmp_request() {  # ID JSON
   kill "$QMP_PID" 2>/dev/null
   printf '%s' "$reply" >"$RUN/share/qmp/$id.tmp"
   mv "$RUN/share/qmp/$id.tmp" "$RUN/share/qmp/$id.reply"
-  printf '%s' "$reply" | sed "s/^/[$(elapsed)s] host: QMP< /"
+  printf '%s' "$reply" | sed "s/^/$(printf '[%6ss]' "$(elapsed)") host: QMP< /"
 }
 
 # ---------------------------------------------------------------------------------------------

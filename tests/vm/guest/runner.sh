@@ -47,7 +47,7 @@ nvme gen-hostnqn >/etc/nvme/hostnqn 2>/dev/null
 cat /proc/sys/kernel/random/uuid >/etc/nvme/hostid
 
 # What a scenario leaves behind must not spoil the next one: its processes (graidd, fio) are
-# killed with its session; mounts, md arrays and fabrics connections are undone here.
+# killed with its session; mounts, md arrays, fabrics connections and RAM disks are undone here.
 tidy_up() {
   local m
   while read -r m; do
@@ -55,6 +55,9 @@ tidy_up() {
   done < <(awk '$2 ~ "^/mnt/" && $2 != "/mnt/host" {print $2}' /proc/mounts | sort -r)
   mdadm --stop --scan >/dev/null 2>&1
   nvme disconnect-all >/dev/null 2>&1
+  # brd keeps the parameters of its first load (rd_nr, rd_size) and its pages: unloaded, the
+  # next scenario can load it its own way and the memory comes back
+  rmmod brd >/dev/null 2>&1
   return 0
 }
 

@@ -13,8 +13,9 @@ vd=$(graid_create_vd "$dg" 256M --no-ublk) || die create-vd "$(graid_last_error)
 dev=$(graid_export_ublk "$dg" "$vd") || die export-ublk "$(graid_last_error)"
 info device "$dev over PDs $pds; pulling PD $victim_pd ($victim, qemu id $victim_id)"
 
-# Rate-limited so that fio is still writing when the drive goes: the guest's pciehp waits about
-# 5 s (the attention-button delay) after device_del before it removes the device.
+# Rate-limited (48 MiB at 1000 writes/s: about 12 s, plus the read-back) so that fio is surely
+# still writing when the drive goes; the removal takes about a second after device_del here (the
+# guest's pciehp has to let the device go), and that fio was still running is checked.
 job=(--filename="$dev" --rw=randwrite --bs=4k --size=48M)
 fio_verify during-removal "${job[@]}" --iodepth=16 --rate_iops=1000 >"$GRAID_LOG_DIR/during-removal.out" 2>&1 &
 fio_pid=$!

@@ -88,8 +88,12 @@ members() {
   fi
 }
 
-# ram0..ram4 members of 128 MiB, ram5 the raw reference (brd allocates pages as they are written)
+# ram0..ram4 members of 128 MiB, ram5 the raw reference (brd allocates pages as they are
+# written). brd takes its parameters only when loaded: unload it first in case a guest script
+# loaded it with others.
+rmmod brd 2>/dev/null || true
 modprobe brd rd_nr=6 rd_size=131072
+[[ -b /dev/ram5 ]] || die brd "no /dev/ram5 after modprobe brd rd_nr=6 (brd loaded and in use?)"
 require graidd-start graidd_start
 for set in nvme brd; do
   read -r -a devs <<<"$(members "$set")"

@@ -69,6 +69,7 @@ through_target() {
 
 # 1. brd behind the target
 [[ -b /dev/ram0 ]] || modprobe brd rd_nr=1 rd_size=131072
+[[ -b /dev/ram0 ]] || die brd "no /dev/ram0"
 through_target brd 1 /dev/ram0
 
 # 2. a graid VD's ublk device behind the target; afterwards the data written through NVMe-oF is
