@@ -158,7 +158,10 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
   }
   if (auto u = ublk_.find(dg.id, vd.id)) {
     exports.push_back({{"kind", "ublk"},
+                       {"address", u->device.path},
                        {"device", u->device.path},
+                       {"name", ""},
+                       {"read_only", false},
                        {"dev_id", u->device.dev_id},
                        {"queues", u->device.queues},
                        {"depth", u->device.depth},
