@@ -168,6 +168,7 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        {"max_io_bytes", u->device.max_io_bytes},
                        {"buffer_bytes", u->device.buffer_bytes},
                        {"recovered", u->device.recovered},
+                       {"copy", u->device.user_copy ? "user" : "kernel"},
                        {"state", "live"}});
     j["ublk_device"] = u->device.path;
     j["ublk_reason"] = "";
