@@ -32,6 +32,7 @@ struct Options {
   std::string log_level = "info";
   std::uint32_t ublk_depth = 128;
   std::uint64_t ublk_memory_mib = 256;
+  std::string ublk_copy = "kernel";
 };
 
 // The parity backends the daemon may own, and the one it uses.
@@ -122,6 +123,7 @@ int run(const Options& o) {
   ro.version = GRAID_VERSION;
   ro.ublk.depth = o.ublk_depth;
   ro.ublk.memory_budget = o.ublk_memory_mib << 20;
+  ro.ublk.user_copy = o.ublk_copy == "user";
   auto registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
     spdlog::error("cannot start: {}", st.to_string());
@@ -173,6 +175,10 @@ int main(int argc, char** argv) {
   app.add_option("--ublk-memory", o.ublk_memory_mib,
                  "MiB of request buffers per ublk device (shapes its depth and request size)")
       ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--ublk-copy", o.ublk_copy,
+                 "who copies ublk request data: kernel (per-tag buffers) or user (USER_COPY)")
+      ->check(CLI::IsMember({"kernel", "user"}))
       ->capture_default_str();
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

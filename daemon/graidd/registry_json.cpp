@@ -158,13 +158,17 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
   }
   if (auto u = ublk_.find(dg.id, vd.id)) {
     exports.push_back({{"kind", "ublk"},
+                       {"address", u->device.path},
                        {"device", u->device.path},
+                       {"name", ""},
+                       {"read_only", false},
                        {"dev_id", u->device.dev_id},
                        {"queues", u->device.queues},
                        {"depth", u->device.depth},
                        {"max_io_bytes", u->device.max_io_bytes},
                        {"buffer_bytes", u->device.buffer_bytes},
                        {"recovered", u->device.recovered},
+                       {"copy", u->device.user_copy ? "user" : "kernel"},
                        {"state", "live"}});
     j["ublk_device"] = u->device.path;
     j["ublk_reason"] = "";

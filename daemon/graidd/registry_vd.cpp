@@ -230,11 +230,12 @@ Status Registry::export_ublk(Dg& dg, std::uint32_t vd_id, std::optional<std::uin
   e.address = info->device.path;
   e.dev_id = info->device.dev_id;
   export_entries_.push_back(e);
-  events_.add(
-      "export_started", dg.id, std::nullopt, vd_id,
-      fmt::format("ublk {}{} ({} queues x {} tags, requests up to {} KiB)", info->device.path,
-                  info->device.recovered ? " re-attached" : "", info->device.queues,
-                  info->device.depth, info->device.max_io_bytes >> 10));
+  events_.add("export_started", dg.id, std::nullopt, vd_id,
+              fmt::format("ublk {}{} ({} queues x {} tags, requests up to {} KiB, {} copy, driver "
+                          "flags {:#x})",
+                          info->device.path, info->device.recovered ? " re-attached" : "",
+                          info->device.queues, info->device.depth, info->device.max_io_bytes >> 10,
+                          info->device.user_copy ? "user" : "kernel", info->device.flags));
   return {};
 }
 

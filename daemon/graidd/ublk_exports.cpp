@@ -69,6 +69,7 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
   o.limits.queues = threads_.count();
   o.limits.max_depth = options_.depth;
   o.limits.memory_budget = options_.memory_budget;
+  o.limits.user_copy = options_.user_copy;
   Result<std::unique_ptr<ublk::UblkDevice>> dev = make_error(Errc::kNotFound, "");
   if (dev_id) {
     // A killed graidd leaves its devices waiting for a server (user recovery): take them back,

@@ -22,7 +22,8 @@ namespace graid::daemon {
 
 struct UblkExportOptions {
   std::uint32_t depth = 128;                   // per queue, at most
-  std::uint64_t memory_budget = 256ull << 20;  // per-tag buffers per device
+  std::uint64_t memory_budget = 256ull << 20;  // per-tag buffers per device (copy mode)
+  bool user_copy = false;  // USER_COPY: graidd copies request data itself (docs/ublk.md)
   std::string control_path = ublk::kControlPath;
 };
 

@@ -48,7 +48,8 @@ Status UblkDevice::open_char_device() {
   return make_error(Errc::kNotFound, "{} did not appear", path);
 }
 
-Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io) {
+Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
+                                bool user_copy) {
   queues_.resize(queues);
   for (std::uint16_t q = 0; q < queues; ++q) {
     Status st;
@@ -58,8 +59,8 @@ Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::
         st = transport.status();
         return;
       }
-      auto queue =
-          UblkQueue::create(ctx, array_, vd_.info(), q, depth, max_io, std::move(*transport));
+      auto queue = UblkQueue::create(ctx, array_, vd_.info(), q, depth, max_io,
+                                     std::move(*transport), user_copy);
       if (!queue.is_ok()) {
         st = queue.status();
         return;
@@ -87,7 +88,8 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   wanted.max_io_buf_bytes = plan->max_io_bytes;
   wanted.dev_id = options.dev_id;
   wanted.ublksrv_pid = ::getpid();
-  wanted.flags = kFlagUserRecovery | kFlagUserRecoveryReissue | kFlagCmdIoctlEncode;
+  wanted.flags = kFlagUserRecovery | kFlagUserRecoveryReissue | kFlagCmdIoctlEncode |
+                 (options.limits.user_copy ? kFlagUserCopy : 0);
   auto added = control.add_dev(wanted);
   if (!added.is_ok() && added.status().code() == Errc::kBusy && options.dev_id != kAnyId) {
     wanted.dev_id = kAnyId;  // the old id is taken: any will do
@@ -103,8 +105,19 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   dev->info_.depth = added->queue_depth;
   dev->info_.max_io_bytes = std::min(added->max_io_buf_bytes, plan->max_io_bytes);
   dev->info_.flags = added->flags;
-  dev->info_.buffer_bytes =
-      std::uint64_t{dev->info_.queues} * dev->info_.depth * dev->info_.max_io_bytes;
+  dev->info_.user_copy = (added->flags & kFlagUserCopy) != 0;
+  if (options.limits.user_copy && !dev->info_.user_copy) {
+    // The driver dropped USER_COPY: start over in copy mode, within the budget.
+    (void)control.del_dev(dev->info_.dev_id, std::chrono::seconds(5));
+    dev->added_ = false;
+    UblkDeviceOptions copy_mode = options;
+    copy_mode.limits.user_copy = false;
+    copy_mode.dev_id = dev->info_.dev_id;
+    return create(control, dev->call_, array, std::move(dev->vd_), copy_mode);
+  }
+  dev->info_.buffer_bytes = dev->info_.user_copy ? 0
+                                                 : std::uint64_t{dev->info_.queues} *
+                                                       dev->info_.depth * dev->info_.max_io_bytes;
   Params params = plan->params;
   params.basic.max_sectors = dev->info_.max_io_bytes >> 9;
   if (params.types & kParamDiscard) {
@@ -116,7 +129,9 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
 
   Status st = dev->open_char_device();
   if (st) st = control.set_params(dev->info_.dev_id, params);
-  if (st) st = dev->start_queues(dev->info_.queues, dev->info_.depth, dev->info_.max_io_bytes);
+  if (st)
+    st = dev->start_queues(dev->info_.queues, dev->info_.depth, dev->info_.max_io_bytes,
+                           dev->info_.user_copy);
   if (st) st = control.start_dev(dev->info_.dev_id, options.start_timeout);
   if (!st) {
     (void)dev->stop();
@@ -151,8 +166,10 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
   dev->info_.depth = info->queue_depth;
   dev->info_.max_io_bytes = info->max_io_buf_bytes;
   dev->info_.flags = info->flags;
-  dev->info_.buffer_bytes =
-      std::uint64_t{dev->info_.queues} * dev->info_.depth * dev->info_.max_io_bytes;
+  dev->info_.user_copy = (info->flags & kFlagUserCopy) != 0;  // as the device was made
+  dev->info_.buffer_bytes = dev->info_.user_copy ? 0
+                                                 : std::uint64_t{dev->info_.queues} *
+                                                       dev->info_.depth * dev->info_.max_io_bytes;
   dev->info_.recovered = true;
   // The killed daemon's rings and /dev/ublkcN are released by the kernel after its exit, not at
   // once: START_USER_RECOVERY says EBUSY until then.
@@ -166,7 +183,9 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
   if (!st) return st;
   dev->added_ = true;
   st = dev->open_char_device();
-  if (st) st = dev->start_queues(dev->info_.queues, dev->info_.depth, dev->info_.max_io_bytes);
+  if (st)
+    st = dev->start_queues(dev->info_.queues, dev->info_.depth, dev->info_.max_io_bytes,
+                           dev->info_.user_copy);
   if (st) st = control.end_user_recovery(dev_id, options.start_timeout);
   if (!st) {
     (void)dev->stop();
@@ -248,6 +267,7 @@ UblkQueueStats UblkDevice::stats() {
       sum.write_bytes += s.write_bytes;
       sum.unsupported += s.unsupported;
       sum.aborted_tags += s.aborted_tags;
+      sum.copy_errors += s.copy_errors;
     });
   }
   return sum;

@@ -39,6 +39,9 @@ struct UblkDeviceOptions {
   std::uint32_t dev_id = 0xffffffffu;  // the id wanted (a restart asks for the old one); any
   UblkLimits limits;                   // queues = the I/O thread count
   std::uint32_t threads = 1;           // I/O threads to spread queues over
+  // USER_COPY (6.5+): graid copies request data itself (buffers only for requests being
+  // served); false: the driver copies into per-tag buffers (copy mode). limits.user_copy must
+  // agree. Falls back to copy mode where the driver refuses it.
   std::chrono::milliseconds start_timeout{10000};
 };
 
@@ -50,6 +53,7 @@ struct UblkDeviceInfo {
   std::uint64_t flags = 0;  // as the kernel granted them
   std::uint64_t buffer_bytes = 0;
   bool recovered = false;  // re-attached after a killed daemon
+  bool user_copy = false;  // USER_COPY (else copy mode)
 };
 
 class UblkDevice {
@@ -83,7 +87,8 @@ class UblkDevice {
   UblkDevice(UblkControl& control, ThreadCall call, Array& array, VdHandle vd)
       : control_(control), call_(std::move(call)), array_(array), vd_(std::move(vd)) {}
   Status open_char_device();
-  Status start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io);
+  Status start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
+                      bool user_copy);
   // Waits until every queue has finished, then destroys them on their threads.
   Status drain_queues(std::chrono::milliseconds timeout);
   void release_char_device();

@@ -40,6 +40,33 @@ class KernelQueueTransport::Cmd final : public RingCommand {
   std::byte* buf_ = nullptr;
 };
 
+class KernelQueueTransport::CopyCmd final : public RingCommand {
+ public:
+  CopyCmd(KernelQueueTransport& owner, std::uint16_t tag) : owner_(owner), tag_(tag) {}
+  void set(bool to_request, std::byte* buf, std::uint32_t len) {
+    to_request_ = to_request;
+    buf_ = buf;
+    len_ = len;
+  }
+  std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte>) override {
+    sqe.opcode = to_request_ ? IORING_OP_WRITE : IORING_OP_READ;
+    sqe.addr = reinterpret_cast<std::uint64_t>(buf_);
+    sqe.len = len_;
+    sqe.off = user_copy_offset(owner_.q_id_, tag_, 0);
+    return 0;
+  }
+  void on_complete(std::int32_t res, std::span<const std::uint64_t>) override {
+    if (owner_.queue_) owner_.queue_->copy_done(tag_, res);
+  }
+
+ private:
+  KernelQueueTransport& owner_;
+  std::uint16_t tag_;
+  bool to_request_ = false;
+  std::byte* buf_ = nullptr;
+  std::uint32_t len_ = 0;
+};
+
 Result<std::unique_ptr<KernelQueueTransport>> KernelQueueTransport::create(
     IoContext& ctx, std::shared_ptr<MemberFile> ublkc, std::uint16_t q_id, std::uint16_t depth) {
   if (!ublkc || ublkc->fd() < 0)
@@ -56,8 +83,11 @@ Result<std::unique_ptr<KernelQueueTransport>> KernelQueueTransport::create(
   t->descs_ = static_cast<const IoDesc*>(p);
   t->ublkc_ = std::move(ublkc);
   t->cmds_.reserve(depth);
-  for (std::uint16_t i = 0; i < depth; ++i)
+  t->copies_.reserve(depth);
+  for (std::uint16_t i = 0; i < depth; ++i) {
     t->cmds_.push_back(std::make_unique<Cmd>(*t, i));
+    t->copies_.push_back(std::make_unique<CopyCmd>(*t, i));
+  }
   return t;
 }
 
@@ -69,6 +99,13 @@ void KernelQueueTransport::fetch(std::uint16_t tag, bool commit, std::int32_t re
                                  std::byte* buf) {
   Cmd& c = *cmds_[tag];
   c.set(commit, result, buf);
+  ctx_->submit_command(ublkc_, c);
+}
+
+void KernelQueueTransport::copy(std::uint16_t tag, bool to_request, std::byte* buf,
+                                std::uint32_t len) {
+  CopyCmd& c = *copies_[tag];
+  c.set(to_request, buf, len);
   ctx_->submit_command(ublkc_, c);
 }
 

@@ -1,6 +1,7 @@
 // The real driver side of a ublk queue: FETCH_REQ / COMMIT_AND_FETCH_REQ as IORING_OP_URING_CMD
 // ring commands on /dev/ublkcN (a registered file of the thread's ring where the table has room),
-// and the queue's request descriptors read from their read-only mapping of /dev/ublkcN.
+// the queue's request descriptors read from their read-only mapping of /dev/ublkcN, and with
+// USER_COPY the request data read and written at its offsets in /dev/ublkcN.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +24,13 @@ class KernelQueueTransport final : public QueueTransport {
   ~KernelQueueTransport() override;
 
   void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf) override;
+  // USER_COPY: a read or write of /dev/ublkcN at the tag's request-data offset.
+  void copy(std::uint16_t tag, bool to_request, std::byte* buf, std::uint32_t len) override;
   IoDesc desc(std::uint16_t tag) const override;
   void bind(UblkQueue& queue) override { queue_ = &queue; }
 
   class Cmd;
+  class CopyCmd;
 
  private:
   KernelQueueTransport() = default;
@@ -37,6 +41,7 @@ class KernelQueueTransport final : public QueueTransport {
   std::size_t map_bytes_ = 0;
   UblkQueue* queue_ = nullptr;
   std::vector<std::unique_ptr<Cmd>> cmds_;
+  std::vector<std::unique_ptr<CopyCmd>> copies_;
 };
 
 }  // namespace graid::ublk

@@ -8,7 +8,9 @@ struct UblkQueue::Tag final : ArrayIo {
   enum class State : std::uint8_t { kIdle, kFetching, kServing, kDone };
   UblkQueue* queue = nullptr;
   std::uint16_t tag = 0;
-  std::byte* data = nullptr;  // this tag's buffer (copy mode); ArrayIo::buf points at it
+  std::byte* data = nullptr;  // copy mode: this tag's buffer (ArrayIo::buf points at it)
+  AlignedBuffer held;         // USER_COPY: the buffer of the request being served
+  bool copying = false;       // USER_COPY: a copy is in flight
   State state = State::kIdle;
   std::uint8_t op = 0;
 
@@ -18,7 +20,9 @@ struct UblkQueue::Tag final : ArrayIo {
 Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& array, VdInfo vd,
                                                      std::uint16_t q_id, std::uint16_t depth,
                                                      std::uint32_t max_io_bytes,
-                                                     std::unique_ptr<QueueTransport> transport) {
+                                                     std::unique_ptr<QueueTransport> transport,
+                                                     bool user_copy,
+                                                     std::uint64_t pool_cache_bytes) {
   if (depth == 0 || depth > kMaxQueueDepth)
     return make_error(Errc::kInvalidArgument, "ublk queue depth {}: must be 1..{}", depth,
                       kMaxQueueDepth);
@@ -35,15 +39,20 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   q->q_id_ = q_id;
   q->max_io_ = max_io_bytes;
   q->logical_block_ = array.logical_block_size();
-  auto buffers = AlignedBuffer::allocate(std::size_t{depth} * max_io_bytes, 4096);
-  if (!buffers.is_ok()) return buffers.status();
-  q->buffers_ = std::move(*buffers);
+  q->user_copy_ = user_copy;
+  if (user_copy) {
+    q->pool_ = std::make_unique<nbd::BufferPool>(pool_cache_bytes);
+  } else {
+    auto buffers = AlignedBuffer::allocate(std::size_t{depth} * max_io_bytes, 4096);
+    if (!buffers.is_ok()) return buffers.status();
+    q->buffers_ = std::move(*buffers);
+  }
   q->tags_.reserve(depth);
   for (std::uint16_t i = 0; i < depth; ++i) {
     auto t = std::make_unique<Tag>();
     t->queue = q.get();
     t->tag = i;
-    t->data = q->buffers_.data() + std::size_t{i} * max_io_bytes;
+    if (!user_copy) t->data = q->buffers_.data() + std::size_t{i} * max_io_bytes;
     t->buf = t->data;
     q->tags_.push_back(std::move(t));
   }
@@ -121,14 +130,54 @@ void UblkQueue::serve(Tag& t) {
   }
   t.offset = t.kind == IoKind::kFlush ? 0 : offset;
   t.len = t.kind == IoKind::kFlush ? 0 : static_cast<std::uint32_t>(bytes);
+  if (user_copy_ && (t.kind == IoKind::kRead || t.kind == IoKind::kWrite)) {
+    auto buf = pool_->take(t.len);
+    if (!buf.is_ok()) {
+      commit(t, -ENOMEM);
+      return;
+    }
+    t.held = std::move(*buf);
+    t.buf = t.held.data();
+    if (t.kind == IoKind::kWrite) {
+      // The payload first: copied out of the request, then written.
+      t.copying = true;
+      transport_->copy(t.tag, /*to_request=*/false, t.buf, t.len);
+      return;
+    }
+  }
   // Out-of-range and misaligned requests complete with an error from the engine (at its next
   // poll), so every path goes through io_done().
   queue_->submit(t, vd_);
 }
 
+void UblkQueue::copy_done(std::uint16_t tag, std::int32_t res) {
+  if (tag >= tags_.size()) return;
+  Tag& t = *tags_[tag];
+  if (t.state != Tag::State::kServing || !t.copying) return;  // not waiting for a copy
+  t.copying = false;
+  if (res != static_cast<std::int32_t>(t.len)) {
+    ++stats_.copy_errors;
+    commit(t, res < 0 ? res : -EIO);
+    return;
+  }
+  if (t.kind == IoKind::kWrite) {
+    queue_->submit(t, vd_);  // the payload is in: write it
+    return;
+  }
+  ++stats_.reads;  // the data is in the request: done
+  stats_.read_bytes += t.len;
+  commit(t, static_cast<std::int32_t>(t.len));
+}
+
 void UblkQueue::io_done(Tag& t, const Status& st) {
   if (!st) {
     commit(t, st.to_errno() < 0 ? st.to_errno() : -EIO);
+    return;
+  }
+  if (user_copy_ && t.kind == IoKind::kRead) {
+    // The data goes into the request before the commit.
+    t.copying = true;
+    transport_->copy(t.tag, /*to_request=*/true, t.buf, t.len);
     return;
   }
   switch (t.kind) {
@@ -159,6 +208,10 @@ void UblkQueue::commit(Tag& t, std::int32_t result) {
   if (result < 0) ++stats_.errors;
   ++stats_.commits;
   --serving_;
+  if (t.held.size() > 0) {
+    pool_->give(std::move(t.held));
+    t.buf = nullptr;
+  }
   t.state = Tag::State::kFetching;
   transport_->fetch(t.tag, /*commit=*/true, result, t.data);
 }

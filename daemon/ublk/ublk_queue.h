@@ -26,6 +26,7 @@
 #include "graid/array.h"
 #include "graid/buffer.h"
 #include "graid/status.h"
+#include "nbd/buffer_pool.h"
 #include "ublk/ublk_uapi.h"
 
 namespace graid::ublk {
@@ -38,8 +39,12 @@ class QueueTransport {
  public:
   virtual ~QueueTransport() = default;
   // FETCH_REQ (`commit` false) or COMMIT_AND_FETCH_REQ with `result` for `tag`; `buf` is the
-  // tag's data buffer (copy mode).
+  // tag's data buffer (copy mode), null with USER_COPY.
   virtual void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf) = 0;
+  // USER_COPY: copies the request data of `tag` (being served) into `buf` (`to_request` false:
+  // a WRITE's payload) or `buf` into the request (true: a READ's data), `len` bytes from its
+  // start. Completes later through UblkQueue::copy_done(tag, res): bytes copied or -errno.
+  virtual void copy(std::uint16_t tag, bool to_request, std::byte* buf, std::uint32_t len) = 0;
   // The descriptor of the request a fetch of `tag` just delivered.
   virtual IoDesc desc(std::uint16_t tag) const = 0;
   // Binds the completions to `queue` (called once, before the first fetch).
@@ -54,17 +59,22 @@ struct UblkQueueStats {
   std::uint64_t read_bytes = 0, write_bytes = 0;
   std::uint64_t unsupported = 0;  // ops graid does not serve (answered -EOPNOTSUPP)
   std::uint64_t aborted_tags = 0;
+  std::uint64_t copy_errors = 0;  // USER_COPY copies that failed (the request got -EIO)
 };
 
 class UblkQueue {
  public:
-  // On the thread owning `ctx`: attaches an ArrayQueue of `array` there and allocates the tags'
-  // buffers (depth x max_io_bytes; none when `user_copy`... not built yet: always copy mode).
-  // `vd` is the extent served; `transport` the driver side.
+  // On the thread owning `ctx`: attaches an ArrayQueue of `array` there. Copy mode
+  // (`user_copy` false) allocates every tag's buffer (depth x max_io_bytes) for the driver to copy
+  // into and out of; USER_COPY takes a buffer per request being served, of its size, from a pool
+  // that keeps at most `pool_cache_bytes` of free ones. `vd` is the extent served; `transport`
+  // the driver side.
   static Result<std::unique_ptr<UblkQueue>> create(IoContext& ctx, Array& array, VdInfo vd,
                                                    std::uint16_t q_id, std::uint16_t depth,
                                                    std::uint32_t max_io_bytes,
-                                                   std::unique_ptr<QueueTransport> transport);
+                                                   std::unique_ptr<QueueTransport> transport,
+                                                   bool user_copy = false,
+                                                   std::uint64_t pool_cache_bytes = 32ull << 20);
   // REQUIRES: finished() or start() never called (no request may be in flight).
   ~UblkQueue();
   UblkQueue(const UblkQueue&) = delete;
@@ -79,6 +89,9 @@ class UblkQueue {
 
   // From the transport: a fetch (or commit-and-fetch) of `tag` completed with `res`.
   void fetch_done(std::uint16_t tag, std::int32_t res);
+  // From the transport: a USER_COPY copy of `tag` completed with `res`.
+  void copy_done(std::uint16_t tag, std::int32_t res);
+  bool user_copy() const noexcept { return user_copy_; }
 
   std::uint16_t id() const noexcept { return q_id_; }
   std::uint16_t depth() const noexcept { return static_cast<std::uint16_t>(tags_.size()); }
@@ -100,7 +113,9 @@ class UblkQueue {
   std::uint16_t q_id_ = 0;
   std::uint32_t max_io_ = 0;
   std::uint32_t logical_block_ = 512;
-  AlignedBuffer buffers_;
+  bool user_copy_ = false;
+  AlignedBuffer buffers_;                  // copy mode: every tag's buffer
+  std::unique_ptr<nbd::BufferPool> pool_;  // USER_COPY: buffers of the requests being served
   std::vector<std::unique_ptr<Tag>> tags_;
   std::size_t done_tags_ = 0;
   std::uint32_t serving_ = 0;

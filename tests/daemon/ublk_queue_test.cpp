@@ -1,9 +1,9 @@
 // The ublk queue's tag logic (daemon/ublk/ublk_queue.h) with a fake driver in place of the
-// kernel, over a real RAID5 array on tmpfs files: randomized reads, writes, flushes, discards and
-// write-zeroes checked byte for byte against a model; every delivered request committed exactly
-// once with the right result; errors mapped to -errno; and teardown with requests in flight
-// (the kernel aborting fetches, as STOP_DEV does) finishing every tag without a lost or doubled
-// commit.
+// kernel, in copy mode and with USER_COPY, over a real RAID5 array on tmpfs files: randomized
+// reads, writes, flushes, discards and write-zeroes checked byte for byte against a model; every
+// delivered request committed exactly once with the right result; errors mapped to -errno; and
+// teardown with requests in flight (the kernel aborting fetches, as STOP_DEV does) finishing every
+// tag without a lost or doubled commit.
 #include "ublk/ublk_queue.h"
 
 #include <cerrno>
@@ -25,9 +25,11 @@ constexpr std::uint16_t kDepth = 16;
 // The driver's side, as the kernel behaves: a tag fetched is the driver's until it delivers a
 // request on it; the server then owns it until COMMIT_AND_FETCH, which hands the result back and
 // the tag to the driver again. For WRITEs the driver copies the data into the tag's buffer
-// before delivering; for READs it takes the data from that buffer at commit.
+// before delivering; for READs it takes the data from that buffer at commit. With USER_COPY the
+// server copies instead (copy()), which this driver answers at its next pump().
 class FakeDriver final : public QueueTransport {
  public:
+  explicit FakeDriver(bool user_copy) : user_copy_(user_copy) {}
   struct Request {
     IoDesc desc{};
     std::vector<std::byte> data;  // WRITE: the payload
@@ -48,7 +50,14 @@ class FakeDriver final : public QueueTransport {
         return;
       }
       Commit c{tag, result, {}, t.desc};
-      if ((t.desc.op_flags & 0xff) == kOpRead && result > 0) c.data.assign(buf, buf + result);
+      if ((t.desc.op_flags & 0xff) == kOpRead && result > 0) {
+        if (user_copy_)
+          c.data = t.returned;
+        else
+          c.data.assign(buf, buf + result);
+      }
+      if (user_copy_ && buf != nullptr) ADD_FAILURE() << "USER_COPY fetch with a buffer";
+      t.returned.clear();
       commits.push_back(std::move(c));
       t.delivered = false;
     } else if (t.fetched || t.delivered) {
@@ -60,6 +69,32 @@ class FakeDriver final : public QueueTransport {
     ++fetches;
   }
   IoDesc desc(std::uint16_t tag) const override { return tags_.at(tag).desc; }
+  void copy(std::uint16_t tag, bool to_request, std::byte* buf, std::uint32_t len) override {
+    if (!user_copy_) ADD_FAILURE() << "copy() in copy mode";
+    if (!tags_[tag].delivered) ADD_FAILURE() << "copy() on tag " << tag << " with no request";
+    copies_.push_back({tag, to_request, buf, len});
+  }
+  // Answers the copies asked for so far; returns how many.
+  std::size_t pump() {
+    auto copies = std::move(copies_);
+    copies_.clear();
+    for (const auto& c : copies) {
+      auto& t = tags_[c.tag];
+      if (fail_copies > 0) {
+        --fail_copies;
+        queue_->copy_done(c.tag, -EFAULT);
+        continue;
+      }
+      const std::size_t n = std::min<std::size_t>(c.len, std::uint64_t{t.desc.nr_sectors} << 9);
+      if (c.to_request)
+        t.returned.assign(c.buf, c.buf + n);
+      else
+        std::memcpy(c.buf, t.payload.data(), std::min(n, t.payload.size()));
+      queue_->copy_done(c.tag, static_cast<std::int32_t>(n));
+    }
+    return copies.size();
+  }
+  bool copies_pending() const { return !copies_.empty(); }
 
   // A tag the driver holds a fetch for, or -1.
   int free_tag() const {
@@ -74,7 +109,8 @@ class FakeDriver final : public QueueTransport {
     t.fetched = false;
     t.delivered = true;
     t.desc = r.desc;
-    if (!r.data.empty()) std::memcpy(t.buf, r.data.data(), r.data.size());
+    t.payload = r.data;
+    if (!user_copy_ && !r.data.empty()) std::memcpy(t.buf, r.data.data(), r.data.size());
     queue_->fetch_done(tag, kIoResOk);
   }
   // Completes every outstanding fetch with -ENODEV (STOP_DEV's cancel); returns how many.
@@ -92,13 +128,24 @@ class FakeDriver final : public QueueTransport {
 
   std::vector<Commit> commits;
   std::uint64_t fetches = 0;
+  int fail_copies = 0;  // the next copies fail with -EFAULT
 
  private:
   struct TagState {
     bool fetched = false, delivered = false, aborted = false;
     std::byte* buf = nullptr;
     IoDesc desc{};
+    std::vector<std::byte> payload;   // the WRITE data of the request delivered
+    std::vector<std::byte> returned;  // USER_COPY: what the server copied into the request
   };
+  struct PendingCopy {
+    std::uint16_t tag;
+    bool to_request;
+    std::byte* buf;
+    std::uint32_t len;
+  };
+  bool user_copy_;
+  std::vector<PendingCopy> copies_;
   UblkQueue* queue_ = nullptr;
   std::map<std::uint16_t, TagState> tags_;
 };
@@ -112,7 +159,7 @@ IoDesc make_desc(std::uint8_t op, std::uint64_t offset, std::uint64_t len,
   return d;
 }
 
-class UblkQueueTest : public ::testing::Test {
+class UblkQueueTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     array_ = std::make_unique<TestArray>(RaidLevel::kRaid5, 4, 8u << 20, kVdBytes, 16 * 1024);
@@ -120,10 +167,10 @@ class UblkQueueTest : public ::testing::Test {
     auto ctx = IoContext::create(256);
     ASSERT_TRUE(ctx.is_ok());
     ctx_ = std::move(*ctx);
-    auto driver = std::make_unique<FakeDriver>();
+    auto driver = std::make_unique<FakeDriver>(GetParam());
     driver_ = driver.get();
-    auto q =
-        UblkQueue::create(*ctx_, *array_->array, array_->vd, 0, kDepth, kMaxIo, std::move(driver));
+    auto q = UblkQueue::create(*ctx_, *array_->array, array_->vd, 0, kDepth, kMaxIo,
+                               std::move(driver), /*user_copy=*/GetParam());
     ASSERT_TRUE(q.is_ok()) << q.status().to_string();
     queue_ = std::move(*q);
     queue_->start();
@@ -139,10 +186,17 @@ class UblkQueueTest : public ::testing::Test {
     ctx_.reset();
     array_.reset();
   }
-  // Polls until nothing is being served.
+  // One step: the driver answers copies, then the context runs (waiting only when nothing else
+  // can make progress).
+  void step(bool may_wait) {
+    driver_->pump();
+    // Wait only for what the ring holds: a READ whose copy just committed left nothing there.
+    ctx_->poll(may_wait && !driver_->copies_pending() && ctx_->in_flight() > 0);
+  }
+  // Steps until nothing is being served.
   void drain() {
     while (queue_->serving() > 0)
-      ctx_->poll(true);
+      step(true);
   }
 
   std::unique_ptr<TestArray> array_;
@@ -153,13 +207,13 @@ class UblkQueueTest : public ::testing::Test {
   std::map<std::uint16_t, FakeDriver::Request> pending_;  // by tag: what was delivered
 };
 
-TEST_F(UblkQueueTest, StartFetchesEveryTagOnce) {
+TEST_P(UblkQueueTest, StartFetchesEveryTagOnce) {
   EXPECT_EQ(driver_->fetches, kDepth);
   EXPECT_EQ(queue_->stats().requests, 0u);
   EXPECT_FALSE(queue_->finished());
 }
 
-TEST_F(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce) {
+TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce) {
   std::mt19937_64 rng(20261201);
   struct InFlight {
     std::uint64_t off, len;
@@ -173,7 +227,7 @@ TEST_F(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
   };
   std::uint64_t delivered = 0, checked_reads = 0;
   std::size_t seen_commits = 0;
-  for (int step = 0; step < 3000; ++step) {
+  for (int round = 0; round < 3000; ++round) {
     // Deliver up to a few requests, then poll once.
     for (int burst = std::uniform_int_distribution<int>(0, 4)(rng); burst > 0; --burst) {
       const int tag = driver_->free_tag();
@@ -214,7 +268,7 @@ TEST_F(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
       driver_->deliver(static_cast<std::uint16_t>(tag), r);
       ++delivered;
     }
-    ctx_->poll(queue_->serving() == kDepth);
+    step(queue_->serving() == kDepth);
     for (; seen_commits < driver_->commits.size(); ++seen_commits) {
       const auto& c = driver_->commits[seen_commits];
       const FakeDriver::Request& r = pending_.at(c.tag);
@@ -262,7 +316,7 @@ TEST_F(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
   EXPECT_EQ(*array_->array->count_inconsistent_stripes(), 0u);
 }
 
-TEST_F(UblkQueueTest, BadRequestsAreAnsweredWithNegativeErrno) {
+TEST_P(UblkQueueTest, BadRequestsAreAnsweredWithNegativeErrno) {
   struct Case {
     IoDesc desc;
     std::int32_t want;
@@ -285,7 +339,7 @@ TEST_F(UblkQueueTest, BadRequestsAreAnsweredWithNegativeErrno) {
       r.data.assign(c.desc.nr_sectors * 512ull, std::byte{0x5a});
     driver_->deliver(static_cast<std::uint16_t>(tag), r);
     while (driver_->commits.size() == before)
-      ctx_->poll(true);
+      step(true);
     ASSERT_EQ(driver_->commits.size(), before + 1);
     EXPECT_EQ(driver_->commits.back().tag, tag);
     EXPECT_EQ(driver_->commits.back().result, c.want)
@@ -299,7 +353,7 @@ TEST_F(UblkQueueTest, BadRequestsAreAnsweredWithNegativeErrno) {
     ASSERT_EQ(b, std::byte{0});
 }
 
-TEST_F(UblkQueueTest, TeardownWithRequestsInFlightCommitsEachOnceAndFinishes) {
+TEST_P(UblkQueueTest, TeardownWithRequestsInFlightCommitsEachOnceAndFinishes) {
   // Fill every tag with a write, let the kernel abort what it still holds (nothing: all tags are
   // out), then as the writes finish their COMMIT_AND_FETCHes come back aborted.
   std::vector<std::byte> data(kMaxIo, std::byte{0x77});
@@ -316,7 +370,7 @@ TEST_F(UblkQueueTest, TeardownWithRequestsInFlightCommitsEachOnceAndFinishes) {
   EXPECT_EQ(driver_->abort_fetched(), 0);
   int aborted = 0;
   while (!queue_->finished()) {
-    ctx_->poll(queue_->serving() > 0);
+    step(queue_->serving() > 0);
     aborted += driver_->abort_fetched();  // each commit's fetch is refused: device stopping
   }
   EXPECT_EQ(aborted, kDepth);
@@ -334,7 +388,7 @@ TEST_F(UblkQueueTest, TeardownWithRequestsInFlightCommitsEachOnceAndFinishes) {
     ASSERT_EQ(b, std::byte{0x77});
 }
 
-TEST_F(UblkQueueTest, AFetchRefusedByTheDriverIsReported) {
+TEST_P(UblkQueueTest, AFetchRefusedByTheDriverIsReported) {
   // A driver error other than an abort (say, a queue the device does not have): the tag is done
   // and the queue says why.
   const int tag = driver_->free_tag();
@@ -344,6 +398,33 @@ TEST_F(UblkQueueTest, AFetchRefusedByTheDriverIsReported) {
   EXPECT_NE(queue_->error().message().find("fetch failed"), std::string::npos);
   EXPECT_EQ(queue_->stats().aborted_tags, 1u);
 }
+
+TEST_P(UblkQueueTest, AFailedUserCopyFailsTheRequestAndWritesNothing) {
+  if (!GetParam()) GTEST_SKIP() << "copy mode has no server-side copies";
+  for (std::uint8_t op : {kOpWrite, kOpRead}) {
+    const int tag = driver_->free_tag();
+    ASSERT_GE(tag, 0);
+    FakeDriver::Request r;
+    r.desc = make_desc(op, 0, 8192);
+    if (op == kOpWrite) r.data.assign(8192, std::byte{0x33});
+    driver_->fail_copies = 1;
+    const std::size_t before = driver_->commits.size();
+    driver_->deliver(static_cast<std::uint16_t>(tag), r);
+    while (driver_->commits.size() == before)
+      step(true);
+    EXPECT_EQ(driver_->commits.back().result, -EFAULT) << "op " << int(op);
+  }
+  EXPECT_EQ(queue_->stats().copy_errors, 2u);
+  EXPECT_EQ(queue_->stats().errors, 2u);
+  const auto bytes = array_->read(0, 8192);
+  for (auto b : bytes)
+    ASSERT_EQ(b, std::byte{0});
+}
+
+INSTANTIATE_TEST_SUITE_P(CopyModes, UblkQueueTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "UserCopy" : "CopyMode";
+                         });
 
 }  // namespace
 }  // namespace graid::testing
