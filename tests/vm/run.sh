@@ -45,6 +45,8 @@ Environment: GRAID_VM_DIR (work dir, default /var/tmp/graid-vm), GRAID_VM_BUILD 
 GRAID_VM_KVER (a kernel version, e.g. 6.12.38+deb12-amd64, instead of the newest),
 GRAID_VM_KERNEL_REFRESH=1 (look for a newer kernel in bookworm-backports), GRAID_VM_DISK_MB (size of
 each emulated drive, default 256), GRAID_VM_MODULES (more kernel modules for the guest),
+GRAID_VM_SCENARIO_TIMEOUT (seconds each scenario may take, default the --timeout less 60),
+GRAID_VM_GRAIDD_ARGS (options for every graidd the scenarios start, e.g. "--ublk-copy user"),
 GRAID_VM_SKIP=1 (print SKIP and exit 0 without doing anything).
 EOF
 }
@@ -325,8 +327,9 @@ build_initramfs() {  # KVER OUT
     printf 'GRAID_VM_SHORT=%q\n' "$short"
     printf 'GRAID_VM_LBA=%q\n' "$lba"
     printf 'GRAID_VM_DISK_MB=%q\n' "$disk_mb"
-    printf 'GRAID_VM_SCENARIO_TIMEOUT=%q\n' "$(((timeout - 60) > 120 ? timeout - 60 : 120))"
+    printf 'GRAID_VM_SCENARIO_TIMEOUT=%q\n' "${GRAID_VM_SCENARIO_TIMEOUT:-$(((timeout - 60) > 120 ? timeout - 60 : 120))}"
     printf 'GRAID_VM_HOT_IMAGES=%q\n' "hot0.img hot1.img"
+    printf 'GRAID_VM_GRAIDD_ARGS=%q\n' "${GRAID_VM_GRAIDD_ARGS:-}"
   } >"$R/vm/config.sh"
 
   # Uncompressed on purpose: under TCG the guest decompresses a gzip initramfs slowly.
@@ -377,7 +380,7 @@ qmp_request() {  # ID JSON
   kill "$QMP_PID" 2>/dev/null
   printf '%s' "$reply" >"$RUN/share/qmp/$id.tmp"
   mv "$RUN/share/qmp/$id.tmp" "$RUN/share/qmp/$id.reply"
-  printf '%s' "$reply" | sed "s/^/$(printf '[%6ss]' "$(elapsed)") host: QMP< /"
+  while IFS= read -r line; do emit "host: QMP< $line"; done <<<"${reply%$'\n'}"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -427,8 +430,16 @@ qemu=(timeout -k 10 "$timeout" qemu-system-x86_64
 log "starting qemu (TCG, -smp $smp -m $mem, ${#DRIVES[@]} NVMe drives of $disk_mb MiB, LBA $lba, timeout ${timeout}s)"
 
 # The serial console is read line by line: each line is echoed with a host timestamp and kept in
-# serial.log. The process substitution's last line carries qemu's exit status.
+# serial.log. The process substitution's last line carries qemu's exit status (after a newline:
+# the console may stop in the middle of a line).
 shopt -s extglob
+exec 7>serial.log
+emit() {  # LINE: to stdout and serial.log, with the host's timestamp
+  local out
+  printf -v out '[%6ss] %s' "$(elapsed)" "$1"
+  printf '%s\n' "$out"
+  printf '%s\n' "$out" >&7
+}
 qemu_rc=""
 while IFS= read -r line || [[ -n $line ]]; do
   line=${line//$'\e'[\[(]*([0-9;?])[A-Za-z]/}
@@ -437,12 +448,18 @@ while IFS= read -r line || [[ -n $line ]]; do
     @@QEMU_EXIT\ *) qemu_rc=${line#@@QEMU_EXIT } ; continue ;;
     @@QEMU_PID\ *) qemu_pid=${line#@@QEMU_PID } ; continue ;;
   esac
-  printf '[%6ss] %s\n' "$(elapsed)" "$line"
+  emit "$line"
   if [[ $line =~ ^@@QMP\ ([A-Za-z0-9_-]+)\ (.*)$ ]]; then
-    log "QMP> ${BASH_REMATCH[2]}"
+    emit "host: QMP> ${BASH_REMATCH[2]}"
     qmp_request "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" &
   fi
-done < <("${qemu[@]}" </dev/null 2>&1 & echo "@@QEMU_PID $!"; wait $!; echo "@@QEMU_EXIT $?") > >(tee serial.log)
+done < <(
+  "${qemu[@]}" </dev/null 2>&1 &
+  echo "@@QEMU_PID $!"
+  rc=0
+  wait $! || rc=$?  # (set -e holds in here too)
+  printf '\n@@QEMU_EXIT %s\n' "$rc"
+)
 qemu_pid=""
 wait  # QMP requests still running
 

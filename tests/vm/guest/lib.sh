@@ -136,8 +136,12 @@ GRAIDD_LOG=$GRAID_LOG_DIR/graidd.log
 GRAIDD_PID=""
 
 # graidd_start [graidd options...]: starts graidd (log: $GRAIDD_LOG, appended) and waits until it
-# answers on its socket. Started again after a stop or kill, it finds the same state dir.
+# answers on its socket. Started again after a stop or kill, it finds the same state dir. The
+# host's GRAID_VM_GRAIDD_ARGS come before the options given here.
 graidd_start() {
+  local extra=()
+  read -r -a extra <<<"${GRAID_VM_GRAIDD_ARGS:-}"
+  set -- "${extra[@]}" "$@"
   mkdir -p "$GRAID_DIR"
   if [[ -z ${vm_graidd_cleanup:-} ]]; then
     on_exit graidd_stop

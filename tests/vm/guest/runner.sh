@@ -102,7 +102,7 @@ run_one() {
   if ((rc == 0)); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
 
-export GRAID_VM_SHORT GRAID_VM_LBA GRAID_VM_DISK_MB GRAID_VM_HOT_IMAGES
+export GRAID_VM_SHORT GRAID_VM_LBA GRAID_VM_DISK_MB GRAID_VM_HOT_IMAGES GRAID_VM_GRAIDD_ARGS
 for s in $GRAID_VM_SCENARIOS; do
   run_one "$s" bash "/vm/scenarios/$s.sh"
 done
