@@ -406,6 +406,8 @@ make_drives
 qemu_pid=""
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
+  # set -e would end the trap at the first failing kill and make that the script's exit status
+  set +e
   [[ -n $qemu_pid ]] && kill "$qemu_pid" 2>/dev/null
   jobs -p | xargs -r kill 2>/dev/null
   ((keep_images)) || rm -f "$RUN"/*.img
