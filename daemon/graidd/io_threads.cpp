@@ -49,7 +49,7 @@ Result<std::unique_ptr<IoThreads>> IoThreads::start(std::uint32_t count, unsigne
     t->thread = std::thread([raw, i, queue_depth, &made] {
       const std::string name = "graidd-io" + std::to_string(i);
       ::prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
-      auto ctx = IoContext::create(queue_depth);
+      auto ctx = IoContext::create(member_ring_options(queue_depth));
       if (!ctx.is_ok()) {
         made.set_value(ctx.status());
         return;

@@ -203,6 +203,18 @@ struct IoContextOptions {
   bool plain_if_refused = false;
 };
 
+// What a thread that serves members of every kind asks for: 128-byte SQEs and 32-byte CQEs (NVMe
+// passthrough members need them; other members work on either ring), or a normal ring where the
+// kernel has no big entries (said once on stderr; passthrough members then fail their requests).
+inline IoContextOptions member_ring_options(unsigned queue_depth) {
+  IoContextOptions o;
+  o.queue_depth = queue_depth;
+  o.big_sqe = true;
+  o.big_cqe = true;
+  o.plain_if_refused = true;
+  return o;
+}
+
 // Per-thread I/O context: one io_uring, a local list of deferred tasks and an inbox for tasks
 // posted from other threads (woken through an eventfd the ring reads). Besides member I/O the
 // ring carries caller-built operations (RingCommand), so a thread that also serves ublk or
