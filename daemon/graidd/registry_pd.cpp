@@ -56,6 +56,20 @@ Result<json> Registry::create_pd(const json& args) {
       if (other.identity == pre)
         return make_error(Errc::kInvalidArgument, "{} and {} are the same drive", other.path,
                           c.path);
+    // An NVMe namespace's other node (/dev/ngXnY for /dev/nvmeXnY and back): the open below
+    // would only say "in use".
+    if (device) {
+      if (auto sibling = nvme_sibling_path(c.path); sibling.is_ok()) {
+        for (const auto& [id, pd] : pds_)
+          if (pd.path == *sibling)
+            return make_error(Errc::kInvalidArgument, "{} is the same NVMe namespace as pd {} ({})",
+                              c.path, id, pd.path);
+        for (const auto& other : todo)
+          if (other.path == *sibling)
+            return make_error(Errc::kInvalidArgument, "{} and {} are the same NVMe namespace",
+                              other.path, c.path);
+      }
+    }
     auto dev = open_pd_device(c.path);
     if (!dev.is_ok()) {
       const Errc code = dev.status().code() == Errc::kBusy ? Errc::kBusy : Errc::kInvalidArgument;
