@@ -347,10 +347,14 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     const std::string& key = in.words[1];
     const std::string& value = in.words[2];
     if (object == "pd") {
-      if (key != "marker") {
-        return usage(fmt::format("pd has no setting \"{}\"; the only one is marker", key));
-      }
-      if (value != "offline" && value != "online") {
+      if (key == "io_mode") {
+        if (value != "passthrough" && value != "block") {
+          return usage(fmt::format("bad io_mode \"{}\"; write passthrough or block", value));
+        }
+      } else if (key != "marker") {
+        return usage(
+            fmt::format("pd has no setting \"{}\"; the settings are marker, io_mode", key));
+      } else if (value != "offline" && value != "online") {
         return usage(fmt::format("bad marker \"{}\"; write offline or online", value));
       }
     } else if (one_of(kSpeedKeys, key)) {
@@ -442,7 +446,7 @@ constexpr Leaf kLeaves[] = {
     {"delete", "dg", "delete dg <id> --confirm"},
     {"delete", "vd", "delete vd <dg> <vd> --confirm"},
     {"edit", "dg", "edit dg <id> <key> <value>"},
-    {"edit", "pd", "edit pd <id> marker offline|online"},
+    {"edit", "pd", "edit pd <id> marker offline|online | io_mode passthrough|block"},
     {"export", "vd",
      "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
     {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk]"},
@@ -460,7 +464,7 @@ constexpr VerbSpec kVerbs[] = {
     {"list", "ls", "list pds, dgs, vds or events"},
     {"describe", "desc", "show one pd, dg, vd or the controller in full"},
     {"delete", "del", "delete pds, a dg or a vd"},
-    {"edit", "e", "change a dg setting or a pd marker"},
+    {"edit", "e", "change a dg setting, a pd marker or a pd's io_mode"},
     {"export", "", "serve a vd as a ublk block device or over NBD"},
     {"unexport", "", "stop serving a vd"},
     {"stats", "", "I/O rates and latency of dgs and vds"},

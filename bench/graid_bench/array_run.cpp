@@ -52,7 +52,7 @@ class ArrayWorker final : public TimedWorker {
     const std::uint64_t member_ios = std::uint64_t{config_.queue_depth} * strips * g.members();
     const auto ring_depth =
         static_cast<unsigned>(std::clamp<std::uint64_t>(std::bit_ceil(member_ios), 64, 4096));
-    auto ctx = IoContext::create(ring_depth);
+    auto ctx = IoContext::create(member_ring_options(ring_depth));
     if (!ctx.is_ok()) return ctx.status();
     ctx_ = std::move(*ctx);
     auto queue = array_.attach(*ctx_);

@@ -79,7 +79,7 @@ Result<VerifyResult> verify_array(ArraySession& session, const VerifyConfig& con
   result.blocks = config.region_bytes / config.block_bytes;
   if (result.blocks == 0) return result;
 
-  auto ctx = IoContext::create(4096);
+  auto ctx = IoContext::create(member_ring_options(4096));
   if (!ctx.is_ok()) return ctx.status();
   auto queue = session.array().attach(**ctx);
   if (!queue.is_ok()) return queue.status();

@@ -49,21 +49,14 @@ Result<std::unique_ptr<IoThreads>> IoThreads::start(std::uint32_t count, unsigne
     t->thread = std::thread([raw, i, queue_depth, &made] {
       const std::string name = "graidd-io" + std::to_string(i);
       ::prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
-      // 128-byte SQEs and 32-byte CQEs carry NVMe passthrough commands; COOP_TASKRUN rather
-      // than DEFER_TASKRUN because ublk queues share the ring, and the driver's teardown
-      // (STOP_DEV, a killed daemon) completes their commands through task work that must run
-      // whenever the thread enters the kernel (what ublk servers use). A kernel that refuses big
-      // rings (before 5.19) gets a plain one: passthrough members then cannot be used.
-      IoContextOptions options;
-      options.queue_depth = queue_depth;
-      options.big_sqe = true;
-      options.big_cqe = true;
+      // 128-byte SQEs and 32-byte CQEs carry NVMe passthrough commands (a normal ring where the
+      // kernel refuses them); COOP_TASKRUN rather than DEFER_TASKRUN because ublk queues share
+      // the ring, and the driver's teardown (STOP_DEV, a killed daemon) completes their commands
+      // through task work that must run whenever the thread enters the kernel (what ublk servers
+      // use).
+      IoContextOptions options = member_ring_options(queue_depth);
       options.defer_taskrun = false;
       auto ctx = IoContext::create(options);
-      if (!ctx.is_ok() && ctx.status().code() == Errc::kUnsupported) {
-        options.big_sqe = options.big_cqe = false;
-        ctx = IoContext::create(options);
-      }
       if (!ctx.is_ok()) {
         made.set_value(ctx.status());
         return;

@@ -131,6 +131,7 @@ class Registry {
   void update_slot_map(Dg& dg);
   Result<std::unique_ptr<MemberDevice>> open_pd_device(const std::string& path) const;
   void reopen(Pd& pd);
+  Result<nlohmann::json> edit_pd_io_mode(Pd& pd, const std::string& value);  // registry_pd.cpp
   void assemble_group(std::uint32_t dg_id, const std::string& uuid, std::vector<Pd*> pds);
   void restore_export(const ExportEntry& entry);
   // Serves a VD as a ublk device and records it in the state dir (registry_vd.cpp). `dev_id`:

@@ -42,7 +42,7 @@ json Registry::pd_json(const Pd& pd) const {
   j["slot"] = opt(pd.slot);
   j["size"] = pd.info.size;
   j["logical_block_size"] = pd.info.logical_block_size;
-  j["io_mode"] = pd.info.direct_io ? "direct" : "buffered";
+  j["io_mode"] = pd.info.io_mode;
   j["kind"] = pd.info.kind;
   j["model"] = pd.info.model;
   j["serial"] = pd.info.serial;

@@ -34,16 +34,20 @@ Result<json> Registry::create_pd(const json& args) {
     struct stat st {};
     if (::stat(c.path.c_str(), &st) != 0)
       return make_error(Errc::kInvalidArgument, "{} does not exist", c.path);
-    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-      return make_error(Errc::kInvalidArgument, "{} is neither a block device nor a regular file",
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode) && !S_ISCHR(st.st_mode))
+      return make_error(Errc::kInvalidArgument,
+                        "{} is neither a block device, an NVMe generic device (/dev/ngXnY) nor a "
+                        "regular file",
                         c.path);
     // The same storage under two names (a link, "dir/./x"), checked before opening it: the
-    // second open would only say "in use".
+    // second open would only say "in use". (Character devices other than NVMe's are refused by
+    // the open below, without being opened.)
+    const bool device = S_ISBLK(st.st_mode) || S_ISCHR(st.st_mode);
     DeviceIdentity pre;
     pre.known = true;
     pre.block = S_ISBLK(st.st_mode);
-    pre.dev = pre.block ? st.st_rdev : st.st_dev;
-    pre.ino = pre.block ? 0 : st.st_ino;
+    pre.dev = device ? st.st_rdev : st.st_dev;
+    pre.ino = device ? 0 : st.st_ino;
     for (const auto& [id, pd] : pds_)
       if (pd.identity == pre)
         return make_error(Errc::kInvalidArgument, "{} is the same drive as pd {} ({})", c.path, id,
@@ -52,6 +56,20 @@ Result<json> Registry::create_pd(const json& args) {
       if (other.identity == pre)
         return make_error(Errc::kInvalidArgument, "{} and {} are the same drive", other.path,
                           c.path);
+    // An NVMe namespace's other node (/dev/ngXnY for /dev/nvmeXnY and back): the open below
+    // would only say "in use".
+    if (device) {
+      if (auto sibling = nvme_sibling_path(c.path); sibling.is_ok()) {
+        for (const auto& [id, pd] : pds_)
+          if (pd.path == *sibling)
+            return make_error(Errc::kInvalidArgument, "{} is the same NVMe namespace as pd {} ({})",
+                              c.path, id, pd.path);
+        for (const auto& other : todo)
+          if (other.path == *sibling)
+            return make_error(Errc::kInvalidArgument, "{} and {} are the same NVMe namespace",
+                              other.path, c.path);
+      }
+    }
     auto dev = open_pd_device(c.path);
     if (!dev.is_ok()) {
       const Errc code = dev.status().code() == Errc::kBusy ? Errc::kBusy : Errc::kInvalidArgument;
@@ -154,8 +172,10 @@ Result<json> Registry::edit_pd(const json& args) {
   Pd& pd = **found;
   const std::string key = arg_required_string(args, "key");
   const std::string value = arg_required_string(args, "value");
+  if (key == "io_mode") return edit_pd_io_mode(pd, value);
   if (key != "marker")
-    return make_error(Errc::kInvalidArgument, "unknown pd setting \"{}\" (known: marker)", key);
+    return make_error(Errc::kInvalidArgument, "unknown pd setting \"{}\" (known: marker, io_mode)",
+                      key);
   if (value != "offline" && value != "online")
     return make_error(Errc::kInvalidArgument, "marker must be offline or online, not \"{}\"",
                       value);
@@ -194,6 +214,57 @@ Result<json> Registry::edit_pd(const json& args) {
                     "pd {} was failed out of dg {}: bringing it back online needs a rebuild, "
                     "which this graidd does not have yet; the dg keeps running degraded",
                     pd.id, dg.id);
+}
+
+// Moves a free PD between its namespace's two nodes: /dev/ngXnY (NVMe passthrough) and
+// /dev/nvmeXnY (the block device, O_DIRECT). The drive and its contents stay; only how graidd
+// reaches it (and the path state.json records) changes. Refused for a PD in a DG: its array holds
+// the open device, and swapping a live member's device underneath it is not something the
+// engine offers.
+Result<json> Registry::edit_pd_io_mode(Pd& pd, const std::string& value) {
+  if (value != "passthrough" && value != "block")
+    return make_error(Errc::kInvalidArgument, "io_mode must be passthrough or block, not \"{}\"",
+                      value);
+  if (pd.dg_id)
+    return make_error(Errc::kBusy,
+                      "pd {} belongs to dg {}: io_mode can change only on a free pd (delete the "
+                      "dg, or create it from the other node)",
+                      pd.id, *pd.dg_id);
+  if (pd.missing || !pd.device)
+    return make_error(Errc::kUnsupported, "pd {} ({}) is missing: {}", pd.id, pd.path, pd.message);
+  if (pd.info.kind == "file")
+    return make_error(Errc::kInvalidArgument,
+                      "pd {} ({}) is a file: io_mode applies to NVMe namespaces", pd.id, pd.path);
+  const bool passthrough = pd.device->io_mode() == MemberIoMode::kPassthrough;
+  if (passthrough == (value == "passthrough")) return pd_json(pd);  // already
+  auto other = nvme_sibling_path(pd.path);
+  if (!other.is_ok())
+    return make_error(Errc::kInvalidArgument, "pd {}: {}", pd.id, other.status().message());
+  for (const auto& [id, p] : pds_)
+    if (p.path == *other)
+      return make_error(Errc::kInvalidArgument, "{} is already pd {}", *other, id);
+  // Close first: the open PD holds the namespace (O_EXCL, flock) and would keep the other node
+  // from being opened exclusively.
+  const std::string old_path = pd.path;
+  pd.device.reset();
+  auto dev = open_pd_device(*other);
+  if (!dev.is_ok()) {
+    reopen(pd);
+    if (pd.device) {
+      pd.identity = pd.device->identity();
+      pd.info = probe_pd(*pd.device);
+    }
+    const Errc code = dev.status().code() == Errc::kBusy ? Errc::kBusy : Errc::kInvalidArgument;
+    return make_error(code, "pd {}: {}; it stays on {}", pd.id, dev.status().message(), old_path);
+  }
+  pd.device = std::move(*dev);
+  pd.path = *other;
+  pd.identity = pd.device->identity();
+  pd.info = probe_pd(*pd.device);
+  events_.add("pd_io_mode", std::nullopt, pd.id, std::nullopt,
+              fmt::format("{} -> {} ({})", old_path, pd.path, pd.info.io_mode));
+  if (auto st = save(); !st) return st;
+  return pd_json(pd);
 }
 
 }  // namespace graid::daemon

@@ -13,13 +13,9 @@
 #include <cstring>
 
 #include "graid/member.h"
+#include "io/member_open.h"
 
 namespace graid {
-namespace {
-
-constexpr std::uint64_t kSector = 512;
-// read_sync/write_sync buffers: the largest logical block size O_DIRECT may demand.
-constexpr std::uintptr_t kSyncBufferAlign = 4096;
 
 Errc errc_for_errno(int err) {
   switch (err) {
@@ -44,9 +40,32 @@ Errc errc_for_errno(int err) {
   }
 }
 
+// Takes the exclusive advisory lock of OpenOptions::lock on `fd` without waiting for it.
+Status lock_member_file(int fd, const std::string& path) {
+  for (;;) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::ok();
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err == EWOULDBLOCK) {
+      return make_error(Errc::kBusy, "{} is in use (locked by another process)", path);
+    }
+    if (err == EOPNOTSUPP || err == ENOSYS) {
+      return make_error(Errc::kUnsupported,
+                        "{}: its filesystem cannot lock files ({}); open it without locking", path,
+                        std::strerror(err));
+    }
+    return make_error(errc_for_errno(err), "lock {}: {}", path, std::strerror(err));
+  }
+}
+
+namespace {
+
+constexpr std::uint64_t kSector = 512;
+// read_sync/write_sync buffers: the largest logical block size O_DIRECT may demand.
+constexpr std::uintptr_t kSyncBufferAlign = 4096;
+
 const char* file_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISSOCK(mode)) return "a socket";
   return "not a regular file";
@@ -215,24 +234,6 @@ std::uint32_t logical_block_of(int fd, bool is_block) {
   return kSector;
 }
 
-// Takes the exclusive advisory lock of OpenOptions::lock on `fd` without waiting for it.
-Status lock_file(int fd, const std::string& path) {
-  for (;;) {
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::ok();
-    const int err = errno;
-    if (err == EINTR) continue;
-    if (err == EWOULDBLOCK) {
-      return make_error(Errc::kBusy, "{} is in use (locked by another process)", path);
-    }
-    if (err == EOPNOTSUPP || err == ENOSYS) {
-      return make_error(Errc::kUnsupported,
-                        "{}: its filesystem cannot lock files ({}); open it without locking", path,
-                        std::strerror(err));
-    }
-    return make_error(errc_for_errno(err), "lock {}: {}", path, std::strerror(err));
-  }
-}
-
 // Creates `path` with `size` bytes (sparse) unless it exists; losing a race to another creator
 // is fine, the caller then opens what is there.
 Status create_file(const std::string& path, std::uint64_t size) {
@@ -269,11 +270,13 @@ Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
       return make_error(errc_for_errno(errno), "{}: {}", path, std::strerror(errno));
     }
   }
+  if (S_ISCHR(st.st_mode)) return open_nvme_member(path, st, options);
   const bool is_block = S_ISBLK(st.st_mode);
   if (!is_block && !S_ISREG(st.st_mode)) {
     return make_error(Errc::kInvalidArgument,
-                      "{} is {}; a member must be a regular file or a block device", path,
-                      file_kind(st.st_mode));
+                      "{} is {}; a member must be a regular file, a block device or an NVMe "
+                      "generic device (/dev/ngXnY)",
+                      path, file_kind(st.st_mode));
   }
   const bool grow =
       options.create && !is_block && static_cast<std::uint64_t>(st.st_size) < options.create_size;
@@ -317,7 +320,7 @@ Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
     return make_error(Errc::kBusy, "{} changed type while being opened", path);
   }
   // Before growing the file: a file someone else holds is not touched.
-  if (options.lock && !is_block) GRAID_RETURN_IF_ERROR(lock_file(fd, path));
+  if (options.lock && !is_block) GRAID_RETURN_IF_ERROR(lock_member_file(fd, path));
   std::uint64_t size = 0;
   if (is_block) {
     if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {

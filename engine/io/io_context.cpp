@@ -220,26 +220,42 @@ Result<std::unique_ptr<IoContext>> IoContext::create(const IoContextOptions& opt
     params.cq_entries = std::min(queue_depth * 4U, 65536U);
     return io_uring_queue_init_params(queue_depth, &impl.ring, &params);
   };
-  int ret = -EINVAL;
-  for (std::size_t i = options.defer_taskrun ? 0 : 1;
-       i < std::size(kTaskrunFlags) && ret == -EINVAL; ++i) {
-    ret = init(kTaskrunFlags[i] | big);
-  }
+  // The best task-run mode the kernel takes, with `extra` setup flags.
+  auto init_best = [&](unsigned extra) {
+    int r = -EINVAL;
+    for (std::size_t i = options.defer_taskrun ? 0 : 1;
+         i < std::size(kTaskrunFlags) && r == -EINVAL; ++i) {
+      r = init(kTaskrunFlags[i] | extra);
+    }
+    return r;
+  };
+  int ret = init_best(big);
+  bool big_made = big != 0;
   if (ret == -EINVAL && big != 0 && init(0) == 0) {
     // A plain ring works: it is the big entries this kernel refuses.
     io_uring_queue_exit(&impl.ring);
-    return make_error(Errc::kUnsupported,
-                      "io_uring refuses{}{} (32-byte CQEs and 128-byte SQEs need Linux 5.19)",
-                      options.big_sqe ? " IORING_SETUP_SQE128" : "",
-                      options.big_cqe ? " IORING_SETUP_CQE32" : "");
+    if (!options.plain_if_refused) {
+      return make_error(Errc::kUnsupported,
+                        "io_uring refuses{}{} (32-byte CQEs and 128-byte SQEs need Linux 5.19)",
+                        options.big_sqe ? " IORING_SETUP_SQE128" : "",
+                        options.big_cqe ? " IORING_SETUP_CQE32" : "");
+    }
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      fmt::print(stderr,
+                 "graid: io_uring refuses 128-byte SQEs / 32-byte CQEs (they need Linux 5.19): "
+                 "using normal rings, so NVMe passthrough members (/dev/ngXnY) cannot do I/O\n");
+    }
+    big_made = false;
+    ret = init_best(0);
   }
   if (ret < 0) {
     return make_error(ret == -ENOMEM ? Errc::kNoSpace : Errc::kUnsupported,
                       "io_uring_queue_init({}): {}", queue_depth, std::strerror(-ret));
   }
   impl.ring_ready = true;
-  impl.big_sqe = options.big_sqe;
-  impl.big_cqe = options.big_cqe;
+  impl.big_sqe = big_made && options.big_sqe;
+  impl.big_cqe = big_made && options.big_cqe;
 
   impl.wake_fd = ::eventfd(0, EFD_CLOEXEC);
   if (impl.wake_fd < 0) {

@@ -60,7 +60,8 @@ TEST(StateStore, RoundTripAndMissingFile) {
   PersistedState s;
   s.pds = {{0, "/dev/shm/a", false}, {3, "/dev/nvme0n1", true}};
   s.dgs = {{1, "01234567-89ab-cdef-0123-456789abcdef"}};
-  s.exports = {{1, 0, "nbd", "unix:/run/x.sock", "vd0", true}};
+  s.exports = {{1, 0, "nbd", "unix:/run/x.sock", "vd0", true, std::nullopt},
+               {1, 2, "ublk", "/dev/ublkb7", "", false, 7u}};
   ASSERT_TRUE(save_state(dir.path() + "/sub", s).is_ok());
   auto back = load_state(dir.path() + "/sub");
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
@@ -70,9 +71,14 @@ TEST(StateStore, RoundTripAndMissingFile) {
   EXPECT_TRUE(back->pds[1].marker_offline);
   ASSERT_EQ(back->dgs.size(), 1u);
   EXPECT_EQ(back->dgs[0].uuid, s.dgs[0].uuid);
-  ASSERT_EQ(back->exports.size(), 1u);
+  ASSERT_EQ(back->exports.size(), 2u);
   EXPECT_EQ(back->exports[0].address, "unix:/run/x.sock");
   EXPECT_TRUE(back->exports[0].read_only);
+  EXPECT_FALSE(back->exports[0].dev_id.has_value());
+  // A ublk export keeps its device id: what a restart re-attaches or asks for again.
+  EXPECT_EQ(back->exports[1].kind, "ublk");
+  EXPECT_EQ(back->exports[1].vd_id, 2u);
+  EXPECT_EQ(back->exports[1].dev_id, std::optional<std::uint32_t>(7u));
   // No temporary file is left behind.
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/sub/state.json.tmp"));
 }
@@ -88,7 +94,10 @@ TEST(StateStore, RefusesDamagedOrNewerFiles) {
                           "{\"pd_id\":0,\"path\":\"/b\"}]}",
                           "{\"version\":1,\"pds\":[{\"pd_id\":0,\"path\":\"/a\"},"
                           "{\"pd_id\":1,\"path\":\"/a\"}]}",
-                          "{\"version\":1,\"pds\":[{\"pd_id\":\"x\",\"path\":\"/a\"}]}"}) {
+                          "{\"version\":1,\"pds\":[{\"pd_id\":\"x\",\"path\":\"/a\"}]}",
+                          // an export of a kind this graidd does not know
+                          "{\"version\":1,\"exports\":[{\"dg_id\":0,\"vd_id\":0,\"kind\":"
+                          "\"iscsi\",\"address\":\"x\"}]}"}) {
     SCOPED_TRACE(bad);
     auto r = write(bad);
     ASSERT_FALSE(r.is_ok());

@@ -196,7 +196,24 @@ struct IoContextOptions {
   // runs it whenever the thread enters the kernel (ublk servers use that on queue rings, where
   // kernel-side teardown may wait for task work).
   bool defer_taskrun = true;
+  // With big_sqe/big_cqe: where the kernel refuses them (before Linux 5.19), make a normal ring
+  // instead of failing, and say once on stderr why. For threads that serve any member (big
+  // entries are what NVMe passthrough members need; other members work on either ring): check
+  // big_sqe()/big_cqe() to learn what was made.
+  bool plain_if_refused = false;
 };
+
+// What a thread that serves members of every kind asks for: 128-byte SQEs and 32-byte CQEs (NVMe
+// passthrough members need them; other members work on either ring), or a normal ring where the
+// kernel has no big entries (said once on stderr; passthrough members then fail their requests).
+inline IoContextOptions member_ring_options(unsigned queue_depth) {
+  IoContextOptions o;
+  o.queue_depth = queue_depth;
+  o.big_sqe = true;
+  o.big_cqe = true;
+  o.plain_if_refused = true;
+  return o;
+}
 
 // Per-thread I/O context: one io_uring, a local list of deferred tasks and an inbox for tasks
 // posted from other threads (woken through an eventfd the ring reads). Besides member I/O the
@@ -287,17 +304,24 @@ class IoContext {
 };
 
 // What storage a member really is, whatever path named it: a block device by its device number
-// (st_rdev), a regular file by its filesystem and inode (st_dev, st_ino). Two members with equal
-// identities are one drive under two names (a symlink, a hard link, "dir/./m0"); an array must
-// never take both. `known` is false for devices that cannot tell (test doubles).
+// (st_rdev), an NVMe generic character device by its own (block false, ino 0), a regular file by
+// its filesystem and inode (st_dev, st_ino). Two members with equal identities are one drive
+// under two names (a symlink, a hard link, "dir/./m0"); an array must never take both. (A
+// namespace's /dev/ngXnY and /dev/nvmeXnY differ here; OpenOptions::exclusive keeps them apart.)
+// `known` is false for devices that cannot tell (test doubles).
 struct DeviceIdentity {
   bool known = false;
   bool block = false;
-  std::uint64_t dev = 0;  // st_rdev of a block device, st_dev of a file
-  std::uint64_t ino = 0;  // 0 for a block device
+  std::uint64_t dev = 0;  // st_rdev of a block or character device, st_dev of a file
+  std::uint64_t ino = 0;  // 0 for a device (no file has inode 0)
 
   friend bool operator==(const DeviceIdentity&, const DeviceIdentity&) = default;
 };
+
+// How a member reaches its drive: O_DIRECT reads and writes (a block device or a file), buffered
+// ones (a filesystem without O_DIRECT), or NVMe commands on a generic character device
+// (/dev/ngXnY, IORING_OP_URING_CMD; see docs/nvme.md).
+enum class MemberIoMode : std::uint8_t { kDirect, kBuffered, kPassthrough };
 
 // A drive. Thread-safe: any thread may submit through its own IoContext.
 class MemberDevice {
@@ -310,6 +334,9 @@ class MemberDevice {
   // False when the member was opened buffered (the filesystem refused O_DIRECT, or asked for):
   // data then sits in the page cache until a flush, which is a full fsync.
   virtual bool direct_io() const noexcept { return true; }
+  virtual MemberIoMode io_mode() const noexcept {
+    return direct_io() ? MemberIoMode::kDirect : MemberIoMode::kBuffered;
+  }
   // The smallest I/O unit the device accepts with direct I/O: BLKSSZGET for a block device (512
   // or 4096), for a file the filesystem's direct-I/O offset alignment when it reports one
   // (STATX_DIOALIGN) and 512 otherwise. Requests must be multiples of it, aligned to it.
@@ -363,10 +390,26 @@ struct OpenOptions {
 };
 
 // Opens a regular file or block device with O_DIRECT. Where the filesystem refuses O_DIRECT the
-// file is opened buffered, with a one-line warning on stderr, and flushes become fsync. Anything
-// else (a directory, a character device, an empty file) is refused with a Status naming the
-// path.
+// file is opened buffered, with a one-line warning on stderr, and flushes become fsync.
+//
+// An NVMe generic character device (/dev/ngXnY) opens as a passthrough member (docs/nvme.md):
+// NVMe commands through IORING_OP_URING_CMD, which needs IoContexts created with big_sqe and
+// big_cqe (on any other context each request fails with -EOPNOTSUPP). Its size, LBA size and
+// transfer limit come from Identify; formats with metadata or protection information are
+// refused. OpenOptions for it: `create` and `direct` do not apply; `lock` takes the flock as for
+// files; `exclusive` has no O_EXCL of its own to use (character devices have no exclusive
+// claim), so it claims the namespace's block device /dev/nvmeXnY with O_EXCL instead, where the
+// kernel made one: a mounted namespace, or one in md or another graidd, is refused as in use.
+//
+// Anything else (a directory, another character device, an empty file) is refused with a Status
+// naming the path.
 Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
                                                   const OpenOptions& options = {});
+
+// The other device node of an NVMe namespace: its generic character device (/dev/ngXnY) for its
+// block device (/dev/nvmeXnY), and back, as sysfs pairs them (same numbers in the names, same
+// parent controller). kNotFound when `path` has none (a partition, a file, a namespace the kernel
+// made no block device for); kInvalidArgument when `path` cannot be looked at.
+Result<std::string> nvme_sibling_path(const std::string& path);
 
 }  // namespace graid
