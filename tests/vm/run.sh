@@ -27,7 +27,8 @@ usage: tests/vm/run.sh [options]
 
   --scenario NAME      run tests/vm/scenarios/NAME.sh in the guest (repeatable); NAME may also
                        be a set: "short" (the CI short form) or "all" (every scenario, full length)
-  --short              the CI short form: short versions of ublk-raid and hot-remove
+  --short              the CI short form: ublk-raid and hot-remove; every scenario of the run
+                       (these and any named) in its short version
   --guest-script FILE  run FILE in the guest after the scenarios (alone when none is named)
   --extra-bin PATH     copy one more host binary (and its libraries) into the guest's PATH (repeatable)
   --build DIR          where graidd, graidctl and graid-bench are built (default: $GRAID_VM_BUILD,
@@ -36,7 +37,7 @@ usage: tests/vm/run.sh [options]
   --mem MB             guest memory (default 2048)
   --lba 512|4096       logical (and physical) block size of the emulated NVMe drives (default 512)
   --timeout SECONDS    kill the guest after this long (default 900 for the short form, 3600 otherwise)
-  --keep-images        keep the run's disk images (normally deleted at the end)
+  --keep-images        keep the run's disk images and initramfs (normally deleted at the end)
   --list               list the scenarios and sets, then exit
 
 With neither --scenario nor --guest-script the short form runs.
@@ -47,7 +48,8 @@ GRAID_VM_KERNEL_REFRESH=1 (look for a newer kernel in bookworm-backports), GRAID
 each emulated drive, default 256), GRAID_VM_MODULES (more kernel modules for the guest),
 GRAID_VM_SCENARIO_TIMEOUT (seconds each scenario may take, default the --timeout less 60),
 GRAID_VM_GRAIDD_ARGS (options for every graidd the scenarios start, e.g. "--ublk-copy user"),
-GRAID_VM_SKIP=1 (print SKIP and exit 0 without doing anything).
+GRAID_VM_SKIP=1 (print SKIP and exit 0 without doing anything). Every GRAID_VM_* variable is
+also set in the guest.
 EOF
 }
 
@@ -240,23 +242,24 @@ add_libs() {  # FILE...: the shared libraries FILE needs (ldd), at the same path
   done
 }
 
-add_program() {  # NAME-OR-PATH [DEST]: a program (resolved through PATH) with its libraries
-  local src dest
+add_program() {  # NAME: a host program (resolved through PATH) with its libraries, at its own path
+  local src
   src=$(command -v "$1") || die "not found on this machine: $1"
   src=$(readlink -f "$src")
-  dest=${2:-$src}
-  install -D -m 755 "$src" "$R$dest"
+  install -D -m 755 "$src" "$R$src"
   add_libs "$src"
 }
 
-add_graid_binary() {  # PATH NAME: a graid binary, stripped of debug info (smaller initramfs, faster boot)
-  [[ -x $1 ]] || die "$1 is missing: build first (cmake --preset release && cmake --build --preset release --target graidd graidctl graid-bench) or give --build DIR"
-  objcopy --strip-debug "$1" "$R/usr/local/bin/$2"
+add_local_binary() {  # PATH: a program into /usr/local/bin with its libraries; ELF files lose
+  # their debug info on the way (a RelWithDebInfo graidd is mostly DWARF: a smaller initramfs
+  # boots faster)
+  local dest=$R/usr/local/bin/${1##*/}
+  objcopy --strip-debug "$1" "$dest" 2>/dev/null || install -m 755 "$1" "$dest"
   add_libs "$1"
 }
 
 build_initramfs() {  # KVER OUT
-  local kver=$1 out=$2 kdir=$W/kernel/$1 d f m
+  local kver=$1 out=$2 kdir=$W/kernel/$1 d f m more=()
   R=$RUN/root
   rm -rf "$R"
   mkdir -p "$R"/usr/{bin,sbin,lib,lib64,local/bin} "$R"/{dev,proc,sys,tmp,run,mnt,etc,vm,root}
@@ -277,13 +280,13 @@ build_initramfs() {  # KVER OUT
   echo "root:x:0:0:root:/root:/bin/bash" >"$R/etc/passwd"
   echo "root:x:0:" >"$R/etc/group"
 
-  add_graid_binary "$build/daemon/graidd/graidd" graidd
-  add_graid_binary "$build/cli/graidctl" graidctl
-  add_graid_binary "$build/bench/graid_bench/graid-bench" graid-bench
+  for f in daemon/graidd/graidd cli/graidctl bench/graid_bench/graid-bench; do
+    [[ -x $build/$f ]] || die "$build/$f is missing: build first (cmake --preset release && cmake --build --preset release --target graidd graidctl graid-bench) or give --build DIR"
+    add_local_binary "$build/$f"
+  done
   for f in "${extra_bins[@]}"; do
-    [[ -x $f ]] || die "--extra-bin $f: not an executable file"
-    install -m 755 "$f" "$R/usr/local/bin/${f##*/}"
-    add_libs "$f"
+    [[ -f $f && -x $f ]] || die "--extra-bin $f: not an executable file"
+    add_local_binary "$f"
   done
   # A library cache so that libraries outside the default paths (e.g. a CUDA runtime with an
   # RPATH to /usr/local/cuda) are found as on the host.
@@ -322,6 +325,10 @@ build_initramfs() {  # KVER OUT
   fi
   chmod 755 "$R/init" "$R"/vm/*.sh "$R"/vm/scenarios/*.sh
   {
+    # every GRAID_VM_* variable of the host's environment (parameters for guest scripts, e.g.
+    # GRAID_VM_PERF_RUNTIME), then the harness's own, which take precedence
+    local v
+    for v in $(compgen -e | grep '^GRAID_VM_'); do printf '%s=%q\n' "$v" "${!v}"; done
     printf 'GRAID_VM_SCENARIOS=%q\n' "${scenario_list[*]}"
     printf 'GRAID_VM_GUEST_SCRIPT=%q\n' "${guest_script:+/vm/guest-script/${guest_script##*/}}"
     printf 'GRAID_VM_SHORT=%q\n' "$short"
@@ -329,7 +336,6 @@ build_initramfs() {  # KVER OUT
     printf 'GRAID_VM_DISK_MB=%q\n' "$disk_mb"
     printf 'GRAID_VM_SCENARIO_TIMEOUT=%q\n' "${GRAID_VM_SCENARIO_TIMEOUT:-$(((timeout - 60) > 120 ? timeout - 60 : 120))}"
     printf 'GRAID_VM_HOT_IMAGES=%q\n' "hot0.img hot1.img"
-    printf 'GRAID_VM_GRAIDD_ARGS=%q\n' "${GRAID_VM_GRAIDD_ARGS:-}"
   } >"$R/vm/config.sh"
 
   # Uncompressed on purpose: under TCG the guest decompresses a gzip initramfs slowly.
@@ -410,7 +416,7 @@ cleanup() {
   set +e
   [[ -n $qemu_pid ]] && kill "$qemu_pid" 2>/dev/null
   jobs -p | xargs -r kill 2>/dev/null
-  ((keep_images)) || rm -f "$RUN"/*.img
+  ((keep_images)) || rm -f "$RUN"/*.img "$RUN/initrd.cpio"
   # keep the last 10 runs' logs
   find "$W/runs" -mindepth 1 -maxdepth 1 -type d | sort | head -n -10 | xargs -r rm -rf
 }

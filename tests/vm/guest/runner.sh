@@ -102,7 +102,9 @@ run_one() {
   if ((rc == 0)); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
 
-export GRAID_VM_SHORT GRAID_VM_LBA GRAID_VM_DISK_MB GRAID_VM_HOT_IMAGES GRAID_VM_GRAIDD_ARGS
+# config.sh's variables (the harness's and every GRAID_VM_* of the host) reach the scenarios
+# shellcheck disable=SC2046 # names only
+export $(compgen -v | grep '^GRAID_VM_')
 for s in $GRAID_VM_SCENARIOS; do
   run_one "$s" bash "/vm/scenarios/$s.sh"
 done
