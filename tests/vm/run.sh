@@ -495,6 +495,14 @@ for s in "${scenario_list[@]}" ${guest_script:+"guest:${guest_script##*/}"}; do
 done
 if grep -qE '^[^ ]+ FAIL ' share/results.txt 2>/dev/null; then rc=1; fi
 if [[ ! -e share/END ]]; then echo "  FAIL: the guest did not reach its end marker"; rc=1; fi
+# A guest kernel panic, oops, BUG, WARNING or hung task fails the run even when every scenario
+# passed (a ublk WARN_ON is exactly what the harness is for).
+if grep -qE '\] (Kernel panic|Oops|BUG:|WARNING:|general protection fault|traps: PANIC|INFO: task .* blocked for more than)' serial.log; then
+  echo "  FAIL: the guest kernel reported (serial.log):"
+  grep -m 3 -E '\] (Kernel panic|Oops|BUG:|WARNING:|general protection fault|traps: PANIC|INFO: task .* blocked for more than)' serial.log |
+    while IFS= read -r l; do echo "    $l"; done
+  rc=1
+fi
 case ${qemu_rc:-?} in
   0) ;;
   124 | 137) echo "  FAIL: timed out after ${timeout}s (qemu killed)"; rc=1 ;;

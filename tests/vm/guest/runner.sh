@@ -26,7 +26,7 @@ echo "guest cpu flags (subset): $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' 
 mkdir -p "$GRAID_SHARE"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,cache=none graidshare "$GRAID_SHARE" ||
   fatal "cannot mount the host share"
-mkdir -p "$GRAID_SHARE/logs" /tmp/logs /run/mdadm /etc/nvme
+mkdir -p "$GRAID_SHARE/logs" /run/mdadm /etc/nvme
 
 # nvme and ublk_drv are loaded as a distribution would at boot: graidd does not load modules, it
 # reports "/dev/ublk-control does not exist" instead. The rest is left to the scenarios.
@@ -63,11 +63,12 @@ tidy_up() {
 
 passed=0 failed=0
 # run_one NAME COMMAND...: runs COMMAND as scenario NAME in its own session (so that a time-out
-# can kill everything it started), output on the console and in /tmp/logs/NAME/output.log.
+# can kill everything it started), output on the console and in logs/NAME/output.log.
 run_one() {
   local name=$1 t0 rc watchdog pid secs
   shift
-  export GRAID_SCENARIO=$name GRAID_LOG_DIR=/tmp/logs/$name
+  # The logs are written straight into the host's share, so that they survive a guest crash.
+  export GRAID_SCENARIO=$name GRAID_LOG_DIR=$GRAID_SHARE/logs/$name
   mkdir -p "$GRAID_LOG_DIR"
   vm_resolve_drives
   echo "@@SCENARIO_START $name uptime=$(up)s"
@@ -96,7 +97,6 @@ run_one() {
   tidy_up
   secs=$(awk -v a="$t0" -v b="$(up)" 'BEGIN {printf "%.1f", b - a}')
   dmesg >"$GRAID_LOG_DIR/dmesg.log"
-  cp -r "$GRAID_LOG_DIR" "$GRAID_SHARE/logs/" 2>/dev/null
   echo "$name $rc $secs" >>"$GRAID_SHARE/scenarios.txt"
   echo "@@SCENARIO_END $name rc=$rc seconds=$secs"
   if ((rc == 0)); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
