@@ -254,20 +254,7 @@ UblkQueueStats UblkDevice::stats() {
     if (!queues_[q] || stopped_) continue;
     call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {
       if (!queues_[q]) return;
-      const auto& s = queues_[q]->stats();
-      sum.requests += s.requests;
-      sum.commits += s.commits;
-      sum.errors += s.errors;
-      sum.reads += s.reads;
-      sum.writes += s.writes;
-      sum.flushes += s.flushes;
-      sum.discards += s.discards;
-      sum.write_zeroes += s.write_zeroes;
-      sum.read_bytes += s.read_bytes;
-      sum.write_bytes += s.write_bytes;
-      sum.unsupported += s.unsupported;
-      sum.aborted_tags += s.aborted_tags;
-      sum.copy_errors += s.copy_errors;
+      sum += queues_[q]->stats();
     });
   }
   return sum;

@@ -60,6 +60,23 @@ struct UblkQueueStats {
   std::uint64_t unsupported = 0;  // ops graid does not serve (answered -EOPNOTSUPP)
   std::uint64_t aborted_tags = 0;
   std::uint64_t copy_errors = 0;  // USER_COPY copies that failed (the request got -EIO)
+
+  UblkQueueStats& operator+=(const UblkQueueStats& o) noexcept {
+    requests += o.requests;
+    commits += o.commits;
+    errors += o.errors;
+    reads += o.reads;
+    writes += o.writes;
+    flushes += o.flushes;
+    discards += o.discards;
+    write_zeroes += o.write_zeroes;
+    read_bytes += o.read_bytes;
+    write_bytes += o.write_bytes;
+    unsupported += o.unsupported;
+    aborted_tags += o.aborted_tags;
+    copy_errors += o.copy_errors;
+    return *this;
+  }
 };
 
 class UblkQueue {

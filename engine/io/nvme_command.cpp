@@ -208,7 +208,11 @@ Command encode(const Limits& limits, MemberOp op, std::uint64_t offset, std::uin
   return flush(limits);
 }
 
-void to_uring_cmd(const Command& cmd, nvme_uring_cmd& out) noexcept {
+namespace {
+
+// nvme_uring_cmd and nvme_passthru_cmd carry the same command fields under the same names.
+template <typename Out>
+void fill_kernel_cmd(const Command& cmd, Out& out) noexcept {
   std::memset(&out, 0, sizeof(out));
   out.opcode = cmd.opcode;
   out.nsid = cmd.nsid;
@@ -222,18 +226,14 @@ void to_uring_cmd(const Command& cmd, nvme_uring_cmd& out) noexcept {
   out.cdw15 = cmd.cdw15;
 }
 
+}  // namespace
+
+void to_uring_cmd(const Command& cmd, nvme_uring_cmd& out) noexcept {
+  fill_kernel_cmd(cmd, out);
+}
+
 void to_passthru_cmd(const Command& cmd, nvme_passthru_cmd& out) noexcept {
-  std::memset(&out, 0, sizeof(out));
-  out.opcode = cmd.opcode;
-  out.nsid = cmd.nsid;
-  out.addr = cmd.addr;
-  out.data_len = cmd.data_len;
-  out.cdw10 = cmd.cdw10;
-  out.cdw11 = cmd.cdw11;
-  out.cdw12 = cmd.cdw12;
-  out.cdw13 = cmd.cdw13;
-  out.cdw14 = cmd.cdw14;
-  out.cdw15 = cmd.cdw15;
+  fill_kernel_cmd(cmd, out);
 }
 
 Outcome decode_result(std::int32_t result) noexcept {
