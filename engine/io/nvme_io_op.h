@@ -68,20 +68,6 @@ class Piece final : public RingCommand {
  private:
   friend class IoOp;
 
-  // The sink of a real member: the thread's IoContext, commands on the member's file.
-  class ContextSink final : public CommandSink {
-   public:
-    void submit(RingCommand& cmd) override { ctx_->submit_command(*file_, cmd); }
-    std::optional<std::uint16_t> registered_buffer(const std::byte* p,
-                                                   std::size_t len) const override {
-      return ctx_->registered_buffer(p, len);
-    }
-
-   private:
-    friend class IoOp;
-    IoContext* ctx_ = nullptr;
-    const std::shared_ptr<MemberFile>* file_ = nullptr;
-  };
   IoOp* op_ = nullptr;
   std::uint64_t offset_ = 0;  // bytes from the request's start
   std::uint32_t len_ = 0;
