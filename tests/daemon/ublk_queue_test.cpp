@@ -347,7 +347,8 @@ TEST_P(UblkQueueTest, BadRequestsAreAnsweredWithNegativeErrno) {
   }
   EXPECT_EQ(queue_->stats().errors, std::size(cases));
   EXPECT_EQ(queue_->stats().unsupported, 2u);
-  // Nothing was written by the refused writes.
+  // The request's own fault fails no member, and the refused writes wrote nothing.
+  EXPECT_EQ(array_->array->health(), ArrayHealth::kOptimal);
   const auto bytes = array_->read(kVdBytes - 4096, 4096);
   for (auto b : bytes)
     ASSERT_EQ(b, std::byte{0});
