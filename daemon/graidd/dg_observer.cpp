@@ -55,8 +55,30 @@ void DgObserver::on_event(const ArrayEvent& e) {
       kind = "dg_stopped";
       message = "stopped clean";
       break;
+    case ArrayEventKind::kMemberReplaced:
+      kind = "member_replaced";
+      message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
+      break;
+    case ArrayEventKind::kRebuildStarted:
+      kind = "rebuild_started";
+      message = fmt::format("member slot {}: {} ({} MiB to go)", e.member.value_or(0), e.message,
+                            e.counts.bytes >> 20);
+      break;
+    case ArrayEventKind::kRebuildProgress:
+      kind = "rebuild_progress";
+      message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
+      break;
+    case ArrayEventKind::kRebuildFinished:
+      kind = "rebuild_finished";
+      message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
+      break;
+    case ArrayEventKind::kRebuildStopped:
+      kind = "rebuild_stopped";
+      message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
+      break;
   }
   log_.add(kind, dg_id_, pd, std::nullopt, message);
+  if (wake_) wake_(e.kind);
 }
 
 }  // namespace graid::daemon

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 
 #include "graid/array.h"
@@ -20,9 +21,14 @@ class DgObserver final : public ArrayObserver {
     slot_to_pd_ = std::move(slot_to_pd);
   }
 
+  // Called (on the array's notifier thread) after each event is logged: how the DG's
+  // background jobs learn of failures and new spares. Set before the array exists.
+  void set_wake(std::function<void(ArrayEventKind)> wake) { wake_ = std::move(wake); }
+
   void on_event(const ArrayEvent& e) override;
 
  private:
+  std::function<void(ArrayEventKind)> wake_;
   EventLog& log_;
   const std::uint32_t dg_id_;
   Mutex mutex_;

@@ -13,6 +13,20 @@ namespace graid {
 
 namespace {
 
+// The members a dirty degraded start lacks: those failed or missing, and those being rebuilt
+// (whose strips above their checkpoint must come from parity too).
+std::vector<std::string> missing_or_rebuilding(const Array::State& state,
+                                               const meta::Superblock& sb,
+                                               const AssembleReport& rep) {
+  std::vector<std::string> out = rep.failed_members;
+  for (std::uint32_t m = 0; m < state.members.size(); ++m) {
+    if (!state.is_rebuilding(m)) continue;
+    out.push_back(fmt::format("{} (being rebuilt, {} of {} bytes done)", state.members[m]->path(),
+                              sb.members[m].rebuild_offset, sb.data_size));
+  }
+  return out;
+}
+
 struct Copies {
   std::vector<meta::Superblock> sb;
   std::vector<std::size_t> device_of;  // index into the devices
@@ -120,7 +134,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   state->data_offset = sb.data_offset;
   state->data_size = sb.data_size;
   state->capacity = geometry->data_capacity(sb.data_size);
-  state->failed = std::make_unique<std::atomic<std::uint8_t>[]>(n);
+  state->init_member_flags(n);
   state->members.resize(n);
   const std::uint64_t needed = sb.data_offset + sb.data_size;
   std::vector<std::string> too_small(n);
@@ -133,7 +147,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
                                     dev->size(), needed);
       return false;
     }
-    state->members[slot] = std::move(dev);
+    state->members.set(slot, std::move(dev));
     return true;
   };
   for (std::size_t i : newest->in_sync)
@@ -192,9 +206,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     if (!state->is_failed(m)) continue;
     meta::MemberEntry& entry = sb.members[m];
     if (entry.state == meta::MemberState::kRebuilding && state->members[m]) {
-      // Not used for I/O until rebuild exists, so it misses every write from now on: whatever
-      // it had rebuilt can no longer be trusted.
-      entry.rebuild_offset = 0;
+      // Valid below its checkpoint (the rebuild flushed it before recording that); the rebuild
+      // goes on from there (Array::rebuild).
+      state->rebuilt[m].store(entry.rebuild_offset / sb.strip_bytes);
+      state->rebuilding[m].store(1);
       continue;
     }
     if (entry.state == meta::MemberState::kRemoved) continue;
@@ -221,7 +236,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   }
   rep.was_clean = sb.clean();
   rep.events = sb.events;
-  auto logical_block = array_logical_block(state->members, sb.strip_bytes);
+  auto logical_block = array_logical_block(state->members.snapshot(), sb.strip_bytes);
   if (!logical_block) return logical_block.status();
   state->logical_block = *logical_block;
   state->read_errors.emplace(n, options.max_read_errors);
@@ -256,7 +271,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
           "cannot be rebuilt reliably (the RAID5/6 write hole). Nothing was changed. Bring the "
           "missing members back, or start it dirty and degraded (start_dirty_degraded) and check "
           "the data those stripes hold",
-          sb.name, member_list(rep.failed_members), rep.unsynced_stripes);
+          sb.name, member_list(missing_or_rebuilding(*state, sb, rep)), rep.unsynced_stripes);
     }
     if (rep.unsynced_stripes > 0) {
       rep.overrides.push_back(fmt::format(

@@ -69,7 +69,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   state->data_offset = data_offset;
   state->data_size = data_size;
   state->capacity = geometry->data_capacity(data_size);
-  state->failed = std::make_unique<std::atomic<std::uint8_t>[]>(n);
+  state->init_member_flags(n);
   state->name = create.name;
   // Filled here, then published into state->sb under the control mutex.
   meta::Superblock sb;
@@ -99,8 +99,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
     MutexLock guard(state->control_mutex);
     state->sb = sb;
   }
-  state->members.assign(std::make_move_iterator(members.begin()),
-                        std::make_move_iterator(members.end()));
+  state->members.assign(std::move(members));
 
   if (geometry->redundancy() != Redundancy::kNone) {
     const auto live = live_members(*state);
@@ -120,9 +119,9 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   // wrong data. Members known to read zeroes need nothing: zeroes are consistent at every level.
   InitMethod method = InitMethod::kNone;
   if (geometry->redundancy() != Redundancy::kNone && !create.assume_clean) {
-    const bool all_zero =
-        std::all_of(state->members.begin(), state->members.end(),
-                    [&](const auto& m) { return m->reads_zeroes(data_offset, data_size); });
+    const bool all_zero = std::ranges::all_of(state->members.snapshot(), [&](const auto& m) {
+      return m->reads_zeroes(data_offset, data_size);
+    });
     method = all_zero              ? InitMethod::kKnownZero
              : create.zero_members ? InitMethod::kZeroed
                                    : InitMethod::kResync;

@@ -36,6 +36,16 @@ std::string_view array_event_kind_name(ArrayEventKind kind) noexcept {
       return "spare-added";
     case ArrayEventKind::kStopped:
       return "stopped";
+    case ArrayEventKind::kMemberReplaced:
+      return "member-replaced";
+    case ArrayEventKind::kRebuildStarted:
+      return "rebuild-started";
+    case ArrayEventKind::kRebuildProgress:
+      return "rebuild-progress";
+    case ArrayEventKind::kRebuildFinished:
+      return "rebuild-finished";
+    case ArrayEventKind::kRebuildStopped:
+      return "rebuild-stopped";
   }
   return "unknown";
 }
@@ -181,6 +191,11 @@ Result<MemberSlot> Array::member_slot(std::uint32_t slot) const {
                             : slot - n < s.spares.size() ? s.spares[slot - n].get()
                                                          : nullptr;
   if (dev != nullptr) out.path = dev->path();
+  if (slot < n && s.is_rebuilding(slot)) {
+    // Live progress: the superblocks record the last checkpoint, memory how far it has got.
+    out.rebuild_offset = std::min(
+        s.data_size, s.rebuilt[slot].load(std::memory_order_acquire) * s.geometry.strip_bytes());
+  }
   return out;
 }
 

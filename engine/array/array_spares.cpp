@@ -1,5 +1,5 @@
-// Hot spares: adding a device to a spare slot of the member table. Using one (rebuild onto it)
-// comes with the resilience work.
+// Hot spares and replacements: adding a device to a spare slot of the member table, and putting
+// a spare or a new device into a failed role, which a rebuild (rebuild.cpp) then fills.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +8,74 @@
 #include "array/device_checks.h"
 
 namespace graid {
+
+namespace {
+
+// What a device joining the array (as a spare or into a role) must pass: big enough, not the
+// storage of a member or spare under another name, no graid superblock unless `force`.
+Status check_new_device(const Array::State& s, MemberDevice& device, bool force)
+    REQUIRES(s.control_mutex) {
+  const std::uint64_t needed = s.data_offset + s.data_size;
+  if (device.size() < needed) {
+    return make_error(Errc::kNoSpace,
+                      "{} has {} bytes; array '{}' needs {} per member; nothing was changed",
+                      device.path(), device.size(), s.name, needed);
+  }
+  std::vector<MemberDevice*> all;
+  for (std::uint32_t m = 0; m < s.members.size(); ++m)
+    if (s.members[m] && !s.is_failed(m)) all.push_back(s.members[m].get());
+  for (const auto& d : s.spares)
+    if (d) all.push_back(d.get());
+  all.push_back(&device);
+  GRAID_RETURN_IF_ERROR(refuse_same_storage(all));
+  if (!force) GRAID_RETURN_IF_ERROR(refuse_graid_superblock(device));
+  return Status::ok();
+}
+
+// Why failed role `member` cannot take a new device now, or ok.
+Status check_failed_role(const Array::State& s, std::uint32_t member) REQUIRES(s.control_mutex) {
+  if (member >= s.members.size()) {
+    return make_error(Errc::kOutOfRange, "array '{}' has no member {} (it has {})", s.name, member,
+                      s.members.size());
+  }
+  if (!s.is_failed(member)) {
+    return make_error(Errc::kInvalidArgument, "member {} of array '{}' has not failed", member,
+                      s.name);
+  }
+  if (s.is_rebuilding(member)) {
+    return make_error(Errc::kInvalidArgument, "member {} of array '{}' is being rebuilt already",
+                      member, s.name);
+  }
+  if (s.array_failed()) {
+    return make_error(Errc::kIoError,
+                      "array '{}' has failed ({} members lost): there is nothing to rebuild "
+                      "member {} from",
+                      s.name, s.failed_count.load(), member);
+  }
+  return Status::ok();
+}
+
+// Puts `device` (member uuid `uuid`) into failed role `member` as kRebuilding from 0 and records
+// it. The device that held the role stays open until the array goes (member_table.h).
+Status install_locked(Array::State& s, std::uint32_t member, std::shared_ptr<MemberDevice> device,
+                      const meta::Uuid& uuid, const std::string& how) REQUIRES(s.control_mutex) {
+  const std::string path = device->path();
+  s.members.set(member, std::move(device));
+  s.sb.members[member] = meta::MemberEntry{uuid, meta::MemberState::kRebuilding, 0, 0};
+  s.rebuilt[member].store(0, std::memory_order_release);
+  s.rebuilding[member].store(1, std::memory_order_release);
+  Status st = s.write_superblocks_locked();
+  if (!st) return st;
+  if (!s.is_rebuilding(member)) {
+    return make_error(Errc::kIoError, "{} failed taking its superblock as member {}", path, member);
+  }
+  spdlog::info("graid: array '{}': {} takes failed member {}'s place ({}); rebuild pending", s.name,
+               path, member, how);
+  s.emit(ArrayEventKind::kMemberReplaced, member, fmt::format("{} took its place ({})", path, how));
+  return Status::ok();
+}
+
+}  // namespace
 
 Result<std::uint32_t> Array::add_spare(std::unique_ptr<MemberDevice> device, bool force) {
   if (!device) return make_error(Errc::kInvalidArgument, "no device given");
@@ -18,20 +86,7 @@ Result<std::uint32_t> Array::add_spare(std::unique_ptr<MemberDevice> device, boo
     return make_error(Errc::kNoSpace, "array '{}' already has {} members and spares, the most {}",
                       s.name, n + s.sb.spare_count, kMaxMembers);
   }
-  const std::uint64_t needed = s.data_offset + s.data_size;
-  if (device->size() < needed) {
-    return make_error(Errc::kNoSpace,
-                      "{} has {} bytes; a spare of array '{}' needs {}; nothing was changed",
-                      device->path(), device->size(), s.name, needed);
-  }
-  std::vector<MemberDevice*> all;
-  for (const auto& d : s.members)
-    if (d) all.push_back(d.get());
-  for (const auto& d : s.spares)
-    if (d) all.push_back(d.get());
-  all.push_back(device.get());
-  GRAID_RETURN_IF_ERROR(refuse_same_storage(all));
-  if (!force) GRAID_RETURN_IF_ERROR(refuse_graid_superblock(*device));
+  GRAID_RETURN_IF_ERROR(check_new_device(s, *device, force));
   auto uuid = meta::Uuid::generate();
   if (!uuid) return uuid.status();
   const std::uint32_t slot = n + s.sb.spare_count;
@@ -53,6 +108,38 @@ Result<std::uint32_t> Array::add_spare(std::unique_ptr<MemberDevice> device, boo
   spdlog::info("graid: array '{}': {} added as a spare (slot {})", s.name, path, slot);
   s.emit(ArrayEventKind::kSpareAdded, slot, fmt::format("{} added as a spare", path));
   return slot;
+}
+
+Status Array::take_spare(std::uint32_t member) {
+  State& s = *state_;
+  MutexLock guard(s.control_mutex);
+  GRAID_RETURN_IF_ERROR(check_failed_role(s, member));
+  const auto n = static_cast<std::uint32_t>(s.members.size());
+  const auto spare =
+      std::find_if(s.spares.begin(), s.spares.end(), [](const auto& d) { return d != nullptr; });
+  if (spare == s.spares.end()) {
+    return make_error(Errc::kNotFound, "array '{}' has no hot spare to replace member {}", s.name,
+                      member);
+  }
+  const auto slot = n + static_cast<std::uint32_t>(spare - s.spares.begin());
+  std::shared_ptr<MemberDevice> device = *spare;
+  const meta::Uuid uuid = s.sb.members[slot].uuid;
+  s.drop_spare_locked(slot);  // the role's superblock update below records both
+  return install_locked(s, member, std::move(device), uuid,
+                        fmt::format("hot spare from slot {}", slot));
+}
+
+Status Array::replace_failed(std::uint32_t member, std::unique_ptr<MemberDevice> device,
+                             bool force) {
+  if (!device) return make_error(Errc::kInvalidArgument, "no device given");
+  State& s = *state_;
+  MutexLock guard(s.control_mutex);
+  GRAID_RETURN_IF_ERROR(check_failed_role(s, member));
+  GRAID_RETURN_IF_ERROR(check_new_device(s, *device, force));
+  auto uuid = meta::Uuid::generate();
+  if (!uuid) return uuid.status();
+  return install_locked(s, member, std::shared_ptr<MemberDevice>(std::move(device)), *uuid,
+                        "replacement");
 }
 
 }  // namespace graid

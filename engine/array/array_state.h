@@ -17,6 +17,7 @@
 
 #include "array/event_notifier.h"
 #include "array/member_errors.h"
+#include "array/member_table.h"
 #include "array/queue_registry.h"
 #include "graid/array.h"
 #include "graid/thread_annotations.h"
@@ -52,14 +53,23 @@ struct Array::State {
 
   // Indexed by member slot; null where assembly found no device for the slot. Shared so that a
   // metadata write stuck in a hung member keeps its device alive after the array is gone (see
-  // meta/metadata_io.h).
-  std::vector<std::shared_ptr<MemberDevice>> members;
+  // meta/metadata_io.h). A failed role may get a new device (a spare, a replacement) while I/O
+  // runs: see member_table.h.
+  MemberTable members;
   // Hot spares by spare slot (member slot - members.size()); null where assembly found none.
   // Not used for I/O; written only by superblock updates.
   std::vector<std::shared_ptr<MemberDevice>> spares GUARDED_BY(control_mutex);
   // 1 = failed. Read on every I/O; written under control_mutex.
   std::unique_ptr<std::atomic<std::uint8_t>[]> failed;
   std::atomic<std::uint32_t> failed_count{0};
+  // A rebuild (engine/array/rebuild.h): a failed role with a new device that holds valid data
+  // in stripes below rebuilt[m]. Such a member stays failed (health, failed_count, failed_mask)
+  // until the rebuild ends, but every plan for a stripe below rebuilt[m] reads and writes it
+  // (dead_at). rebuilt[m] only grows while rebuilding[m] is set, and only while the rebuild
+  // holds the stripe locks of the stripes it moves past; both are written under control_mutex
+  // or by the rebuild, read on every I/O.
+  std::unique_ptr<std::atomic<std::uint8_t>[]> rebuilding;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> rebuilt;
 
   StripeLockTable locks;
   std::optional<meta::WriteIntentBitmap> bitmap;  // none for RAID0
@@ -96,6 +106,26 @@ struct Array::State {
 
   bool is_failed(std::uint32_t member) const noexcept {
     return failed[member].load(std::memory_order_acquire) != 0;
+  }
+  bool is_rebuilding(std::uint32_t member) const noexcept {
+    return rebuilding[member].load(std::memory_order_acquire) != 0;
+  }
+  // Whether `member` holds nothing valid in `stripe`: failed, and not a rebuilding member that
+  // has been rebuilt past it. What every plan for one stripe asks (a stripe lock held, or a
+  // read that may race only with the rebuild moving forward, which makes no valid strip dead).
+  bool dead_at(std::uint32_t member, std::uint64_t stripe) const noexcept {
+    return is_failed(member) &&
+           !(is_rebuilding(member) && stripe < rebuilt[member].load(std::memory_order_acquire));
+  }
+  // Whether `member` takes writes (and so flushes): in sync, or being rebuilt.
+  bool takes_writes(std::uint32_t member) const noexcept {
+    return !is_failed(member) || is_rebuilding(member);
+  }
+  // Allocates the per-member flags for `n` roles, all clear.
+  void init_member_flags(std::uint32_t n) {
+    failed = std::make_unique<std::atomic<std::uint8_t>[]>(n);
+    rebuilding = std::make_unique<std::atomic<std::uint8_t>[]>(n);
+    rebuilt = std::make_unique<std::atomic<std::uint64_t>[]>(n);
   }
   // Members failed now, bit m for member m.
   std::uint64_t failed_mask() const noexcept;

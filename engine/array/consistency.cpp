@@ -6,45 +6,13 @@
 #include <cstring>
 #include <vector>
 
+#include "array/stripe_access.h"
 #include "level/level_module.h"
 #include "stripe/stripe_range_lock.h"
 
 namespace graid {
 
 namespace {
-
-// The array's members as a level module's background hook sees them: blocking strip reads and
-// writes at the data area, the failed set, the parity backend, one scratch strip per member.
-class ArrayStripeAccess final : public StripeAccess {
- public:
-  static Result<ArrayStripeAccess> make(Array::State& s) {
-    ArrayStripeAccess a(s);
-    for (std::uint32_t i = 0; i < s.geometry.members(); ++i) {
-      auto buf = AlignedBuffer::allocate(s.geometry.strip_bytes(), 4096);
-      if (!buf) return buf.status();
-      a.scratch_.push_back(std::move(*buf));
-    }
-    return a;
-  }
-  bool is_failed(std::uint32_t member) const noexcept override { return s_->is_failed(member); }
-  Status read_strip(std::uint32_t member, std::uint64_t stripe, std::span<std::byte> buf) override {
-    return s_->members[member]->read_sync(at(stripe), buf);
-  }
-  Status write_strip(std::uint32_t member, std::uint64_t stripe,
-                     std::span<const std::byte> buf) override {
-    return s_->members[member]->write_sync(at(stripe), buf);
-  }
-  ParityBackend* parity() noexcept override { return s_->parity; }
-  std::span<AlignedBuffer> scratch() noexcept override { return scratch_; }
-
- private:
-  explicit ArrayStripeAccess(Array::State& s) : s_(&s) {}
-  std::uint64_t at(std::uint64_t stripe) const noexcept {
-    return s_->device_offset(stripe * s_->geometry.strip_bytes());
-  }
-  Array::State* s_;
-  std::vector<AlignedBuffer> scratch_;
-};
 
 StripeOutcome resync_stripe(Array::State& s, std::uint64_t stripe, ArrayStripeAccess& access) {
   return s.geometry.module().process_stripe(StripeTask::kResync, s.geometry, access, stripe);
@@ -60,10 +28,13 @@ std::uint64_t count_unsyncable_stripes(const Array::State& s, std::uint64_t memb
   const std::uint64_t first = member_offset / strip;
   const std::uint64_t last =
       std::min(g.stripes(s.data_size), (member_offset + len + strip - 1) / strip);
-  const std::uint64_t failed = s.failed_mask();
   std::uint64_t count = 0;
-  for (std::uint64_t stripe = first; stripe < last; ++stripe)
-    count += g.module().can_resync(g, stripe, failed) ? 0 : 1;
+  for (std::uint64_t stripe = first; stripe < last; ++stripe) {
+    std::uint64_t dead = 0;
+    for (std::uint32_t m = 0; m < g.members(); ++m)
+      dead |= s.dead_at(m, stripe) ? std::uint64_t{1} << m : 0;
+    count += g.module().can_resync(g, stripe, dead) ? 0 : 1;
+  }
   return count;
 }
 

@@ -11,9 +11,13 @@ namespace graid {
 
 bool Array::State::mark_failed_locked(std::uint32_t member) {
   if (is_failed(member)) {
-    // A rebuilding member was never used for I/O (no write planned around it): only its slot
-    // changes.
     if (sb.members[member].state != meta::MemberState::kRebuilding) return false;
+    // A member being rebuilt fails: plans skip it from now on in every stripe, so writes that
+    // do wait for the record, as for any failure (a crash before it would leave the superblocks
+    // trusting its checkpoint while it missed those writes).
+    failures_marked.fetch_add(1, std::memory_order_acq_rel);
+    rebuilding[member].store(0, std::memory_order_release);
+    rebuilt[member].store(0, std::memory_order_release);
     sb.members[member].state = meta::MemberState::kFailed;
     sb.members[member].rebuild_offset = 0;
     return true;

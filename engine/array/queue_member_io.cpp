@@ -126,7 +126,7 @@ class FlushOp {
     // can go: candidates are marked now, cleared once every live member has flushed.
     clears_bitmap = a.begin_bitmap_clear();
     for (std::uint32_t m = 0; m < a.geometry.members(); ++m) {
-      if (a.is_failed(m)) continue;
+      if (!a.takes_writes(m)) continue;
       Slot& s = slots[left++];
       s.owner = this;
       s.member = m;
@@ -209,7 +209,7 @@ void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std
     const std::uint32_t first = read_rotor++ % copies;
     for (std::uint32_t i = 0; i < copies; ++i) {
       const std::uint32_t m = g.data_member(loc.stripe, loc.data_index, (first + i) % copies);
-      if (array.is_failed(m)) continue;
+      if (array.dead_at(m, loc.stripe)) continue;
       direct_io(io, MemberOp::kRead, m, loc.member_offset, len, dst, array_offset);
       return;
     }
@@ -217,7 +217,7 @@ void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std
     part_done(io, make_error(Errc::kIoError, "no live copy of array byte {}", array_offset));
     return;
   }
-  if (!array.is_failed(loc.member)) {
+  if (!array.dead_at(loc.member, loc.stripe)) {
     direct_io(io, MemberOp::kRead, loc.member, loc.member_offset, len, dst, array_offset);
     return;
   }

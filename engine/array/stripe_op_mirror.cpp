@@ -35,7 +35,7 @@ void StripeOp::issue_mirror_writes() {
     for_each_segment(p, strip, [&](const Segment& s) {
       for (std::uint32_t copy = 0; copy < g.copies(); ++copy) {
         const std::uint32_t member = g.data_member(stripe_, s.d, copy);
-        if (q_.array.is_failed(member)) continue;
+        if (q_.array.dead_at(member, stripe_)) continue;
         StripeMemberIo& io = new_io(member);
         io.op = p.zero && !written(p) ? zeroing_op(p) : MemberOp::kWrite;
         io.offset = q_.array.device_offset(stripe_ * strip + s.lo);
@@ -65,7 +65,7 @@ void StripeOp::issue_mirror_read() {
   std::uint32_t source = g.members();  // a copy neither failed nor unreadable
   for (std::uint32_t copy = 0; copy < g.copies(); ++copy) {
     const std::uint32_t m = g.data_member(stripe_, d, copy);
-    if (!q_.array.is_failed(m) && ((unreadable_ >> m) & 1) == 0) {
+    if (!q_.array.dead_at(m, stripe_) && ((unreadable_ >> m) & 1) == 0) {
       source = m;
       break;
     }
@@ -99,7 +99,7 @@ void StripeOp::after_mirror_read() {
   ios_used_ = 0;
   for (std::uint32_t copy = 0; copy < g.copies(); ++copy) {
     const std::uint32_t m = g.data_member(stripe_, d, copy);
-    if (q_.array.is_failed(m) || ((unreadable_ >> m) & 1) == 0) continue;
+    if (q_.array.dead_at(m, stripe_) || ((unreadable_ >> m) & 1) == 0) continue;
     StripeMemberIo& io = new_io(m);
     io.op = MemberOp::kWrite;
     io.offset = q_.array.device_offset(stripe_ * strip + p.stripe_offset % strip);
@@ -117,7 +117,7 @@ void StripeOp::issue_punches() {
   phase_ = Phase::kWriting;
   ios_used_ = 0;
   for (std::uint32_t m = 0; m < g.members(); ++m) {
-    if (q_.array.is_failed(m)) continue;
+    if (q_.array.dead_at(m, stripe_)) continue;
     StripeMemberIo& io = new_io(m);
     io.op = pieces_.front().keep ? MemberOp::kWriteZeroes : MemberOp::kDiscard;
     io.offset = q_.array.device_offset(stripe_ * g.strip_bytes());

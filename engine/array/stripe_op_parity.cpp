@@ -33,10 +33,12 @@ bool StripeOp::build_extents() {
 
   std::uint64_t dead = 0;
   for (std::uint32_t d = 0; d < k; ++d) {
-    if (q_.array.is_failed(g.data_member(stripe_, d))) dead |= chunk_bit(d);
+    if (q_.array.dead_at(g.data_member(stripe_, d), stripe_)) dead |= chunk_bit(d);
   }
-  if (q_.array.is_failed(g.p_member(stripe_))) dead |= chunk_bit(k);
-  if (g.parity_strips() == 2 && q_.array.is_failed(g.q_member(stripe_))) dead |= chunk_bit(k + 1);
+  if (q_.array.dead_at(g.p_member(stripe_), stripe_)) dead |= chunk_bit(k);
+  if (g.parity_strips() == 2 && q_.array.dead_at(g.q_member(stripe_), stripe_)) {
+    dead |= chunk_bit(k + 1);
+  }
   std::uint64_t unreadable = 0;  // chunks that read with a media error: planned as dead...
   for (std::uint32_t c = 0; c < k + g.parity_strips(); ++c) {
     if (chunk_unreadable(c)) unreadable |= chunk_bit(c);

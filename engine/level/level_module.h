@@ -33,7 +33,11 @@ namespace graid {
 class StripeAccess {
  public:
   virtual ~StripeAccess() = default;
-  virtual bool is_failed(std::uint32_t member) const noexcept = 0;
+  // Whether `member` holds nothing usable in `stripe` (neither read nor written there).
+  virtual bool is_failed(std::uint32_t member, std::uint64_t stripe) const noexcept = 0;
+  // Whether `member` is being rebuilt: written by kRebuild, never read, in every stripe the job
+  // gives the module. Such a member is not is_failed().
+  virtual bool is_stale(std::uint32_t /*member*/) const noexcept { return false; }
   // One strip of `member` at `stripe`, into or from `buf` (strip bytes).
   virtual Status read_strip(std::uint32_t member, std::uint64_t stripe,
                             std::span<std::byte> buf) = 0;
@@ -47,8 +51,9 @@ class StripeAccess {
 
 // What a background job does to one stripe.
 enum class StripeTask : std::uint8_t {
-  kResync,  // make parity (or every mirror copy) agree with the data
-  kCheck,   // report whether parity (or every mirror copy) agrees with the data; writes nothing
+  kResync,   // make parity (or every mirror copy) agree with the data
+  kCheck,    // report whether parity (or every mirror copy) agrees with the data; writes nothing
+  kRebuild,  // write the strips of the stale members (is_stale), made from the others
 };
 
 // Outcome of one stripe.
@@ -56,6 +61,7 @@ struct StripeOutcome {
   Status status;                      // first error; ok otherwise
   std::uint32_t failed_member = ~0u;  // the member whose read or write failed, if any
   bool skipped = false;               // could not be processed with the members failed now
+                                      // (kRebuild: too few members left to rebuild from)
   bool inconsistent = false;          // kCheck: parity or a mirror copy disagrees with the data
 
   // Records the outcome of member `m`'s I/O: the first failure wins. True while all went well.

@@ -1,5 +1,6 @@
 // Background-job work on one stripe of a mirrored level (RAID1, RAID10): resync copies each data
-// strip from its first live copy to the others; check compares the live copies.
+// strip from its first live copy to the others; rebuild copies it to the copies being rebuilt;
+// check compares the live copies.
 #include <cstring>
 
 #include "level/level_module.h"
@@ -21,10 +22,17 @@ StripeOutcome process_mirror_stripe(StripeTask task, const Geometry& g, StripeAc
   std::span<AlignedBuffer> bufs = access.scratch();
   StripeOutcome out;
   for (std::uint32_t d = 0; d < g.data_strips(); ++d) {
+    // The source: the first copy that is neither failed nor being rebuilt.
     std::uint32_t source = g.members();
-    for (std::uint32_t c = 0; c < g.copies() && source == g.members(); ++c) {
-      if (!access.is_failed(g.data_member(stripe, d, c))) source = g.data_member(stripe, d, c);
+    bool any_stale = false;
+    for (std::uint32_t c = 0; c < g.copies(); ++c) {
+      const std::uint32_t m = g.data_member(stripe, d, c);
+      any_stale |= access.is_stale(m);
+      if (source == g.members() && !access.is_failed(m, stripe) && !access.is_stale(m)) {
+        source = m;
+      }
     }
+    if (task == StripeTask::kRebuild && !any_stale) continue;
     if (source == g.members()) {
       out.skipped = true;
       continue;
@@ -32,8 +40,9 @@ StripeOutcome process_mirror_stripe(StripeTask task, const Geometry& g, StripeAc
     if (!out.member_io(source, access.read_strip(source, stripe, bufs[0].span()))) return out;
     for (std::uint32_t c = 0; c < g.copies(); ++c) {
       const std::uint32_t m = g.data_member(stripe, d, c);
-      if (m == source || access.is_failed(m)) continue;
-      if (task == StripeTask::kResync) {
+      if (m == source || access.is_failed(m, stripe)) continue;
+      if (task == StripeTask::kRebuild && !access.is_stale(m)) continue;
+      if (task != StripeTask::kCheck) {
         if (!out.member_io(m, access.write_strip(m, stripe, bufs[0].span()))) return out;
         continue;
       }

@@ -217,7 +217,8 @@ Result<BitmapHeader> decode_header(std::span<const std::byte> bytes) {
 // ---- State --------------------------------------------------------------------------------------
 
 struct WriteIntentBitmap::State {
-  // Immutable after construction (read without a lock).
+  // Read without a lock by writers holding a page mutex or header_mutex; changed only by
+  // add_member(), which holds all of them and `mutex`.
   std::vector<std::shared_ptr<MemberDevice>> members;
   std::chrono::milliseconds timeout{kDefaultMetadataTimeout};
   std::uint64_t region_bytes = 0;
@@ -370,7 +371,7 @@ struct WriteIntentBitmap::State {
       if (failed) failed->push_back(m);
       if (first_error.is_ok())
         first_error = make_error(results[m].code(), "write-intent bitmap: {}: {}",
-                                 member_name(m, members[m].get()), results[m].message());
+                                 member_name(m, targets[m].get()), results[m].message());
     }
     return first_error;
   }
@@ -762,6 +763,24 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> WriteIntentBitmap::dirty_ra
     }
   }
   return ranges;
+}
+
+Status WriteIntentBitmap::add_member(std::uint32_t index, std::shared_ptr<MemberDevice> device) {
+  State& st = *state_;
+  if (index >= st.members.size() || !device) {
+    return make_error(Errc::kInvalidArgument, "no member slot {} in the bitmap", index);
+  }
+  const auto held = st.lock_all_pages();
+  MutexLock header_lock(st.header_mutex);
+  auto images = st.all_images(/*bump=*/false);
+  if (!images) return images.status();
+  std::vector<std::shared_ptr<MemberDevice>> targets(st.members.size());
+  targets[index] = device;
+  GRAID_RETURN_IF_ERROR(st.write_to(targets, std::move(*images), nullptr));
+  MutexLock lock(st.mutex);
+  st.members[index] = std::move(device);
+  st.live[index] = true;
+  return Status::ok();
 }
 
 void WriteIntentBitmap::drop_member(std::uint32_t index) {

@@ -250,6 +250,12 @@ class WriteIntentBitmap {
   // ascending, adjacent regions merged, the last clipped to data_size: what a resync covers.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> dirty_ranges() const;
 
+  // Makes `device` live member `index` (a rebuilt member taking a failed one's place): writes
+  // the header and every bit page as memory holds them to it and flushes, holding every page
+  // so no bit is set meanwhile, then includes it in every later update. kInvalidArgument for
+  // an index beyond the members; kIoError (nothing changed) when the device fails the write.
+  Status add_member(std::uint32_t index, std::shared_ptr<MemberDevice> device);
+
   // Stops writing to member `index` (it failed); later persists skip it. Out-of-range: ignored.
   void drop_member(std::uint32_t index);
 

@@ -525,23 +525,34 @@ TEST_F(ArrayLifecycleTest, SlotStatesPersistAcrossStopAndAssemble) {
     ASSERT_EQ(slots.size(), 5u);
     EXPECT_EQ(slots[1].state, MemberSlotState::kFailed);
     EXPECT_EQ(slots[3].state, MemberSlotState::kRebuilding);
-    EXPECT_EQ(slots[3].rebuild_offset, 0u) << "nothing written to it while assembled";
+    EXPECT_EQ(slots[3].rebuild_offset, 1u << 20) << "assembly keeps the checkpoint";
     EXPECT_FALSE(slots[3].path.empty());
     EXPECT_EQ(slots[0].state, MemberSlotState::kActive);
     EXPECT_EQ((*array)->member_health(3), MemberHealth::kFailed);
     EXPECT_EQ((*array)->health(), ArrayHealth::kDegraded);
     {
-      // A rebuilding member is not read: the data comes from the others.
+      // Below its checkpoint a rebuilding member is written like any other; above it, it is
+      // neither read nor written (the rebuild will get there).
+      const Geometry& g = (*array)->geometry();
+      const std::uint64_t above = (2u << 20) / g.strip_bytes() * g.stripe_data_bytes();
       auto queue = attach(**array);
       AlignedBuffer back = std::move(*AlignedBuffer::allocate(data.size(), 4096));
+      const FaultCounts before = files_.faulty[3]->counts();
       if (round == 0) {
         ASSERT_TRUE(run_one(*queue, IoKind::kWrite, 0, 24 * 1024, data.data()).is_ok());
+        EXPECT_GT(files_.faulty[3]->counts().writes, before.writes) << "below: written";
       }
+      const std::uint64_t writes_below = files_.faulty[3]->counts().writes;
+      if (round == 0) {
+        ASSERT_TRUE(run_one(*queue, IoKind::kWrite, above, 24 * 1024, data.data()).is_ok());
+      }
+      EXPECT_EQ(files_.faulty[3]->counts().writes, writes_below) << "above: not written";
       const std::uint64_t reads_before = files_.faulty[3]->counts().reads;
+      ASSERT_TRUE(run_one(*queue, IoKind::kRead, above, 24 * 1024, back.data()).is_ok());
+      EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
+      EXPECT_EQ(files_.faulty[3]->counts().reads, reads_before) << "above: not read";
       ASSERT_TRUE(run_one(*queue, IoKind::kRead, 0, 24 * 1024, back.data()).is_ok());
       EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
-      EXPECT_EQ(files_.faulty[3]->counts().reads, reads_before);
-      EXPECT_EQ(files_.faulty[3]->counts().writes, 0u);
     }
     ASSERT_TRUE((*array)->stop().is_ok());
     // It keeps getting superblock updates: its copy is as new as the others'.

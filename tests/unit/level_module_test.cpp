@@ -1,7 +1,8 @@
 // RAID level modules (engine/level/): the table, survives() against a brute-force reading of the
-// layout, and the background-job hook (resync, check) on members held in memory.
+// layout, and the background-job hook (resync, check, rebuild) on members held in memory.
 #include "level/level_module.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -81,8 +82,11 @@ class MemoryStripes final : public StripeAccess {
     for (std::uint32_t i = 0; i < g.members(); ++i)
       scratch_.push_back(std::move(*AlignedBuffer::allocate(g.strip_bytes(), 4096)));
   }
-  bool is_failed(std::uint32_t member) const noexcept override {
+  bool is_failed(std::uint32_t member, std::uint64_t /*stripe*/) const noexcept override {
     return (failed >> member & 1u) != 0;
+  }
+  bool is_stale(std::uint32_t member) const noexcept override {
+    return (stale >> member & 1u) != 0;
   }
   Status read_strip(std::uint32_t m, std::uint64_t stripe, std::span<std::byte> buf) override {
     std::memcpy(buf.data(), strip(m, stripe), buf.size());
@@ -101,6 +105,7 @@ class MemoryStripes final : public StripeAccess {
     return data_[m].data() + stripe * g_.strip_bytes();
   }
   std::uint64_t failed = 0;
+  std::uint64_t stale = 0;  // members being rebuilt
   std::uint64_t writes = 0;
 
  private:
@@ -175,6 +180,86 @@ TEST(LevelModules, ResyncSkipsAStripeWhoseDataIsGoneAndLeavesFailedMembersAlone)
     EXPECT_EQ(r.skipped, !g->module().can_resync(*g, 0, mem.failed));
     EXPECT_EQ(mem.writes, 0u);
     EXPECT_TRUE(g->module().can_resync(*g, 0, 0));
+  }
+}
+
+// kRebuild remakes exactly the stale member's strips from the others, whichever other members
+// have failed as long as the level can still rebuild from what is left, and touches nothing else.
+TEST(LevelModules, RebuildRemakesTheStaleMembersStripsFromTheOthers) {
+  auto parity = make_parity_backend("ref");
+  ASSERT_TRUE(parity.is_ok());
+  std::mt19937_64 rng(0x4eb1d);
+  for (const LevelModule* m : level_modules()) {
+    if (m->redundancy() == Redundancy::kNone) continue;
+    for (const std::uint32_t n : {m->min_members(), std::max<std::uint32_t>(m->min_members(), 6)}) {
+      auto g = Geometry::make(m->level(), n, 4096);
+      ASSERT_TRUE(g.is_ok());
+      SCOPED_TRACE(fmt::format("{} x{}", m->name(), n));
+      constexpr std::uint64_t kStripes = 2 * 6;  // every rotation of up to 6 members, twice
+      for (std::uint32_t target = 0; target < n; ++target) {
+        for (std::uint64_t failed = 0; failed < (std::uint64_t{1} << n); ++failed) {
+          if ((failed >> target & 1u) != 0) continue;
+          // The stale member counts as lost for what the level survives.
+          if (!m->survives(n, failed | std::uint64_t{1} << target)) continue;
+          MemoryStripes mem(*g, kStripes, parity->get());
+          for (std::uint32_t member = 0; member < n; ++member) {
+            for (std::uint64_t s = 0; s < kStripes; ++s) {
+              for (std::uint32_t b = 0; b < g->strip_bytes(); b += 8) {
+                const std::uint64_t word = rng();
+                std::memcpy(mem.strip(member, s) + b, &word, 8);
+              }
+            }
+          }
+          std::vector<std::vector<std::byte>> want(kStripes), others(kStripes);
+          for (std::uint64_t s = 0; s < kStripes; ++s) {
+            ASSERT_TRUE(run(*g, StripeTask::kResync, mem, s).status.is_ok());
+            want[s].assign(mem.strip(target, s), mem.strip(target, s) + g->strip_bytes());
+            std::memset(mem.strip(target, s), 0xee, g->strip_bytes());  // the new device
+            for (std::uint32_t o = 0; o < n; ++o) {
+              if (o != target)
+                others[s].insert(others[s].end(), mem.strip(o, s),
+                                 mem.strip(o, s) + g->strip_bytes());
+            }
+          }
+          mem.failed = failed;
+          mem.stale = std::uint64_t{1} << target;
+          for (std::uint64_t s = 0; s < kStripes; ++s) {
+            StripeOutcome r = run(*g, StripeTask::kRebuild, mem, s);
+            ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+            ASSERT_FALSE(r.skipped) << "stripe " << s << " failed " << failed;
+            ASSERT_EQ(std::memcmp(mem.strip(target, s), want[s].data(), g->strip_bytes()), 0)
+                << "stripe " << s << " target " << target << " failed " << failed;
+            std::vector<std::byte> now;
+            for (std::uint32_t o = 0; o < n; ++o) {
+              if (o != target)
+                now.insert(now.end(), mem.strip(o, s), mem.strip(o, s) + g->strip_bytes());
+            }
+            ASSERT_EQ(now, others[s]) << "rebuild changed another member, stripe " << s;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A stripe the level cannot rebuild (more lost than it tolerates) is skipped, nothing written.
+TEST(LevelModules, RebuildSkipsAStripeWithTooMuchLost) {
+  auto parity = make_parity_backend("ref");
+  ASSERT_TRUE(parity.is_ok());
+  for (const LevelModule* m : level_modules()) {
+    if (m->redundancy() == Redundancy::kNone) continue;
+    const std::uint32_t n = std::max<std::uint32_t>(m->min_members(), 4);
+    auto g = Geometry::make(m->level(), n, 4096);
+    ASSERT_TRUE(g.is_ok());
+    SCOPED_TRACE(std::string(m->name()));
+    MemoryStripes mem(*g, 1, parity->get());
+    const std::uint32_t target = g->data_member(0, 0);
+    mem.stale = std::uint64_t{1} << target;
+    mem.failed = ((std::uint64_t{1} << n) - 1) & ~mem.stale;  // everything else lost
+    StripeOutcome r = run(*g, StripeTask::kRebuild, mem, 0);
+    ASSERT_TRUE(r.status.is_ok());
+    EXPECT_TRUE(r.skipped);
+    EXPECT_EQ(mem.writes, 0u);
   }
 }
 

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -317,6 +318,23 @@ struct MemberExamination {
   std::vector<VdInfo> vds;
 };
 
+// How a rebuild runs (Array::rebuild).
+struct RebuildControl {
+  // Checked between windows: when it becomes true the rebuild records its checkpoint and
+  // returns. Optional.
+  const std::atomic<bool>* stop = nullptr;
+  // Member bytes per second per member the rebuild may take (reads of the others and writes of
+  // the rebuilt member alike); 0 = as fast as it goes. See background_speed_bytes().
+  std::uint64_t bytes_per_second = 0;
+  // Stripes locked and rebuilt at a time: foreground writes to them wait that long.
+  std::uint64_t window_stripes = 16;
+  // The checkpoint is recorded in the superblocks at least this often (and at the end).
+  std::chrono::milliseconds checkpoint_interval{2000};
+};
+
+// The rate a BackgroundSpeed allows, per member, in bytes per second (0 = unthrottled).
+std::uint64_t background_speed_bytes(BackgroundSpeed speed) noexcept;
+
 // Completion of an asynchronous parity batch.
 class ParityCompletion {
  public:
@@ -353,6 +371,11 @@ enum class ArrayEventKind : std::uint8_t {
   kAssemblyOverride,  // assembly overrode a refusal (force, start_dirty_degraded): message
   kSpareAdded,        // add_spare() put a hot spare into slot `member`
   kStopped,           // stop() marked the array clean
+  kMemberReplaced,    // a spare or a new device took failed role `member` (message: which)
+  kRebuildStarted,    // rebuild of `member` started or resumed: counts.bytes/stripes left
+  kRebuildProgress,   // every tenth of the way: counts.bytes/stripes rebuilt so far
+  kRebuildFinished,   // `member` is in sync again: counts: rebuilt in this run
+  kRebuildStopped,    // rebuild of `member` stopped (asked to, or failed: message says which)
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
 
@@ -478,19 +501,40 @@ class Array {
   // kNotFound for an unknown id. The handle must be destroyed before the array.
   Result<VdHandle> open_vd(std::uint32_t id);
 
-  // The member table: roles 0..member_count()-1, then spare slots. A kRebuilding member is not
-  // used for I/O until rebuild exists (it counts as failed for health(), member_health() and
-  // every plan) but keeps its slot and gets superblock updates; since nothing is written to it
-  // meanwhile, assembly resets its rebuild_offset to 0. kOutOfRange past the table.
+  // The member table: roles 0..member_count()-1, then spare slots. A kRebuilding member counts
+  // as failed for health() and member_health() until its rebuild ends, but is read and written
+  // below its rebuild_offset (as far as the rebuild has got, live), and gets superblock
+  // updates. kOutOfRange past the table.
   Result<MemberSlot> member_slot(std::uint32_t slot) const;
   std::vector<MemberSlot> member_slots() const;
 
   // Adds `device` as a hot spare: the next spare slot, recorded in every member's superblock and
-  // in its own, so assembly finds it again. Spares are not used for I/O until rebuild exists.
+  // in its own, so assembly finds it again. take_spare() puts one into a failed role.
   // Refuses (changing nothing) a device smaller than the members' data area (kNoSpace), the
   // storage of a member or spare under any name (kInvalidArgument), one that carries a graid
   // superblock unless `force` (kBusy), and a full member table (kNoSpace). Returns the slot.
   Result<std::uint32_t> add_spare(std::unique_ptr<MemberDevice> device, bool force = false);
+
+  // Puts the first hot spare into failed role `member`, which becomes kRebuilding from 0 (the
+  // spare's slot is freed, later spares move down); rebuild() then fills it. Returns the role.
+  // kInvalidArgument for a role that is not failed (or is rebuilding already); kIoError when the
+  // array has failed (nothing left to rebuild from); kNotFound when there is no spare.
+  Status take_spare(std::uint32_t member);
+  // The same with a new device instead of a spare (graidctl replace of a failed member). Refuses,
+  // changing nothing, what add_spare() refuses.
+  Status replace_failed(std::uint32_t member, std::unique_ptr<MemberDevice> device,
+                        bool force = false);
+  // Roles being rebuilt now (kRebuilding with a device).
+  std::vector<std::uint32_t> rebuilding_members() const;
+  // Rebuilds every kRebuilding member from its checkpoint, one after the other, window by
+  // window under stripe locks (foreground I/O goes on: reads and writes below the checkpoint
+  // use the member, above it plan around it), recording the checkpoint in the superblocks as
+  // it goes, so a later call (after a stop, a crash and assembly) resumes there. Each member
+  // becomes active when done. Blocking: run it on a thread of its own. Returns true when
+  // nothing is left to rebuild, false when `control.stop` stopped it; kIoError when the array
+  // failed or the member being rebuilt failed (it is then recorded failed; a new device or
+  // spare may take its role).
+  Result<bool> rebuild(const RebuildControl& control = {});
 
   // Reads and summarises the graid superblock of `member` without writing anything (mdadm
   // --examine). kNotFound when the device carries no graid superblock (no magic where it

@@ -1,0 +1,202 @@
+// Rebuild: filling a member that took a failed role (a hot spare, a replacement) from the
+// others, window by window under stripe locks, while foreground I/O goes on.
+//
+// Order per window: lock the stripes, rebuild each (read the others, reconstruct, write the new
+// member), move rebuilt[m] past them (plans for those stripes now read and write the member),
+// unlock. Every checkpoint_interval the new member is flushed and then rebuild_offset recorded
+// in the superblocks, so what they record is always on stable storage: a crash resumes there,
+// and writes that landed above it are redone by the rebuild. At the end the member joins the
+// write-intent bitmap (its pages written) and becomes active in one superblock update.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "array/array_state.h"
+#include "array/stripe_access.h"
+#include "stripe/stripe_range_lock.h"
+
+namespace graid {
+
+std::uint64_t background_speed_bytes(BackgroundSpeed speed) noexcept {
+  switch (speed) {
+    case BackgroundSpeed::kLow:
+      return 10'000'000;
+    case BackgroundSpeed::kNormal:
+      return 100'000'000;
+    case BackgroundSpeed::kHigh:
+      return 500'000'000;
+    case BackgroundSpeed::kExtreme:
+      return 0;
+  }
+  return 0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Flushes the member being rebuilt, then records how far it is valid. False (logged) when the
+// member failed meanwhile.
+Status record_checkpoint(Array::State& s, std::uint32_t m) {
+  const std::uint64_t stripes = s.rebuilt[m].load(std::memory_order_acquire);
+  std::shared_ptr<MemberDevice> dev = s.members[m];
+  if (Status st = dev->flush_sync(); !st) {
+    (void)s.fail_member(m, fmt::format("flush during rebuild: {}", st.message()));
+    return st;
+  }
+  MutexLock guard(s.control_mutex);
+  if (!s.is_rebuilding(m)) return make_error(Errc::kIoError, "member {} failed", m);
+  s.sb.members[m].rebuild_offset = std::min(s.data_size, stripes * s.geometry.strip_bytes());
+  return s.write_superblocks_locked();
+}
+
+// Every bit set anywhere is written to member m's bitmap before it counts as live there (no bit
+// can be set meanwhile: add_member holds every page).
+Status join_bitmap(Array::State& s, std::uint32_t m, const std::shared_ptr<MemberDevice>& dev) {
+  MutexLock guard(s.control_mutex);
+  if (!s.is_rebuilding(m)) return make_error(Errc::kIoError, "member {} failed", m);
+  return s.bitmap ? s.bitmap->add_member(m, dev) : Status::ok();
+}
+
+// Member m is rebuilt to the end: it joins the bitmap and becomes active.
+Status finish_member(Array::State& s, std::uint32_t m) {
+  std::shared_ptr<MemberDevice> dev = s.members[m];
+  if (Status st = dev->flush_sync(); !st) {
+    (void)s.fail_member(m, fmt::format("flush at the end of its rebuild: {}", st.message()));
+    return st;
+  }
+  Status joined = join_bitmap(s, m, dev);
+  if (!joined) {
+    (void)s.fail_member(m, fmt::format("write-intent bitmap: {}", joined.message()));
+    return joined;
+  }
+  MutexLock guard(s.control_mutex);
+  if (!s.is_rebuilding(m)) return make_error(Errc::kIoError, "member {} failed", m);
+  // Clearing `failed` first: dead_at() is false for every stripe throughout.
+  s.failed[m].store(0, std::memory_order_release);
+  s.failed_count.fetch_sub(1);
+  s.rebuilding[m].store(0, std::memory_order_release);
+  s.rebuilt[m].store(0, std::memory_order_release);
+  s.sb.members[m].state = meta::MemberState::kActive;
+  s.sb.members[m].rebuild_offset = 0;
+  Status st = s.write_superblocks_locked();
+  s.note_health_locked();
+  return st;
+}
+
+// Rebuilds member m from its checkpoint. True: done; false: stopped.
+Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildControl& control) {
+  const Geometry& g = s.geometry;
+  const std::uint64_t strip = g.strip_bytes();
+  const std::uint64_t stripes = g.stripes(s.data_size);
+  const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
+  auto access = ArrayStripeAccess::make(s, m);
+  if (!access) return access.status();
+  const std::uint64_t from = s.rebuilt[m].load(std::memory_order_acquire);
+  const std::string path = s.members[m]->path();
+  spdlog::info("graid: array '{}': rebuilding member {} ({}) from stripe {} of {}", s.name, m, path,
+               from, stripes);
+  s.emit(ArrayEventKind::kRebuildStarted, m,
+         from == 0 ? fmt::format("rebuilding {}", path)
+                   : fmt::format("rebuilding {}, resumed at {:.1f}%", path, 100.0 * from / stripes),
+         byte_counts(g, (stripes - from) * strip));
+
+  auto stopped = [&](std::string why) {
+    s.emit(ArrayEventKind::kRebuildStopped, m, std::move(why),
+           byte_counts(g, s.rebuilt[m].load() * strip));
+  };
+  const Clock::time_point started = Clock::now();
+  Clock::time_point last_checkpoint = started;
+  std::uint64_t next_tenth = (from * 10 / std::max<std::uint64_t>(stripes, 1) + 1);
+  StripeRangeLock lock(s.locks);
+  for (std::uint64_t first = from; first < stripes;) {
+    if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
+      Status st = record_checkpoint(s, m);
+      stopped(st ? "stopped; it resumes from its checkpoint"
+                 : fmt::format("stopped; checkpoint not recorded: {}", st.message()));
+      if (!st) return st;
+      return false;
+    }
+    const std::uint64_t count = std::min(window, stripes - first);
+    lock.lock(first, count);
+    for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
+      StripeOutcome r = g.module().process_stripe(StripeTask::kRebuild, g, *access, stripe);
+      // A member that fails a read or write fails as under I/O; the stripe is done again
+      // without it, as long as there is something left to rebuild from.
+      for (std::uint32_t round = 0; !r.status && r.failed_member < g.members(); ++round) {
+        const std::uint32_t bad = r.failed_member;
+        (void)s.fail_member(
+            bad, fmt::format("{} during the rebuild of member {}, stripe {}: {}",
+                             bad == m ? "write" : "read", m, stripe, r.status.message()));
+        if (bad == m || !s.is_rebuilding(m) || s.array_failed() || round >= g.members()) {
+          lock.unlock();
+          stopped(fmt::format("failed at stripe {}: {}", stripe, r.status.message()));
+          return make_error(Errc::kIoError, "rebuild of member {} of array '{}' failed: {}", m,
+                            s.name, r.status.message());
+        }
+        r = g.module().process_stripe(StripeTask::kRebuild, g, *access, stripe);
+      }
+      if (r.status && r.skipped) {
+        r.status = make_error(Errc::kIoError, "stripe {} has too few members left to rebuild from",
+                              stripe);
+      }
+      if (!r.status) {
+        lock.unlock();
+        stopped(fmt::format("failed at stripe {}: {}", stripe, r.status.message()));
+        return r.status;
+      }
+    }
+    // Under the window's locks: no plan for these stripes is in flight while they come alive.
+    s.rebuilt[m].store(first + count, std::memory_order_release);
+    lock.unlock();
+    first += count;
+
+    if (first * 10 >= next_tenth * stripes && first < stripes) {
+      s.emit(ArrayEventKind::kRebuildProgress, m,
+             fmt::format("{:.0f}% rebuilt", 100.0 * first / stripes),
+             byte_counts(g, first * strip));
+      next_tenth = first * 10 / stripes + 1;
+    }
+    const Clock::time_point now = Clock::now();
+    if (now - last_checkpoint >= control.checkpoint_interval && first < stripes) {
+      GRAID_RETURN_IF_ERROR(record_checkpoint(s, m));
+      last_checkpoint = Clock::now();
+    }
+    if (control.bytes_per_second != 0) {
+      // Paced from the start: the bytes done so far may not have taken less than this.
+      const auto due = started + std::chrono::microseconds((first - from) * strip * 1'000'000 /
+                                                           control.bytes_per_second);
+      if (due > Clock::now()) std::this_thread::sleep_until(due);
+    }
+  }
+  GRAID_RETURN_IF_ERROR(finish_member(s, m));
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  spdlog::info("graid: array '{}': member {} ({}) rebuilt: {} MiB in {:.1f} s", s.name, m, path,
+               (stripes - from) * strip >> 20, seconds);
+  s.emit(ArrayEventKind::kRebuildFinished, m, fmt::format("{} rebuilt in {:.1f} s", path, seconds),
+         byte_counts(g, (stripes - from) * strip));
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> Array::rebuilding_members() const {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t m = 0; m < state_->members.size(); ++m)
+    if (state_->is_rebuilding(m)) out.push_back(m);
+  return out;
+}
+
+Result<bool> Array::rebuild(const RebuildControl& control) {
+  State& s = *state_;
+  if (s.geometry.redundancy() == Redundancy::kNone) return true;
+  for (std::uint32_t m : rebuilding_members()) {
+    auto done = rebuild_member(s, m, control);
+    if (!done) return done.status();
+    if (!*done) return false;
+  }
+  return true;
+}
+
+}  // namespace graid
