@@ -351,9 +351,13 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
         if (value != "passthrough" && value != "block") {
           return usage(fmt::format("bad io_mode \"{}\"; write passthrough or block", value));
         }
+      } else if (key == "hotspare") {
+        if (value != "global" && !parse_one_id(value, "dg id").is_ok()) {
+          return usage(fmt::format("bad hotspare \"{}\"; write a dg id or global", value));
+        }
       } else if (key != "marker") {
-        return usage(
-            fmt::format("pd has no setting \"{}\"; the settings are marker, io_mode", key));
+        return usage(fmt::format(
+            "pd has no setting \"{}\"; the settings are marker, io_mode, hotspare", key));
       } else if (value != "offline" && value != "online") {
         return usage(fmt::format("bad marker \"{}\"; write offline or online", value));
       }
@@ -446,7 +450,8 @@ constexpr Leaf kLeaves[] = {
     {"delete", "dg", "delete dg <id> --confirm"},
     {"delete", "vd", "delete vd <dg> <vd> --confirm"},
     {"edit", "dg", "edit dg <id> <key> <value>"},
-    {"edit", "pd", "edit pd <id> marker offline|online | io_mode passthrough|block"},
+    {"edit", "pd",
+     "edit pd <id> marker offline|online | io_mode passthrough|block | hotspare <dg>|global"},
     {"export", "vd",
      "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
     {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk]"},
@@ -464,7 +469,7 @@ constexpr VerbSpec kVerbs[] = {
     {"list", "ls", "list pds, dgs, vds or events"},
     {"describe", "desc", "show one pd, dg, vd or the controller in full"},
     {"delete", "del", "delete pds, a dg or a vd"},
-    {"edit", "e", "change a dg setting, a pd marker or a pd's io_mode"},
+    {"edit", "e", "change a dg setting, a pd marker, io_mode or hot spare role"},
     {"export", "", "serve a vd as a ublk block device or over NBD"},
     {"unexport", "", "stop serving a vd"},
     {"stats", "", "I/O rates and latency of dgs and vds"},

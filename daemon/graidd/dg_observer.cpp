@@ -78,6 +78,7 @@ void DgObserver::on_event(const ArrayEvent& e) {
       break;
   }
   log_.add(kind, dg_id_, pd, std::nullopt, message);
+  MutexLock lock(wake_mutex_);
   if (wake_) wake_(e.kind);
 }
 

@@ -21,14 +21,18 @@ class DgObserver final : public ArrayObserver {
     slot_to_pd_ = std::move(slot_to_pd);
   }
 
-  // Called (on the array's notifier thread) after each event is logged: how the DG's
-  // background jobs learn of failures and new spares. Set before the array exists.
-  void set_wake(std::function<void(ArrayEventKind)> wake) { wake_ = std::move(wake); }
+  // Called (on the array's notifier thread) after each event is logged: how the DG's rebuild
+  // job learns of failures and new spares. Once set_wake({}) returns, no call is running.
+  void set_wake(std::function<void(ArrayEventKind)> wake) {
+    MutexLock lock(wake_mutex_);
+    wake_ = std::move(wake);
+  }
 
   void on_event(const ArrayEvent& e) override;
 
  private:
-  std::function<void(ArrayEventKind)> wake_;
+  Mutex wake_mutex_;
+  std::function<void(ArrayEventKind)> wake_ GUARDED_BY(wake_mutex_);
   EventLog& log_;
   const std::uint32_t dg_id_;
   Mutex mutex_;

@@ -57,6 +57,7 @@ std::string dispatch(Registry& registry, std::string_view line, const std::strin
   for (const auto& route : kRoutes) {
     if (route.verb != r.verb || route.object != r.object) continue;
     try {
+      registry.refresh();
       auto result = (registry.*route.fn)(r.args);
       if (!result.is_ok()) {
         const auto code = control::error_code_for(result.status().code());

@@ -60,6 +60,52 @@ void Registry::update_slot_map(Dg& dg) {
   dg.observer->set_slot_map(std::move(map));
 }
 
+void Registry::sync_slots(Dg& dg) {
+  if (!dg.array) return;
+  const auto slots = dg.array->member_slots();
+  for (auto& [id, pd] : pds_) {
+    if (pd.device) {
+      // Held by the registry: a free PD, or one the array closed; not in a slot. A PD whose
+      // array took it as a spare no longer has its device here.
+      if (pd.dg_id == dg.id && pd.slot) pd.slot.reset();
+      continue;
+    }
+    bool found = false;
+    for (const auto& s : slots) {
+      if (!s.path.empty() && s.path == pd.path) {
+        pd.dg_id = dg.id;
+        pd.slot = s.slot;
+        found = true;
+      }
+    }
+    // A failed member whose role another device took: still held by the array, in no slot.
+    if (!found && pd.dg_id == dg.id) pd.slot.reset();
+  }
+  update_slot_map(dg);
+}
+
+void Registry::refresh() {
+  for (auto& [id, dg] : dgs_)
+    sync_slots(dg);
+}
+
+void Registry::start_rebuild_job(Dg& dg) {
+  if (!dg.array || dg.array->geometry().redundancy() == Redundancy::kNone) return;
+  dg.rebuild = std::make_unique<RebuildJob>(*dg.array, dg.id);
+  RebuildJob* job = dg.rebuild.get();
+  dg.observer->set_wake([job](ArrayEventKind kind) {
+    if (kind == ArrayEventKind::kMemberFailed || kind == ArrayEventKind::kSpareAdded ||
+        kind == ArrayEventKind::kMemberReplaced) {
+      job->wake();
+    }
+  });
+}
+
+void Registry::stop_rebuild_job(Dg& dg) {
+  if (dg.observer) dg.observer->set_wake({});
+  dg.rebuild.reset();  // records the checkpoint of a rebuild in progress
+}
+
 Result<std::unique_ptr<MemberDevice>> Registry::open_pd_device(const std::string& path) const {
   OpenOptions o;
   o.exclusive = true;  // a block device in use (mounted, md, another graidd) is refused
@@ -210,6 +256,7 @@ void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
     }
   }
   update_slot_map(dg);
+  start_rebuild_job(dg);
   std::string how = report.was_clean ? "clean" : "after an unclean stop";
   if (!report.was_clean)
     how += fmt::format(", re-synced {} bytes per member", report.resynced_bytes);
@@ -280,6 +327,7 @@ void Registry::shutdown() {
   nbd_.remove_all();
   for (auto& [id, dg] : dgs_) {
     if (!dg.array) continue;
+    stop_rebuild_job(dg);
     auto quiet = dg.array->quiesce(std::chrono::seconds(30));
     if (!quiet) spdlog::error("dg {}: {}", id, quiet.to_string());
     auto st = dg.array->stop();

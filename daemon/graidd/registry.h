@@ -24,6 +24,7 @@
 #include "graidd/io_threads.h"
 #include "graidd/nbd_exports.h"
 #include "graidd/pd_probe.h"
+#include "graidd/rebuild_job.h"
 #include "graidd/state_store.h"
 #include "graidd/ublk_exports.h"
 
@@ -72,6 +73,10 @@ class Registry {
   // marks it clean. Idempotent.
   void shutdown();
 
+  // Brings what the registry knows of member slots up to date with the arrays (a hot spare
+  // taken into a failed role by a rebuild job). Called before each request.
+  void refresh();
+
   // The control verbs (docs/cli.md); `args` is the request's args object. Each returns the
   // result JSON or a Status whose code becomes the error code on the wire.
   Result<nlohmann::json> create_pd(const nlohmann::json& args);
@@ -119,6 +124,7 @@ class Registry {
     std::string uuid;
     std::unique_ptr<DgObserver> observer;   // outlives `array` (declared before it)
     std::unique_ptr<Array> array;           // null: offline (could not be assembled)
+    std::unique_ptr<RebuildJob> rebuild;    // with `array`; stopped before it goes
     std::optional<MemberExamination> exam;  // what the superblocks say, for an offline DG
     std::string message;                    // why it is offline; how it was assembled
     bool was_clean = true;
@@ -129,6 +135,12 @@ class Registry {
   ArrayOptions array_options(DgObserver& observer) const;
   std::unique_ptr<DgObserver> make_observer(std::uint32_t dg_id);
   void update_slot_map(Dg& dg);
+  // Re-reads which PD holds which slot from the array (by path), then update_slot_map().
+  void sync_slots(Dg& dg);
+  // The DG's rebuild job: started once its array runs, stopped before the array stops or goes.
+  void start_rebuild_job(Dg& dg);
+  static void stop_rebuild_job(Dg& dg);
+  Result<nlohmann::json> edit_pd_hotspare(Pd& pd, const std::string& value);  // registry_pd.cpp
   Result<std::unique_ptr<MemberDevice>> open_pd_device(const std::string& path) const;
   void reopen(Pd& pd);
   Result<nlohmann::json> edit_pd_io_mode(Pd& pd, const std::string& value);  // registry_pd.cpp

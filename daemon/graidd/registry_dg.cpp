@@ -96,6 +96,7 @@ Result<json> Registry::create_dg(const json& args) {
     pd.sb_uuid = dg.uuid;
   }
   update_slot_map(dg);
+  start_rebuild_job(dg);
   events_.add("dg_created", dg_id, std::nullopt, std::nullopt,
               fmt::format("{} of {} PDs, strip {}, {} bytes, initialised: {}{}",
                           raid_level_name(*level), members.size(), strip, dg.array->capacity(),
@@ -128,6 +129,7 @@ Result<json> Registry::delete_dg(const json& args) {
   if (vds > 0)
     return make_error(Errc::kBusy, "dg {} still has {} VD(s): delete them first", dg.id, vds);
   if (dg.array) {
+    stop_rebuild_job(dg);
     auto quiet = dg.array->quiesce(std::chrono::seconds(10));
     if (!quiet) return quiet;
     auto st = dg.array->stop();

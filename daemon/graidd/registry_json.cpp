@@ -83,6 +83,19 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     j["strip"] = a.geometry().strip_bytes();
     j["member_count"] = a.member_count();
     j["state"] = array_health_name(a.health());
+    if (dg.rebuild) {
+      const RebuildStatus r = dg.rebuild->status();
+      if (r.running) {
+        j["state"] = "rebuilding";
+        j["rebuild"] = {{"slot", r.member},
+                        {"pd_id", opt(pd_at_slot(dg.id, r.member))},
+                        {"percent", r.percent},
+                        {"bytes_per_second", r.bytes_per_second},
+                        {"eta_seconds", r.eta_seconds ? json(*r.eta_seconds) : json(nullptr)}};
+      } else if (!r.last_error.empty()) {
+        j["rebuild"] = {{"error", r.last_error}};
+      }
+    }
     j["capacity"] = a.capacity();
     j["free"] = a.capacity() - std::min(used, a.capacity());
     j["vd_count"] = vds.size();
@@ -94,10 +107,12 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     for (const auto& s : slots) {
       if (s.state == MemberSlotState::kEmpty) continue;
       if (s.slot >= a.member_count()) ++spares;
-      members.push_back({{"slot", s.slot},
-                         {"pd_id", opt(pd_at_slot(dg.id, s.slot))},
-                         {"path", s.path},
-                         {"state", member_slot_state_name(s.state)}});
+      json m = {{"slot", s.slot},
+                {"pd_id", opt(pd_at_slot(dg.id, s.slot))},
+                {"path", s.path},
+                {"state", member_slot_state_name(s.state)}};
+      if (s.state == MemberSlotState::kRebuilding) m["rebuilt_bytes"] = s.rebuild_offset;
+      members.push_back(std::move(m));
     }
     j["spare_count"] = spares;
     if (detail) {

@@ -64,6 +64,9 @@ const std::string& Array::name() const noexcept {
 std::uint64_t Array::member_data_offset() const noexcept {
   return state_->data_offset;
 }
+std::uint64_t Array::member_data_bytes() const noexcept {
+  return state_->data_size;
+}
 std::uint64_t Array::capacity() const noexcept {
   return state_->capacity;
 }

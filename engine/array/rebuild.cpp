@@ -108,6 +108,9 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
   };
   const Clock::time_point started = Clock::now();
   Clock::time_point last_checkpoint = started;
+  std::uint64_t pace_rate = control.rate ? control.rate() : control.bytes_per_second;
+  std::uint64_t pace_from = from;
+  Clock::time_point pace_start = started;
   std::uint64_t next_tenth = (from * 10 / std::max<std::uint64_t>(stripes, 1) + 1);
   StripeRangeLock lock(s.locks);
   for (std::uint64_t first = from; first < stripes;) {
@@ -163,10 +166,16 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
       GRAID_RETURN_IF_ERROR(record_checkpoint(s, m));
       last_checkpoint = Clock::now();
     }
-    if (control.bytes_per_second != 0) {
-      // Paced from the start: the bytes done so far may not have taken less than this.
-      const auto due = started + std::chrono::microseconds((first - from) * strip * 1'000'000 /
-                                                           control.bytes_per_second);
+    const std::uint64_t rate = control.rate ? control.rate() : control.bytes_per_second;
+    if (rate != pace_rate) {
+      // Paced from the last change: the bytes done since may not have taken less than this.
+      pace_rate = rate;
+      pace_from = first;
+      pace_start = Clock::now();
+    }
+    if (rate != 0) {
+      const auto due =
+          pace_start + std::chrono::microseconds((first - pace_from) * strip * 1'000'000 / rate);
       if (due > Clock::now()) std::this_thread::sleep_until(due);
     }
   }

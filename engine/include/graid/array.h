@@ -28,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -326,6 +327,9 @@ struct RebuildControl {
   // Member bytes per second per member the rebuild may take (reads of the others and writes of
   // the rebuilt member alike); 0 = as fast as it goes. See background_speed_bytes().
   std::uint64_t bytes_per_second = 0;
+  // Optional: asked before each window instead of bytes_per_second, so a speed setting changed
+  // while the rebuild runs takes effect at once. Runs on the rebuild's thread.
+  std::function<std::uint64_t()> rate;
   // Stripes locked and rebuilt at a time: foreground writes to them wait that long.
   std::uint64_t window_stripes = 16;
   // The checkpoint is recorded in the superblocks at least this often (and at the end).
@@ -472,6 +476,8 @@ class Array {
   std::uint64_t capacity() const noexcept;
   // Member byte where each member's data area starts (metadata lies before it).
   std::uint64_t member_data_offset() const noexcept;
+  // Bytes of each member's data area in use (what a rebuild fills).
+  std::uint64_t member_data_bytes() const noexcept;
   ArrayHealth health() const noexcept;
   MemberHealth member_health(std::uint32_t member) const noexcept;
   std::uint32_t member_count() const noexcept;

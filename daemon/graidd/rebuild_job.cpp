@@ -1,0 +1,108 @@
+#include "graidd/rebuild_job.h"
+
+#include <spdlog/spdlog.h>
+
+namespace graid::daemon {
+
+RebuildJob::RebuildJob(Array& array, std::uint32_t dg_id)
+    : array_(array), dg_id_(dg_id), thread_([this] { loop(); }) {}
+
+RebuildJob::~RebuildJob() {
+  stop();
+}
+
+void RebuildJob::wake() {
+  {
+    MutexLock lock(mutex_);
+    woken_ = true;
+  }
+  cv_.notify_all();
+}
+
+void RebuildJob::stop() {
+  {
+    MutexLock lock(mutex_);  // so the thread cannot miss it between its check and its wait
+    stop_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+RebuildStatus RebuildJob::status() const {
+  RebuildStatus out;
+  std::uint64_t started_offset = 0;
+  std::chrono::steady_clock::time_point started_at;
+  {
+    MutexLock lock(mutex_);
+    out.running = running_;
+    out.member = member_;
+    out.last_error = last_error_;
+    started_offset = started_offset_;
+    started_at = started_at_;
+  }
+  if (!out.running) return out;
+  auto slot = array_.member_slot(out.member);
+  if (!slot.is_ok() || slot->state != MemberSlotState::kRebuilding) return out;
+  const std::uint64_t total = array_.member_data_bytes();
+  const std::uint64_t done = slot->rebuild_offset;
+  out.percent = total == 0 ? 100.0 : 100.0 * static_cast<double>(done) / static_cast<double>(total);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count();
+  if (elapsed > 0 && done > started_offset) {
+    out.bytes_per_second = static_cast<double>(done - started_offset) / elapsed;
+    out.eta_seconds = static_cast<double>(total - done) / out.bytes_per_second;
+  }
+  return out;
+}
+
+void RebuildJob::take_spares() {
+  for (std::uint32_t m = 0; m < array_.member_count(); ++m) {
+    auto slot = array_.member_slot(m);
+    if (!slot.is_ok()) continue;
+    if (slot->state != MemberSlotState::kFailed && slot->state != MemberSlotState::kRemoved)
+      continue;
+    Status st = array_.take_spare(m);
+    if (st.is_ok()) {
+      spdlog::info("dg {}: a hot spare took member slot {}", dg_id_, m);
+    } else if (st.code() != Errc::kNotFound) {
+      spdlog::warn("dg {}: no spare put into member slot {}: {}", dg_id_, m, st.message());
+    }
+  }
+}
+
+void RebuildJob::loop() {
+  for (;;) {
+    {
+      UniqueLock lock(mutex_);
+      while (!woken_ && !stop_.load(std::memory_order_acquire))
+        lock.wait(cv_);
+      woken_ = false;
+    }
+    if (stop_.load(std::memory_order_acquire)) return;
+    take_spares();
+    const auto members = array_.rebuilding_members();
+    if (members.empty()) continue;
+    {
+      MutexLock lock(mutex_);
+      running_ = true;
+      member_ = members.front();
+      started_offset_ = array_.member_slot(member_)->rebuild_offset;
+      started_at_ = std::chrono::steady_clock::now();
+      last_error_.clear();
+    }
+    RebuildControl control;
+    control.stop = &stop_;
+    control.rate = [this] { return background_speed_bytes(array_.settings().rebuild_speed); };
+    auto done = array_.rebuild(control);
+    MutexLock lock(mutex_);
+    running_ = false;
+    if (!done.is_ok()) {
+      last_error_ = done.status().message();
+      spdlog::error("dg {}: rebuild failed: {}", dg_id_, last_error_);
+      continue;  // waits for the next event (a new spare, a replacement)
+    }
+    woken_ = woken_ || *done;  // more members may wait (RAID6: two rebuilt one after the other)
+  }
+}
+
+}  // namespace graid::daemon

@@ -1,0 +1,61 @@
+// A DG's rebuild job: a thread of its own that puts hot spares into failed roles and runs
+// Array::rebuild() at the DG's rebuild speed, woken by the array's events (a member failed, a
+// spare was added, a replacement took a role) and at start (a rebuild to resume). Stopped, its
+// checkpoint recorded, before the array stops or goes.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "graid/array.h"
+#include "graid/thread_annotations.h"
+
+namespace graid::daemon {
+
+// What `describe dg` shows of a rebuild.
+struct RebuildStatus {
+  bool running = false;
+  std::uint32_t member = 0;           // the slot being rebuilt
+  double percent = 0;                 // of that member's data area
+  double bytes_per_second = 0;        // since this run started
+  std::optional<double> eta_seconds;  // at that rate
+  std::string last_error;             // the last run's failure, if it failed
+};
+
+class RebuildJob {
+ public:
+  RebuildJob(Array& array, std::uint32_t dg_id);
+  ~RebuildJob();  // stop()
+  RebuildJob(const RebuildJob&) = delete;
+  RebuildJob& operator=(const RebuildJob&) = delete;
+
+  // Look for work (spares to put into failed roles, members to rebuild). Any thread.
+  void wake() EXCLUDES(mutex_);
+  // Stops the rebuild in progress (it records its checkpoint) and joins the thread. Idempotent.
+  void stop() EXCLUDES(mutex_);
+  RebuildStatus status() const EXCLUDES(mutex_);
+
+ private:
+  void loop() EXCLUDES(mutex_);
+  void take_spares();
+
+  Array& array_;
+  const std::uint32_t dg_id_;
+  std::atomic<bool> stop_{false};
+  mutable Mutex mutex_;
+  std::condition_variable cv_;
+  bool woken_ GUARDED_BY(mutex_) = true;  // look once at start
+  bool running_ GUARDED_BY(mutex_) = false;
+  std::uint32_t member_ GUARDED_BY(mutex_) = 0;
+  std::uint64_t started_offset_ GUARDED_BY(mutex_) = 0;
+  std::chrono::steady_clock::time_point started_at_ GUARDED_BY(mutex_);
+  std::string last_error_ GUARDED_BY(mutex_);
+  std::thread thread_;  // last: starts once the rest exists
+};
+
+}  // namespace graid::daemon
