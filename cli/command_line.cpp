@@ -36,6 +36,7 @@ struct Inputs {
   bool nbd_flag = false;      // unexport --nbd
   bool ublk_flag = false;     // unexport/export/create vd --ublk
   bool no_ublk_flag = false;  // create vd --no-ublk
+  bool repair = false;        // start check --repair
   std::optional<std::string> strip, spare, name, size, nbd, since, watch;
 };
 
@@ -275,6 +276,14 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     return Status::ok();
   }
   if (verb == "describe" && object == "controller") return want_words(in, 0, 0, leaf);
+  if ((verb == "start" || verb == "stop") && object == "check") {
+    GRAID_RETURN_IF_ERROR(want_words(in, 1, 1, leaf));
+    auto id = parse_one_id(in.words[0], "dg id");
+    if (!id.is_ok()) return id.status();
+    args["dg_id"] = *id;
+    if (verb == "start") args["repair"] = in.repair;
+    return Status::ok();
+  }
   if ((verb == "describe" || verb == "delete") && (object == "pd" || object == "dg")) {
     const bool list = verb == "delete" && object == "pd";
     GRAID_RETURN_IF_ERROR(want_words(in, 1, list ? kMany : 1, leaf));
@@ -455,6 +464,8 @@ constexpr Leaf kLeaves[] = {
     {"export", "vd",
      "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
     {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk]"},
+    {"start", "check", "start check <dg> [--repair]"},
+    {"stop", "check", "stop check <dg>"},
     {"stats", "", "stats [dg [<dg ids>] | vd [<dg> [<vd ids>]]] [--watch SECONDS]"},
     {"version", "", "version"},
 };
@@ -472,6 +483,8 @@ constexpr VerbSpec kVerbs[] = {
     {"edit", "e", "change a dg setting, a pd marker, io_mode or hot spare role"},
     {"export", "", "serve a vd as a ublk block device or over NBD"},
     {"unexport", "", "stop serving a vd"},
+    {"start", "", "start a dg's consistency check"},
+    {"stop", "", "stop a dg's consistency check (it resumes where it stopped)"},
     {"stats", "", "I/O rates and latency of dgs and vds"},
     {"version", "", "graidd's version and control API"},
 };
@@ -482,7 +495,7 @@ struct ObjectSpec {
 };
 constexpr ObjectSpec kObjects[] = {
     {"pd", "physical_drive"}, {"dg", "drive_group"}, {"vd", "virtual_drive"},
-    {"controller", "cx"},     {"event", "events"},
+    {"controller", "cx"},     {"event", "events"},   {"check", ""},
 };
 
 const char* object_alias(std::string_view object) {
@@ -540,6 +553,9 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
     sub->add_flag("--ublk", in.ublk_flag, "stop the ublk export");
   }
   if (verb == "stats") text("--watch", in.watch, "repeat every SECONDS until interrupted");
+  if (verb == "start" && object == "check") {
+    sub->add_flag("--repair", in.repair, "rewrite parity (or mirror copies) that do not match");
+  }
 }
 
 OutputFormat prescan_format(const std::vector<std::string>& args) {

@@ -69,6 +69,23 @@ const json& array_field(const json& object, std::string_view key) {
   return it != object.end() && it->is_array() ? *it : kEmpty;
 }
 
+// "rebuilding 42% (ETA 1m05s)", "checking 7%", or the plain state.
+std::string dg_state_text(const json& dg) {
+  const std::string state = field_text(dg, "state");
+  const char* job = state == "rebuilding" ? "rebuild" : state == "checking" ? "check" : nullptr;
+  if (job == nullptr || !dg.contains(job) || !dg[job].is_object()) return state;
+  const json& j = dg[job];
+  std::string out = state;
+  if (j.contains("percent") && j["percent"].is_number())
+    out += fmt::format(" {:.0f}%", j["percent"].get<double>());
+  if (j.contains("eta_seconds") && j["eta_seconds"].is_number()) {
+    const auto eta = static_cast<std::uint64_t>(j["eta_seconds"].get<double>());
+    out += eta >= 60 ? fmt::format(" (ETA {}m{:02}s)", eta / 60, eta % 60)
+                     : fmt::format(" (ETA {}s)", eta);
+  }
+  return out;
+}
+
 std::string pd_table(const json& pds) {
   TextTable t({{"ID", true},
                {"PATH"},
@@ -105,7 +122,7 @@ std::string dg_table(const json& dgs) {
   for (const json& dg : dgs) {
     t.add_row({field_text(dg, "dg_id"), field_text(dg, "name"), field_text(dg, "level"),
                size_text(dg, "strip"), field_text(dg, "member_count"),
-               field_text(dg, "spare_count"), field_text(dg, "state"), size_text(dg, "capacity"),
+               field_text(dg, "spare_count"), dg_state_text(dg), size_text(dg, "capacity"),
                size_text(dg, "free"), field_text(dg, "vd_count"), field_text(dg, "message")});
   }
   return t.render();
@@ -173,9 +190,9 @@ std::string describe_pd(const json& pd) {
 }
 
 std::string describe_dg(const json& dg) {
-  std::string out =
-      block(dg, {"dg_id", "name", "uuid", "level", "strip", "member_count", "spare_count", "state",
-                 "capacity", "free", "vd_count", "clean", "init_method", "settings", "message"});
+  std::string out = block(dg, {"dg_id", "name", "uuid", "level", "strip", "member_count",
+                               "spare_count", "state", "rebuild", "check", "capacity", "free",
+                               "vd_count", "clean", "init_method", "settings", "message"});
   if (dg.contains("members")) out += "\nmembers:\n" + member_table(array_field(dg, "members"));
   if (dg.contains("vds")) out += "\nvds:\n" + vd_table(array_field(dg, "vds"));
   return out;
@@ -296,7 +313,7 @@ std::string render_result(std::string_view verb, std::string_view object, const 
   }
   if (!result.is_object()) return fallback(result);
   if (object == "pd") return describe_pd(result);
-  if (object == "dg") return describe_dg(result);
+  if (object == "dg" || object == "check") return describe_dg(result);
   if (object == "vd") return describe_vd(result);
   if (object == "controller") return describe_controller(result);
   return fallback(result);

@@ -76,6 +76,19 @@ void DgObserver::on_event(const ArrayEvent& e) {
       kind = "rebuild_stopped";
       message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
       break;
+    case ArrayEventKind::kCheckStarted:
+      kind = "check_started";
+      message = fmt::format("{} ({} stripes)", e.message, e.counts.stripes);
+      break;
+    case ArrayEventKind::kCheckMismatch:
+      kind = "check_mismatch";
+      break;
+    case ArrayEventKind::kCheckFinished:
+      kind = "check_finished";
+      break;
+    case ArrayEventKind::kCheckStopped:
+      kind = "check_stopped";
+      break;
   }
   log_.add(kind, dg_id_, pd, std::nullopt, message);
   MutexLock lock(wake_mutex_);

@@ -39,6 +39,8 @@ constexpr std::array kRoutes{
     Route{"delete", "vd", &Registry::delete_vd, true},
     Route{"export", "vd", &Registry::export_vd, true},
     Route{"unexport", "vd", &Registry::unexport_vd, true},
+    Route{"start", "check", &Registry::start_check, true},
+    Route{"stop", "check", &Registry::stop_check, true},
     Route{"describe", "controller", &Registry::describe_controller, false},
     Route{"list", "event", &Registry::list_event, false},
     Route{"stats", "", &Registry::stats, false},

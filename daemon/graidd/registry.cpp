@@ -89,8 +89,13 @@ void Registry::refresh() {
     sync_slots(dg);
 }
 
-void Registry::start_rebuild_job(Dg& dg) {
+void Registry::start_jobs(Dg& dg) {
   if (!dg.array || dg.array->geometry().redundancy() == Redundancy::kNone) return;
+  dg.check = std::make_unique<CheckJob>(*dg.array);
+  if (dg.array->check_progress()) {
+    // A check stopped or cut short: it goes on (as a check: whether it repaired is not kept).
+    if (auto st = dg.check->start(false); !st) spdlog::warn("dg {}: {}", dg.id, st.message());
+  }
   dg.rebuild = std::make_unique<RebuildJob>(*dg.array, dg.id);
   RebuildJob* job = dg.rebuild.get();
   dg.observer->set_wake([job](ArrayEventKind kind) {
@@ -101,9 +106,10 @@ void Registry::start_rebuild_job(Dg& dg) {
   });
 }
 
-void Registry::stop_rebuild_job(Dg& dg) {
+void Registry::stop_jobs(Dg& dg) {
   if (dg.observer) dg.observer->set_wake({});
   dg.rebuild.reset();  // records the checkpoint of a rebuild in progress
+  dg.check.reset();    // likewise for a check
 }
 
 Result<std::unique_ptr<MemberDevice>> Registry::open_pd_device(const std::string& path) const {
@@ -256,7 +262,7 @@ void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
     }
   }
   update_slot_map(dg);
-  start_rebuild_job(dg);
+  start_jobs(dg);
   std::string how = report.was_clean ? "clean" : "after an unclean stop";
   if (!report.was_clean)
     how += fmt::format(", re-synced {} bytes per member", report.resynced_bytes);
@@ -327,7 +333,7 @@ void Registry::shutdown() {
   nbd_.remove_all();
   for (auto& [id, dg] : dgs_) {
     if (!dg.array) continue;
-    stop_rebuild_job(dg);
+    stop_jobs(dg);
     auto quiet = dg.array->quiesce(std::chrono::seconds(30));
     if (!quiet) spdlog::error("dg {}: {}", id, quiet.to_string());
     auto st = dg.array->stop();

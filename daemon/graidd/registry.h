@@ -19,6 +19,7 @@
 
 #include "graid/array.h"
 #include "graid/parity.h"
+#include "graidd/check_job.h"
 #include "graidd/dg_observer.h"
 #include "graidd/event_log.h"
 #include "graidd/io_threads.h"
@@ -98,6 +99,8 @@ class Registry {
   Result<nlohmann::json> export_vd(const nlohmann::json& args);
   Result<nlohmann::json> unexport_vd(const nlohmann::json& args);
 
+  Result<nlohmann::json> start_check(const nlohmann::json& args);
+  Result<nlohmann::json> stop_check(const nlohmann::json& args);
   Result<nlohmann::json> describe_controller(const nlohmann::json& args);
   Result<nlohmann::json> list_event(const nlohmann::json& args);
   Result<nlohmann::json> stats(const nlohmann::json& args);
@@ -125,6 +128,7 @@ class Registry {
     std::unique_ptr<DgObserver> observer;   // outlives `array` (declared before it)
     std::unique_ptr<Array> array;           // null: offline (could not be assembled)
     std::unique_ptr<RebuildJob> rebuild;    // with `array`; stopped before it goes
+    std::unique_ptr<CheckJob> check;        // likewise
     std::optional<MemberExamination> exam;  // what the superblocks say, for an offline DG
     std::string message;                    // why it is offline; how it was assembled
     bool was_clean = true;
@@ -137,9 +141,10 @@ class Registry {
   void update_slot_map(Dg& dg);
   // Re-reads which PD holds which slot from the array (by path), then update_slot_map().
   void sync_slots(Dg& dg);
-  // The DG's rebuild job: started once its array runs, stopped before the array stops or goes.
-  void start_rebuild_job(Dg& dg);
-  static void stop_rebuild_job(Dg& dg);
+  // The DG's background jobs (rebuild, check): started once its array runs (a rebuild or a
+  // check that was under way resumes), stopped before the array stops or goes.
+  void start_jobs(Dg& dg);
+  static void stop_jobs(Dg& dg);
   Result<nlohmann::json> edit_pd_hotspare(Pd& pd, const std::string& value);  // registry_pd.cpp
   Result<std::unique_ptr<MemberDevice>> open_pd_device(const std::string& path) const;
   void reopen(Pd& pd);

@@ -96,7 +96,7 @@ Result<json> Registry::create_dg(const json& args) {
     pd.sb_uuid = dg.uuid;
   }
   update_slot_map(dg);
-  start_rebuild_job(dg);
+  start_jobs(dg);
   events_.add("dg_created", dg_id, std::nullopt, std::nullopt,
               fmt::format("{} of {} PDs, strip {}, {} bytes, initialised: {}{}",
                           raid_level_name(*level), members.size(), strip, dg.array->capacity(),
@@ -129,7 +129,7 @@ Result<json> Registry::delete_dg(const json& args) {
   if (vds > 0)
     return make_error(Errc::kBusy, "dg {} still has {} VD(s): delete them first", dg.id, vds);
   if (dg.array) {
-    stop_rebuild_job(dg);
+    stop_jobs(dg);
     auto quiet = dg.array->quiesce(std::chrono::seconds(10));
     if (!quiet) return quiet;
     auto st = dg.array->stop();
@@ -161,6 +161,35 @@ Result<json> Registry::delete_dg(const json& args) {
   events_.add("dg_deleted", id, std::nullopt, std::nullopt, "deleted" + problems);
   if (auto st = save(); !st) return st;
   return json{{"deleted", id}};
+}
+
+}  // namespace graid::daemon
+
+namespace graid::daemon {
+
+Result<nlohmann::json> Registry::start_check(const nlohmann::json& args) {
+  auto found = find_dg(args, /*need_online=*/true);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  const bool repair = args.value("repair", false);
+  if (!dg.check)
+    return make_error(Errc::kInvalidArgument, "dg {} is RAID0: there is nothing to check", dg.id);
+  if (!dg.array->rebuilding_members().empty())
+    return make_error(Errc::kBusy, "dg {} is rebuilding; check it once the rebuild is done", dg.id);
+  if (auto st = dg.check->start(repair); !st)
+    return make_error(st.code(), "dg {}: {}", dg.id, st.message());
+  events_.add("check_requested", dg.id, std::nullopt, std::nullopt,
+              repair ? "check with repair" : "check");
+  return dg_json(dg, false);
+}
+
+Result<nlohmann::json> Registry::stop_check(const nlohmann::json& args) {
+  auto found = find_dg(args, /*need_online=*/true);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  if (!dg.check || !dg.check->stop())
+    return make_error(Errc::kInvalidArgument, "dg {} has no check running", dg.id);
+  return dg_json(dg, false);
 }
 
 }  // namespace graid::daemon

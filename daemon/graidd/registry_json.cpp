@@ -67,6 +67,31 @@ json Registry::settings_json(const Dg& dg) const {
           {"journal", journal_policy_name(s.journal_policy)}};
 }
 
+namespace {
+
+json check_json(const CheckStatus& c) {
+  json j = {{"running", c.running}};
+  if (c.running) {
+    j["repair"] = c.repair;
+    j["percent"] = c.percent;
+    j["bytes_per_second"] = c.bytes_per_second;
+    j["eta_seconds"] = c.eta_seconds ? json(*c.eta_seconds) : json(nullptr);
+  }
+  if (c.last) {
+    j["last"] = {{"finished", c.last->finished},
+                 {"from_stripe", c.last->from_stripe},
+                 {"stripes", c.last->stripes},
+                 {"mismatches", c.last->mismatches},
+                 {"repaired", c.last->repaired},
+                 {"skipped", c.last->skipped},
+                 {"mismatch_stripes", c.last->mismatch_stripes}};
+  }
+  if (!c.last_error.empty()) j["error"] = c.last_error;
+  return j;
+}
+
+}  // namespace
+
 json Registry::dg_json(const Dg& dg, bool detail) const {
   json j;
   j["dg_id"] = dg.id;
@@ -96,6 +121,9 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
         j["rebuild"] = {{"error", r.last_error}};
       }
     }
+    if (dg.check) j["check"] = check_json(dg.check->status());
+    if (j["state"] == "optimal" && j.contains("check") && j["check"]["running"] == true)
+      j["state"] = "checking";
     j["capacity"] = a.capacity();
     j["free"] = a.capacity() - std::min(used, a.capacity());
     j["vd_count"] = vds.size();

@@ -46,6 +46,14 @@ std::string_view array_event_kind_name(ArrayEventKind kind) noexcept {
       return "rebuild-finished";
     case ArrayEventKind::kRebuildStopped:
       return "rebuild-stopped";
+    case ArrayEventKind::kCheckStarted:
+      return "check-started";
+    case ArrayEventKind::kCheckMismatch:
+      return "check-mismatch";
+    case ArrayEventKind::kCheckFinished:
+      return "check-finished";
+    case ArrayEventKind::kCheckStopped:
+      return "check-stopped";
   }
   return "unknown";
 }

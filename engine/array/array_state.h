@@ -70,6 +70,10 @@ struct Array::State {
   // or by the rebuild, read on every I/O.
   std::unique_ptr<std::atomic<std::uint8_t>[]> rebuilding;
   std::unique_ptr<std::atomic<std::uint64_t>[]> rebuilt;
+  // A consistency check running now: the stripe it has got to, or kNoCheck.
+  static constexpr std::uint64_t kNoCheck = ~std::uint64_t{0};
+  std::atomic<std::uint64_t> check_at{kNoCheck};
+  std::atomic<bool> check_running{false};  // one check at a time
 
   StripeLockTable locks;
   std::optional<meta::WriteIntentBitmap> bitmap;  // none for RAID0

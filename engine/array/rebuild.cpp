@@ -10,9 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "array/array_state.h"
+#include "array/background_pace.h"
 #include "array/stripe_access.h"
 #include "stripe/stripe_range_lock.h"
 
@@ -108,9 +108,7 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
   };
   const Clock::time_point started = Clock::now();
   Clock::time_point last_checkpoint = started;
-  std::uint64_t pace_rate = control.rate ? control.rate() : control.bytes_per_second;
-  std::uint64_t pace_from = from;
-  Clock::time_point pace_start = started;
+  BackgroundPace pace(control.bytes_per_second, control.rate, from * strip);
   std::uint64_t next_tenth = (from * 10 / std::max<std::uint64_t>(stripes, 1) + 1);
   StripeRangeLock lock(s.locks);
   for (std::uint64_t first = from; first < stripes;) {
@@ -166,18 +164,7 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
       GRAID_RETURN_IF_ERROR(record_checkpoint(s, m));
       last_checkpoint = Clock::now();
     }
-    const std::uint64_t rate = control.rate ? control.rate() : control.bytes_per_second;
-    if (rate != pace_rate) {
-      // Paced from the last change: the bytes done since may not have taken less than this.
-      pace_rate = rate;
-      pace_from = first;
-      pace_start = Clock::now();
-    }
-    if (rate != 0) {
-      const auto due =
-          pace_start + std::chrono::microseconds((first - pace_from) * strip * 1'000'000 / rate);
-      if (due > Clock::now()) std::this_thread::sleep_until(due);
-    }
+    pace.after(first * strip);
   }
   GRAID_RETURN_IF_ERROR(finish_member(s, m));
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();

@@ -33,6 +33,15 @@ StripeOutcome process_mirror_stripe(StripeTask task, const Geometry& g, StripeAc
       }
     }
     if (task == StripeTask::kRebuild && !any_stale) continue;
+    if (task == StripeTask::kCheck) {
+      std::uint32_t live = 0;
+      for (std::uint32_t c = 0; c < g.copies(); ++c)
+        live += access.is_failed(g.data_member(stripe, d, c), stripe) ? 0 : 1;
+      if (live < 2) {
+        out.skipped = true;  // one copy left: nothing to compare it with
+        continue;
+      }
+    }
     if (source == g.members()) {
       out.skipped = true;
       continue;

@@ -4,9 +4,11 @@
 // restart, a table of bad inputs (message, exit code, nothing changed), SIGKILL during NBD
 // writes (every acknowledged write reads back after the restart's resync), fio verify while a
 // member is taken offline, and the control socket's access checks and hostile lines.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -539,6 +541,77 @@ TEST_P(GraiddFioTest, HotSpareTakesOverAndRebuildsWhileFioVerifies) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, GraiddFioTest, ::testing::Values("raid5", "raid6"));
+
+// graidctl start|stop check: a fresh DG checks clean; a strip flipped in a member file behind
+// graidd's back is found by stripe number and repaired with --repair; a check stopped part way
+// resumes where it stopped; refusals for a second check and for stopping none.
+TEST_F(GraiddTest, ConsistencyCheckFindsRepairsAndResumes) {
+  const auto paths = make_pds(4);
+  ok({"create", "dg", "raid5", "0-3", "--strip", "16K"});
+  const auto wait_check = [&] {
+    json dg;
+    for (int i = 0; i < 600; ++i) {
+      dg = ok({"describe", "dg", "0"});
+      if (dg["check"]["running"] == false) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(dg["check"]["running"], false) << dg.dump();
+    return dg["check"];
+  };
+  ok({"start", "check", "0"});
+  json c = wait_check();
+  EXPECT_EQ(c["last"]["finished"], true);
+  EXPECT_EQ(c["last"]["mismatches"], 0);
+  EXPECT_GT(c["last"]["stripes"].get<std::uint64_t>(), 1000u);
+
+  {
+    // Member data starts 1 MiB in; flip bytes of pd 1's first strip (stripe 0).
+    const int fd = ::open(paths[1].c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    char b[8];
+    ASSERT_EQ(::pread(fd, b, sizeof b, (1 << 20) + 64), 8);
+    for (char& x : b)
+      x = static_cast<char>(x ^ 0x3c);
+    ASSERT_EQ(::pwrite(fd, b, sizeof b, (1 << 20) + 64), 8);
+    ::close(fd);
+  }
+  ok({"start", "check", "0", "--repair"});
+  c = wait_check();
+  EXPECT_EQ(c["last"]["mismatches"], 1);
+  EXPECT_EQ(c["last"]["repaired"], 1);
+  EXPECT_EQ(c["last"]["mismatch_stripes"], json::array({0}));
+  ok({"start", "check", "0"});
+  c = wait_check();
+  EXPECT_EQ(c["last"]["mismatches"], 0) << "repaired";
+
+  // Slowly, to be stopped part way; then it resumes and covers the rest only.
+  ok({"edit", "dg", "0", "check_speed", "low"});
+  ok({"start", "check", "0"});
+  const CtlRun twice = d_->ctl({"start", "check", "0"});
+  EXPECT_NE(twice.exit, 0) << "a second check while one runs";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "checking");
+  ok({"stop", "check", "0"});
+  c = ok({"describe", "dg", "0"})["check"];
+  EXPECT_EQ(c["last"]["finished"], false);
+  const std::uint64_t first = c["last"]["stripes"];
+  EXPECT_GT(first, 0u);
+  const CtlRun none = d_->ctl({"stop", "check", "0"});
+  EXPECT_NE(none.exit, 0) << "no check running";
+  ok({"edit", "dg", "0", "check_speed", "extreme"});
+  ok({"start", "check", "0"});
+  c = wait_check();
+  EXPECT_EQ(c["last"]["finished"], true);
+  EXPECT_EQ(c["last"]["from_stripe"], first);
+  bool mismatch_event = false, finished_event = false;
+  const json events = ok({"list", "event"})["events"];  // a copy: ok()'s result is a temporary
+  for (const auto& e : events) {
+    mismatch_event |= e["kind"] == "check_mismatch";
+    finished_event |= e["kind"] == "check_finished";
+  }
+  EXPECT_TRUE(mismatch_event);
+  EXPECT_TRUE(finished_event);
+}
 
 TEST_F(GraiddTest, ControlSocketRefusesHostileLinesAndServesManyClients) {
   struct stat st {};

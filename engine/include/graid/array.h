@@ -336,6 +336,31 @@ struct RebuildControl {
   std::chrono::milliseconds checkpoint_interval{2000};
 };
 
+// How a consistency check runs (Array::check).
+struct CheckControl {
+  const std::atomic<bool>* stop = nullptr;  // as RebuildControl::stop
+  std::uint64_t bytes_per_second = 0;       // as RebuildControl
+  std::function<std::uint64_t()> rate;      // as RebuildControl
+  // Rewrite what does not match: parity from the data (RAID5/6), every copy from the first
+  // live one (RAID1/10), as md's repair does. Without it nothing is written.
+  bool repair = false;
+  std::uint64_t window_stripes = 16;
+  std::chrono::milliseconds checkpoint_interval{2000};
+};
+
+// What a check found.
+struct CheckReport {
+  bool finished = false;          // false: stopped (resumes from its checkpoint)
+  std::uint64_t from_stripe = 0;  // where this run started (a resumed check: its checkpoint)
+  std::uint64_t stripes = 0;      // stripes checked in this run
+  std::uint64_t mismatches = 0;   // stripes whose parity or copies did not match
+  std::uint64_t repaired = 0;     // of those, rewritten (repair)
+  std::uint64_t skipped = 0;      // stripes with a failed member: nothing to compare
+  // The first mismatched stripe numbers (at most kMaxReportedMismatches).
+  std::vector<std::uint64_t> mismatch_stripes;
+  static constexpr std::size_t kMaxReportedMismatches = 64;
+};
+
 // The rate a BackgroundSpeed allows, per member, in bytes per second (0 = unthrottled).
 std::uint64_t background_speed_bytes(BackgroundSpeed speed) noexcept;
 
@@ -380,6 +405,10 @@ enum class ArrayEventKind : std::uint8_t {
   kRebuildProgress,   // every tenth of the way: counts.bytes/stripes rebuilt so far
   kRebuildFinished,   // `member` is in sync again: counts: rebuilt in this run
   kRebuildStopped,    // rebuild of `member` stopped (asked to, or failed: message says which)
+  kCheckStarted,      // consistency check started or resumed: counts.stripes to check
+  kCheckMismatch,     // a stripe did not match (message: which, repaired or not); the first 64
+  kCheckFinished,     // counts.stripes checked, counts.errors mismatches
+  kCheckStopped,      // stopped before the end (asked to, or failed: message says which)
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
 
@@ -593,8 +622,16 @@ class Array {
   Status stop();
 
   // Checks that every stripe's parity (or every mirror copy) matches its data, reading through
-  // blocking I/O. Returns the number of inconsistent stripes. For tests and `check`.
+  // blocking I/O. Returns the number of inconsistent stripes. For tests.
   Result<std::uint64_t> count_inconsistent_stripes();
+  // The consistency check as a background job: window by window under stripe locks (I/O goes
+  // on), from the checkpoint of a check that was stopped (recorded in the superblocks, so it
+  // survives a restart) or from the start, to the end; mismatches reported (and repaired with
+  // control.repair). Stripes with a failed member are skipped. Blocking: run it on a thread of
+  // its own. kIoError when the array fails meanwhile.
+  Result<CheckReport> check(const CheckControl& control = {});
+  // Member data bytes a check has got to (live), or nullopt when none is running or pending.
+  std::optional<std::uint64_t> check_progress() const;
 
   struct State;  // internal (engine/array/array_state.h)
 
