@@ -276,6 +276,17 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     return Status::ok();
   }
   if (verb == "describe" && object == "controller") return want_words(in, 0, 0, leaf);
+  if (verb == "replace" && object == "pd") {
+    GRAID_RETURN_IF_ERROR(want_words(in, 3, 3, leaf));
+    const char* what[] = {"dg id", "old pd id", "new pd id"};
+    const char* keys[] = {"dg_id", "old_pd_id", "new_pd_id"};
+    for (int i = 0; i < 3; ++i) {
+      auto id = parse_one_id(in.words[static_cast<std::size_t>(i)], what[i]);
+      if (!id.is_ok()) return id.status();
+      args[keys[i]] = *id;
+    }
+    return Status::ok();
+  }
   if ((verb == "start" || verb == "stop") && object == "check") {
     GRAID_RETURN_IF_ERROR(want_words(in, 1, 1, leaf));
     auto id = parse_one_id(in.words[0], "dg id");
@@ -464,6 +475,7 @@ constexpr Leaf kLeaves[] = {
     {"export", "vd",
      "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
     {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk]"},
+    {"replace", "pd", "replace pd <dg> <old pd> <new pd>"},
     {"start", "check", "start check <dg> [--repair]"},
     {"stop", "check", "stop check <dg>"},
     {"stats", "", "stats [dg [<dg ids>] | vd [<dg> [<vd ids>]]] [--watch SECONDS]"},
@@ -483,6 +495,7 @@ constexpr VerbSpec kVerbs[] = {
     {"edit", "e", "change a dg setting, a pd marker, io_mode or hot spare role"},
     {"export", "", "serve a vd as a ublk block device or over NBD"},
     {"unexport", "", "stop serving a vd"},
+    {"replace", "", "put a free pd into a failed member's place (then rebuilt)"},
     {"start", "", "start a dg's consistency check"},
     {"stop", "", "stop a dg's consistency check (it resumes where it stopped)"},
     {"stats", "", "I/O rates and latency of dgs and vds"},

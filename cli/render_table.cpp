@@ -313,7 +313,7 @@ std::string render_result(std::string_view verb, std::string_view object, const 
   }
   if (!result.is_object()) return fallback(result);
   if (object == "pd") return describe_pd(result);
-  if (object == "dg" || object == "check") return describe_dg(result);
+  if (object == "dg" || object == "check" || verb == "replace") return describe_dg(result);
   if (object == "vd") return describe_vd(result);
   if (object == "controller") return describe_controller(result);
   return fallback(result);

@@ -39,6 +39,7 @@ constexpr std::array kRoutes{
     Route{"delete", "vd", &Registry::delete_vd, true},
     Route{"export", "vd", &Registry::export_vd, true},
     Route{"unexport", "vd", &Registry::unexport_vd, true},
+    Route{"replace", "pd", &Registry::replace_pd, true},
     Route{"start", "check", &Registry::start_check, true},
     Route{"stop", "check", &Registry::stop_check, true},
     Route{"describe", "controller", &Registry::describe_controller, false},

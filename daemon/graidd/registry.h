@@ -99,6 +99,7 @@ class Registry {
   Result<nlohmann::json> export_vd(const nlohmann::json& args);
   Result<nlohmann::json> unexport_vd(const nlohmann::json& args);
 
+  Result<nlohmann::json> replace_pd(const nlohmann::json& args);
   Result<nlohmann::json> start_check(const nlohmann::json& args);
   Result<nlohmann::json> stop_check(const nlohmann::json& args);
   Result<nlohmann::json> describe_controller(const nlohmann::json& args);

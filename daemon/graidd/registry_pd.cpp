@@ -269,6 +269,48 @@ Result<json> Registry::edit_pd_io_mode(Pd& pd, const std::string& value) {
   return pd_json(pd);
 }
 
+Result<json> Registry::replace_pd(const json& args) {
+  auto found = find_dg(args, /*need_online=*/true);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  auto old_pd = find_pd(args, "old_pd_id");
+  if (!old_pd.is_ok()) return old_pd.status();
+  auto new_pd = find_pd(args, "new_pd_id");
+  if (!new_pd.is_ok()) return new_pd.status();
+  Pd& from = **old_pd;
+  Pd& to = **new_pd;
+  if (&from == &to) return make_error(Errc::kInvalidArgument, "pd {} cannot replace itself", to.id);
+  if (from.dg_id != dg.id || !from.slot || *from.slot >= dg.array->member_count())
+    return make_error(Errc::kInvalidArgument, "pd {} is not a member of dg {}", from.id, dg.id);
+  if (to.dg_id)
+    return make_error(Errc::kInvalidArgument, "pd {} already belongs to dg {}", to.id, *to.dg_id);
+  if (!to.device)
+    return make_error(Errc::kUnsupported, "pd {} is not available: {}", to.id,
+                      to.message.empty() ? "missing" : to.message);
+  const std::uint32_t slot = *from.slot;
+  if (dg.array->member_health(slot) != MemberHealth::kFailed)
+    return make_error(Errc::kUnsupported,
+                      "pd {} is working: a hot replace of a working member is not built yet. Mark "
+                      "it offline first (graidctl edit pd {} marker offline; the dg runs degraded "
+                      "until the rebuild ends), then replace it",
+                      from.id, from.id);
+  auto st = dg.array->replace_failed(slot, std::move(to.device));
+  if (!st) {
+    reopen(to);
+    return st;
+  }
+  from.slot.reset();
+  to.dg_id = dg.id;
+  to.slot = slot;
+  to.superblock = true;
+  to.sb_uuid = dg.uuid;
+  update_slot_map(dg);
+  events_.add("pd_replaced", dg.id, to.id, std::nullopt,
+              fmt::format("replaces pd {} in slot {}; rebuild follows", from.id, slot));
+  if (auto s = save(); !s) return s;
+  return dg_json(dg, true);
+}
+
 Result<json> Registry::edit_pd_hotspare(Pd& pd, const std::string& value) {
   if (value == "global") {
     return make_error(Errc::kUnsupported,

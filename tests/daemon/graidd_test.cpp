@@ -542,6 +542,43 @@ TEST_P(GraiddFioTest, HotSpareTakesOverAndRebuildsWhileFioVerifies) {
 
 INSTANTIATE_TEST_SUITE_P(Levels, GraiddFioTest, ::testing::Values("raid5", "raid6"));
 
+// graidctl replace pd: a free PD takes a failed member's place and is rebuilt; a working member,
+// a PD of the DG and a PD of no DG are refused, changing nothing.
+TEST_F(GraiddTest, ReplaceFailedMemberRebuildsOntoTheNewPd) {
+  make_pds(6);
+  ok({"create", "dg", "raid5", "0-3", "--strip", "16K"});
+  const json before = snapshot();
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"replace", "pd", "0", "1", "4"},  // pd 1 works
+                                             {"replace", "pd", "0", "4", "5"},  // pd 4 is no member
+                                             {"replace", "pd", "0", "1", "2"},  // pd 2 is in the dg
+                                             {"replace", "pd", "0", "1", "1"},
+                                             {"replace", "pd", "0", "1"}}) {
+    const CtlRun r = d_->ctl(bad);
+    EXPECT_NE(r.exit, 0) << ::testing::PrintToString(bad);
+  }
+  EXPECT_EQ(snapshot(), before) << "refusals change nothing";
+  ok({"edit", "pd", "1", "marker", "offline"});
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "degraded");
+  ok({"replace", "pd", "0", "1", "4"});
+  json dg;
+  for (int i = 0; i < 600; ++i) {
+    dg = ok({"describe", "dg", "0"});
+    if (dg["state"] == "optimal") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(dg["state"], "optimal") << dg.dump();
+  const json pd4 = ok({"describe", "pd", "4"});
+  EXPECT_EQ(pd4["state"], "member");
+  EXPECT_EQ(pd4["slot"], 1);
+  EXPECT_EQ(ok({"describe", "pd", "1"})["slot"], nullptr);
+  // It survives a restart: the superblocks record pd 4 in slot 1.
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "optimal");
+  EXPECT_EQ(ok({"describe", "pd", "4"})["slot"], 1);
+}
+
 // graidctl start|stop check: a fresh DG checks clean; a strip flipped in a member file behind
 // graidd's back is found by stripe number and repaired with --repair; a check stopped part way
 // resumes where it stopped; refusals for a second check and for stopping none.

@@ -1,0 +1,282 @@
+// graid-rebuild-bench: how fast the background jobs go, as a share of what the members can give,
+// measured in the same run.
+//
+//   member limit   one member file read sequentially, and written, in strip-sized blocks with
+//                  blocking I/O (best of three passes each): a rebuild reads every survivor and
+//                  writes the new member, all in parallel at best, so the slower of the two is
+//                  the most it could reach per member
+//   rebuild        a member failed, a fresh file put in its place, Array::rebuild unthrottled:
+//                  member bytes rebuilt per second, idle and with a foreground thread doing
+//                  random 4 KiB writes and reads (whose IOPS is reported too)
+//   check          Array::check unthrottled over the same array, idle
+//
+// CPU: process CPU seconds (getrusage) per GiB of member data rebuilt or checked, foreground
+// work included where there is some. Members are files in --dir (tmpfs: /dev/shm by default).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "graid/array.h"
+#include "graid/member.h"
+#include "graid/parity.h"
+
+namespace graid {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct Options {
+  std::string dir = "/dev/shm";
+  std::string level = "raid5";
+  std::uint32_t members = 5;
+  std::uint64_t member_mib = 256;
+  std::uint32_t strip_kib = 64;
+  std::string backend = "cpu";
+};
+
+Result<std::unique_ptr<MemberDevice>> open_file(const std::string& path, std::uint64_t bytes) {
+  OpenOptions o;
+  o.create = true;
+  o.create_size = bytes;
+  return open_member(path, o);
+}
+
+// MB/s of blocking sequential passes over `dev`'s first `bytes` in `block`-sized I/Os: best of 3.
+double raw_pass(MemberDevice& dev, std::uint64_t offset, std::uint64_t bytes, std::uint32_t block,
+                bool write) {
+  auto buf = AlignedBuffer::allocate(block, 4096);
+  if (!buf) return 0;
+  std::memset(buf->data(), 0x5a, block);
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = Clock::now();
+    for (std::uint64_t at = 0; at + block <= bytes; at += block) {
+      Status st = write ? dev.write_sync(offset + at, buf->span())
+                        : dev.read_sync(offset + at, buf->span());
+      if (!st) return 0;
+    }
+    if (write) (void)dev.flush_sync();
+    best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e6);
+  }
+  return best;
+}
+
+// Random 4 KiB writes and reads (half each) at queue depth 8 until `stop`; counts requests.
+void foreground(Array& array, const std::atomic<bool>& stop, std::atomic<std::uint64_t>& done) {
+  auto ctx = IoContext::create(64);
+  if (!ctx) return;
+  auto queue = array.attach(**ctx);
+  if (!queue) return;
+  struct Io final : ArrayIo {
+    bool busy = false;
+    void on_complete(Status) override { busy = false; }
+  };
+  constexpr int kDepth = 8;
+  std::vector<Io> ios(kDepth);
+  auto buf = AlignedBuffer::allocate(kDepth * 4096, 4096);
+  if (!buf) return;
+  std::mt19937_64 rng(1);
+  const std::uint64_t blocks = array.capacity() / 4096;
+  while (!stop.load()) {
+    for (int i = 0; i < kDepth; ++i) {
+      if (ios[i].busy) continue;
+      ios[i].kind = rng() % 2 == 0 ? IoKind::kWrite : IoKind::kRead;
+      ios[i].offset = (rng() % blocks) * 4096;
+      ios[i].len = 4096;
+      ios[i].buf = buf->data() + i * 4096;
+      ios[i].busy = true;
+      (*queue)->submit(ios[i]);
+      ++done;
+    }
+    (*queue)->context().poll(true);
+  }
+  while (std::any_of(ios.begin(), ios.end(), [](const Io& io) { return io.busy; }))
+    (*queue)->context().poll(true);
+}
+
+struct JobFigures {
+  double mb_per_s = 0;
+  double cpu_s_per_gib = 0;
+  double fg_iops = 0;
+};
+
+int run(const Options& o) {
+  auto level = parse_raid_level(o.level);
+  if (!level) {
+    std::fprintf(stderr, "graid-rebuild-bench: %s\n", level.status().message().c_str());
+    return 2;
+  }
+  auto parity = make_parity_backend(o.backend);
+  if (!parity) {
+    std::fprintf(stderr, "graid-rebuild-bench: %s\n", parity.status().message().c_str());
+    return 2;
+  }
+  const std::uint64_t member_bytes = (o.member_mib + 1) << 20;  // + the metadata area
+  const std::uint32_t strip = o.strip_kib * 1024;
+  const std::string base = fmt::format("{}/graid-rebuild-bench-{}", o.dir, getpid());
+  std::filesystem::create_directories(base);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{base};
+
+  // Member limit, on a scratch file the size of a member's data area.
+  double raw_read = 0, raw_write = 0;
+  {
+    auto scratch = open_file(base + "/scratch", member_bytes);
+    if (!scratch) return std::fprintf(stderr, "%s\n", scratch.status().message().c_str()), 1;
+    raw_write = raw_pass(**scratch, 0, o.member_mib << 20, strip, true);
+    raw_read = raw_pass(**scratch, 0, o.member_mib << 20, strip, false);
+  }
+  std::filesystem::remove(base + "/scratch");
+  const double limit = std::min(raw_read, raw_write);
+
+  std::vector<std::unique_ptr<MemberDevice>> devs;
+  for (std::uint32_t i = 0; i < o.members; ++i) {
+    auto d = open_file(fmt::format("{}/m{}", base, i), member_bytes);
+    if (!d) return std::fprintf(stderr, "%s\n", d.status().message().c_str()), 1;
+    devs.push_back(std::move(*d));
+  }
+  CreateOptions c;
+  c.level = *level;
+  c.strip_bytes = strip;
+  c.name = "rebuild-bench";
+  c.assume_clean = true;  // filled below, which makes it consistent
+  ArrayOptions ao;
+  ao.parity = parity->get();
+  auto array = Array::create(std::move(devs), c, ao);
+  if (!array) return std::fprintf(stderr, "%s\n", array.status().message().c_str()), 1;
+  Array& a = **array;
+  {
+    // Random data everywhere: the parity work is real.
+    auto ctx = IoContext::create(64);
+    auto queue = a.attach(**ctx);
+    auto buf = AlignedBuffer::allocate(1u << 20, 4096);
+    std::mt19937_64 rng(7);
+    for (std::uint64_t at = 0; at < a.capacity(); at += buf->size()) {
+      for (std::size_t w = 0; w < buf->size() / 8; ++w) {
+        const std::uint64_t v = rng();
+        std::memcpy(buf->data() + w * 8, &v, 8);
+      }
+      struct Io final : ArrayIo {
+        bool done = false;
+        Status status;
+        void on_complete(Status s) override {
+          done = true;
+          status = std::move(s);
+        }
+      } io;
+      io.kind = IoKind::kWrite;
+      io.offset = at;
+      io.len = static_cast<std::uint32_t>(std::min<std::uint64_t>(buf->size(), a.capacity() - at));
+      io.buf = buf->data();
+      (*queue)->submit(io);
+      while (!io.done)
+        (*queue)->context().poll(true);
+      if (!io.status) return std::fprintf(stderr, "%s\n", io.status.message().c_str()), 1;
+    }
+  }
+  const double gib = static_cast<double>(a.member_data_bytes()) / (1u << 30);
+
+  auto rebuild_once = [&](std::uint32_t victim, bool load) -> Result<JobFigures> {
+    GRAID_RETURN_IF_ERROR(a.fail_member(victim, "benchmark"));
+    auto fresh = open_file(fmt::format("{}/new{}-{}", base, victim, load), member_bytes);
+    if (!fresh) return fresh.status();
+    GRAID_RETURN_IF_ERROR(a.replace_failed(victim, std::move(*fresh)));
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> fg{0};
+    std::thread fg_thread;
+    if (load) fg_thread = std::thread([&] { foreground(a, stop, fg); });
+    const double cpu0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    auto done = a.rebuild();
+    const double secs = seconds_since(t0);
+    const double cpu = cpu_seconds() - cpu0;
+    stop = true;
+    if (fg_thread.joinable()) fg_thread.join();
+    if (!done) return done.status();
+    JobFigures f;
+    f.mb_per_s = static_cast<double>(a.member_data_bytes()) / secs / 1e6;
+    f.cpu_s_per_gib = cpu / gib;
+    f.fg_iops = static_cast<double>(fg.load()) / secs;
+    return f;
+  };
+  auto idle = rebuild_once(1, false);
+  if (!idle) return std::fprintf(stderr, "%s\n", idle.status().message().c_str()), 1;
+  auto loaded = rebuild_once(2, true);
+  if (!loaded) return std::fprintf(stderr, "%s\n", loaded.status().message().c_str()), 1;
+  const double cpu0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  auto checked = a.check();
+  const double check_secs = seconds_since(t0);
+  const double check_cpu = cpu_seconds() - cpu0;
+  if (!checked) return std::fprintf(stderr, "%s\n", checked.status().message().c_str()), 1;
+
+  std::printf("graid-rebuild-bench: %s x%u, strip %u KiB, %llu MiB per member, parity %s, in %s\n",
+              o.level.c_str(), o.members, o.strip_kib,
+              static_cast<unsigned long long>(o.member_mib), o.backend.c_str(), o.dir.c_str());
+  std::printf("member limit (blocking %u KiB passes, best of 3): read %.0f MB/s, write %.0f MB/s\n",
+              o.strip_kib, raw_read, raw_write);
+  std::printf("%-22s %12s %10s %14s %14s\n", "job", "MB/s/member", "of limit", "CPU s/GiB",
+              "fg IOPS");
+  auto row = [&](const char* name, const JobFigures& f, bool fg) {
+    std::printf("%-22s %12.0f %9.2fx %14.2f %14s\n", name, f.mb_per_s, f.mb_per_s / limit,
+                f.cpu_s_per_gib, fg ? fmt::format("{:.0f}", f.fg_iops).c_str() : "-");
+  };
+  row("rebuild, idle", *idle, false);
+  row("rebuild, 4K fg load", *loaded, true);
+  JobFigures check;
+  check.mb_per_s = static_cast<double>(a.member_data_bytes()) / check_secs / 1e6;
+  check.cpu_s_per_gib = check_cpu / gib;
+  row("check, idle", check, false);
+  if (checked->mismatches != 0) {
+    std::printf("check found %llu mismatched stripes: the rebuilds were wrong\n",
+                static_cast<unsigned long long>(checked->mismatches));
+    return 1;
+  }
+  std::puts("check after both rebuilds: consistent");
+  (void)a.stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace graid
+
+int main(int argc, char** argv) {
+  graid::Options o;
+  CLI::App app{"graid-rebuild-bench: rebuild and check throughput against the members' own"};
+  app.add_option("--dir", o.dir, "where the member files go (default /dev/shm)");
+  app.add_option("--level", o.level, "raid1, raid10, raid5, raid6 (default raid5)");
+  app.add_option("--members", o.members, "members (default 5)");
+  app.add_option("--member-size", o.member_mib, "MiB of data per member (default 256)");
+  app.add_option("--strip", o.strip_kib, "strip KiB (default 64)");
+  app.add_option("--backend", o.backend, "parity backend: cpu or ref (default cpu)");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+  return graid::run(o);
+}
