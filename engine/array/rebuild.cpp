@@ -10,6 +10,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "array/array_state.h"
 #include "array/background_pace.h"
@@ -85,6 +87,131 @@ Status finish_member(Array::State& s, std::uint32_t m) {
   return st;
 }
 
+// A window's member I/O in bulk: every member the rebuild reads is read over the whole window
+// (the same member bytes on each: stripes are rows) at once, in parallel, through an io_uring of
+// the rebuild's own; the level module then works from those buffers (StripeAccess), and the
+// rebuilt member's window is written in one I/O at the end. Any error in the bulk I/O makes the
+// caller redo the window strip by strip with blocking I/O, which finds the member at fault.
+class WindowAccess final : public StripeAccess {
+ public:
+  WindowAccess(Array::State& s, std::uint32_t target, std::uint64_t window_stripes, IoContext& ctx)
+      : s_(s), target_(target), ctx_(ctx), strip_(s.geometry.strip_bytes()) {
+    for (std::uint32_t m = 0; m < s.geometry.members(); ++m) {
+      auto buf = AlignedBuffer::allocate(window_stripes * strip_, 4096);
+      bufs_.push_back(buf ? std::move(*buf) : AlignedBuffer());
+      auto scratch = AlignedBuffer::allocate(strip_, 4096);
+      scratch_.push_back(scratch ? std::move(*scratch) : AlignedBuffer());
+    }
+    reqs_ = std::vector<Req>(s.geometry.members());
+  }
+  bool usable() const {
+    return std::all_of(bufs_.begin(), bufs_.end(), [](const auto& b) { return b.size() > 0; }) &&
+           std::all_of(scratch_.begin(), scratch_.end(),
+                       [](const auto& b) { return b.size() > 0; });
+  }
+
+  // Reads [first, first + count) of every member that is alive in all of it (the others are
+  // dead in the whole window, or partly: those are read too, as far as alive, strip by strip
+  // by the caller's fallback). False on any error.
+  bool load(std::uint64_t first, std::uint64_t count) {
+    first_ = first;
+    count_ = count;
+    for (std::uint32_t m = 0; m < s_.geometry.members(); ++m) {
+      if (m != target_ && alive_throughout(m)) submit(m, MemberOp::kRead);
+    }
+    return wait();
+  }
+  // Writes the target's window. False on an error.
+  bool store() {
+    submit(target_, MemberOp::kWrite);
+    return wait();
+  }
+
+  bool is_failed(std::uint32_t member, std::uint64_t stripe) const noexcept override {
+    return member != target_ && s_.dead_at(member, stripe);
+  }
+  bool is_stale(std::uint32_t member) const noexcept override { return member == target_; }
+  Status read_strip(std::uint32_t member, std::uint64_t stripe, std::span<std::byte> buf) override {
+    if (member == target_ || !alive_throughout(member))
+      return make_error(Errc::kInternal, "member {} was not read for this window", member);
+    std::memcpy(buf.data(), at(member, stripe), buf.size());
+    return Status::ok();
+  }
+  Status write_strip(std::uint32_t member, std::uint64_t stripe,
+                     std::span<const std::byte> buf) override {
+    if (member != target_) return make_error(Errc::kInternal, "rebuild writes only its member");
+    std::memcpy(at(member, stripe), buf.data(), buf.size());
+    return Status::ok();
+  }
+  ParityBackend* parity() noexcept override { return s_.parity; }
+  std::span<AlignedBuffer> scratch() noexcept override { return scratch_; }
+
+ private:
+  struct Req final : MemberRequest {
+    std::int32_t result = 0;
+    bool done = false;
+    bool submitted = false;
+    void on_done(std::int32_t res) override {
+      result = res;
+      done = true;
+    }
+  };
+  bool alive_throughout(std::uint32_t m) const {
+    return !s_.dead_at(m, first_) && !s_.dead_at(m, first_ + count_ - 1);
+  }
+  std::byte* at(std::uint32_t m, std::uint64_t stripe) {
+    return bufs_[m].data() + (stripe - first_) * strip_;
+  }
+  void submit(std::uint32_t m, MemberOp op) {
+    Req& r = reqs_[m];
+    r.op = op;
+    r.offset = s_.device_offset(first_ * strip_);
+    r.buf = bufs_[m].data();
+    r.len = static_cast<std::uint32_t>(count_ * strip_);
+    r.fua = false;
+    r.done = false;
+    r.result = 0;
+    r.submitted = true;
+    s_.members[m]->submit(ctx_, r);
+  }
+  // Waits for every request submitted since the last wait; false if any failed.
+  bool wait() {
+    auto pending = [&] {
+      return std::any_of(reqs_.begin(), reqs_.end(),
+                         [](const Req& r) { return r.submitted && !r.done; });
+    };
+    while (pending())
+      ctx_.poll(true);
+    bool ok = true;
+    for (Req& r : reqs_) {
+      if (r.submitted && r.result < 0) ok = false;
+      r.submitted = false;
+    }
+    return ok;
+  }
+
+  Array::State& s_;
+  std::uint32_t target_;
+  IoContext& ctx_;
+  std::uint64_t strip_;
+  std::uint64_t first_ = 0, count_ = 0;
+  std::vector<AlignedBuffer> bufs_, scratch_;
+  std::vector<Req> reqs_;
+};
+
+// The window in bulk (WindowAccess); false when that did not work out and the window must be done
+// strip by strip.
+bool rebuild_window_in_bulk(Array::State& s, WindowAccess& w, std::uint64_t first,
+                            std::uint64_t count) {
+  const Geometry& g = s.geometry;
+  if (!w.load(first, count)) return false;
+  for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
+    StripeOutcome r = g.module().process_stripe(StripeTask::kRebuild, g, w, stripe);
+    if (!r.status || r.skipped) return false;
+  }
+  return w.store();
+}
+
 // Rebuilds member m from its checkpoint. True: done; false: stopped.
 Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildControl& control) {
   const Geometry& g = s.geometry;
@@ -93,6 +220,13 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
   auto access = ArrayStripeAccess::make(s, m);
   if (!access) return access.status();
+  // Bulk I/O per window where an io_uring can be had; strip by strip otherwise.
+  auto ctx = IoContext::create(member_ring_options(2 * g.members()));
+  std::optional<WindowAccess> window_access;
+  if (ctx) {
+    window_access.emplace(s, m, window, **ctx);
+    if (!window_access->usable()) window_access.reset();
+  }
   const std::uint64_t from = s.rebuilt[m].load(std::memory_order_acquire);
   const std::string path = s.members[m]->path();
   spdlog::info("graid: array '{}': rebuilding member {} ({}) from stripe {} of {}", s.name, m, path,
@@ -121,7 +255,8 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
     }
     const std::uint64_t count = std::min(window, stripes - first);
     lock.lock(first, count);
-    for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
+    const bool bulk = window_access && rebuild_window_in_bulk(s, *window_access, first, count);
+    for (std::uint64_t stripe = first; !bulk && stripe < first + count; ++stripe) {
       StripeOutcome r = g.module().process_stripe(StripeTask::kRebuild, g, *access, stripe);
       // A member that fails a read or write fails as under I/O; the stripe is done again
       // without it, as long as there is something left to rebuild from.
