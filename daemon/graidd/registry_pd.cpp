@@ -181,6 +181,11 @@ Result<json> Registry::edit_pd(const json& args) {
   if (value != "offline" && value != "online")
     return make_error(Errc::kInvalidArgument, "marker must be offline or online, not \"{}\"",
                       value);
+  if (value == "online" && pd.marker_offline && pd.dg_id && !pd.slot)
+    return make_error(Errc::kUnsupported,
+                      "pd {}'s place in dg {} has been taken (a spare or a replacement): it cannot "
+                      "come back while the dg runs",
+                      pd.id, *pd.dg_id);
   if (!pd.dg_id || !pd.slot)
     return make_error(Errc::kInvalidArgument, "pd {} is not a member of a drive group", pd.id);
   Dg& dg = dgs_.at(*pd.dg_id);
@@ -212,10 +217,18 @@ Result<json> Registry::edit_pd(const json& args) {
   }
   if (!pd.marker_offline)
     return make_error(Errc::kInvalidArgument, "pd {} is not marked offline", pd.id);
-  return make_error(Errc::kUnsupported,
-                    "pd {} was failed out of dg {}: bringing it back online needs a rebuild, "
-                    "which this graidd does not have yet; the dg keeps running degraded",
-                    pd.id, dg.id);
+  if (*pd.slot >= array.member_count() || array.member_health(*pd.slot) != MemberHealth::kFailed)
+    return make_error(Errc::kUnsupported,
+                      "pd {}'s place in dg {} has been taken (a spare or a replacement): it cannot "
+                      "come back while the dg runs",
+                      pd.id, dg.id);
+  auto st = array.readd_failed(*pd.slot);
+  if (!st) return st;
+  pd.marker_offline = false;
+  events_.add("pd_online", dg.id, pd.id, std::nullopt,
+              fmt::format("back in slot {}; rebuilt in full", *pd.slot));
+  if (auto s = save(); !s) return s;
+  return pd_json(pd);
 }
 
 // Moves a free PD between its namespace's two nodes: /dev/ngXnY (NVMe passthrough) and

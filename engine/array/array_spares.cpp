@@ -129,6 +129,20 @@ Status Array::take_spare(std::uint32_t member) {
                         fmt::format("hot spare from slot {}", slot));
 }
 
+Status Array::readd_failed(std::uint32_t member) {
+  State& s = *state_;
+  MutexLock guard(s.control_mutex);
+  GRAID_RETURN_IF_ERROR(check_failed_role(s, member));
+  std::shared_ptr<MemberDevice> device = s.members[member];
+  if (!device) {
+    return make_error(Errc::kNotFound, "member {} of array '{}' has no device to take back", member,
+                      s.name);
+  }
+  auto uuid = meta::Uuid::generate();  // a new identity: its old superblock no longer counts
+  if (!uuid) return uuid.status();
+  return install_locked(s, member, std::move(device), *uuid, "taken back, rebuilt in full");
+}
+
 Status Array::replace_failed(std::uint32_t member, std::unique_ptr<MemberDevice> device,
                              bool force) {
   if (!device) return make_error(Errc::kInvalidArgument, "no device given");

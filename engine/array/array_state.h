@@ -142,7 +142,10 @@ struct Array::State {
 
   // Marks `member` failed, records it in the superblocks of the survivors (events + 1), and
   // stops writing its bitmap. Idempotent. Safe from any thread.
-  Status fail_member(std::uint32_t member, std::string_view reason) EXCLUDES(control_mutex);
+  // With `device`: only if the role still has that device (an I/O's error from a device a spare
+  // has replaced since says nothing about the spare).
+  Status fail_member(std::uint32_t member, std::string_view reason,
+                     const MemberDevice* device = nullptr) EXCLUDES(control_mutex);
 
   // Declares a write to member data bytes [member_offset, +len) to the write-intent bitmap,
   // persisting its bit first if needed; a member that fails the bitmap update is failed and the

@@ -81,11 +81,13 @@ Status Array::State::write_superblock_rounds_locked() {
   return make_error(Errc::kIoError, "superblock update did not settle");
 }
 
-Status Array::State::fail_member(std::uint32_t member, std::string_view reason) {
+Status Array::State::fail_member(std::uint32_t member, std::string_view reason,
+                                 const MemberDevice* device) {
   MutexLock guard(control_mutex);
   if (member >= members.size()) {
     return make_error(Errc::kOutOfRange, "no member {} (array has {})", member, members.size());
   }
+  if (device != nullptr && members[member].get() != device) return Status::ok();
   if (!mark_failed_locked(member)) return Status::ok();
   ArrayEventCounts counts;
   counts.errors = stats().members[member].errors();

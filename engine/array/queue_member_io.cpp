@@ -16,6 +16,7 @@ class DirectIo final : public TimedMemberRequest {
   ArrayQueue::Impl* q = nullptr;
   ArrayIo* io = nullptr;
   std::uint32_t member = 0;
+  const MemberDevice* device = nullptr;  // where it went (see StripeMemberIo::device)
   std::uint64_t array_offset = 0;
   PoolBuffer owned;  // zeroes written in place of a discard the member refused
 
@@ -29,12 +30,20 @@ class DirectIo final : public TimedMemberRequest {
     const std::uint32_t bytes = len;
     std::byte* data = buf;
     const std::uint32_t failed_member = member;
+    const MemberDevice* went_to = device;
     queue.recycle(*this);  // nothing below touches this object
     if (res >= 0) {
       queue.part_done(request, Status::ok());
       return;
     }
     Array::State& a = queue.array;
+    if (kind == MemberOp::kRead && a.members[failed_member].get() != went_to) {
+      // The role has another device now (see StripeMemberIo::device): read it again as planned
+      // today; the old device's error is no news.
+      queue.read_segment(request, at, bytes, data);
+      queue.part_done(request, Status::ok());
+      return;
+    }
     const char* what = kind == MemberOp::kRead    ? "read"
                        : kind == MemberOp::kWrite ? "write"
                                                   : "zeroing";
@@ -79,8 +88,9 @@ class DirectIo final : public TimedMemberRequest {
       case MemberErrorClass::kDevice:
         break;
     }
-    Status st = a.fail_member(
-        failed_member, fmt::format("{} error at byte {}: {}", what, at, std::strerror(-res)));
+    Status st = a.fail_member(failed_member,
+                              fmt::format("{} error at byte {}: {}", what, at, std::strerror(-res)),
+                              went_to);
     (void)st;
     if (kind == MemberOp::kRead && !a.array_failed()) {
       // Another copy, or a reconstruction, replaces this part (it adds its own part first, so
@@ -100,6 +110,7 @@ class FlushOp {
   struct Slot final : TimedMemberRequest {
     FlushOp* owner = nullptr;
     std::uint32_t member = 0;
+    const MemberDevice* device = nullptr;  // where it went (see StripeMemberIo::device)
     void on_done(std::int32_t res) override {
       record_member_io(*owner->q, member, *this, res);
       owner->slot_done(*this, res);
@@ -142,15 +153,20 @@ class FlushOp {
       q->recycle(*this);
       return;
     }
-    for (std::uint32_t i = 0; i < n; ++i)
-      submit_timed(*a.members[slots[i].member], q->ctx, slots[i]);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      MemberDevice& device = *a.members[slots[i].member];
+      slots[i].device = &device;
+      submit_timed(device, q->ctx, slots[i]);
+    }
   }
 
   void slot_done(Slot& s, std::int32_t res) {
-    if (res < 0) {
+    // An old device's flush error (its role has a new device now) is no news: the failure that
+    // replaced it is recorded, and writes to the new one came after this flush was asked for.
+    if (res < 0 && q->array.members[s.member].get() == s.device) {
       member_failed = true;
-      Status st =
-          q->array.fail_member(s.member, fmt::format("flush failed: {}", std::strerror(-res)));
+      Status st = q->array.fail_member(
+          s.member, fmt::format("flush failed: {}", std::strerror(-res)), s.device);
       (void)st;
     }
     if (--left != 0) return;
@@ -197,7 +213,9 @@ void ArrayQueue::Impl::direct_io(ArrayIo& io, MemberOp op, std::uint32_t member,
   d->len = len;
   d->fua = op == MemberOp::kWrite && (io.flags & kIoFua) != 0;
   add_parts(io, 1);
-  submit_timed(*array.members[member], ctx, *d);
+  MemberDevice& device = *array.members[member];
+  d->device = &device;
+  submit_timed(device, ctx, *d);
 }
 
 void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
@@ -251,7 +269,9 @@ void ArrayQueue::Impl::write_zeroes(ArrayIo& io, std::uint32_t member, std::uint
   d->buf = d->owned.data();
   d->len = len;
   add_parts(io, 1);
-  array.members[member]->submit(ctx, *d);
+  MemberDevice& device = *array.members[member];
+  d->device = &device;
+  device.submit(ctx, *d);
 }
 
 void ArrayQueue::Impl::repair_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,

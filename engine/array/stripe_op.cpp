@@ -101,7 +101,9 @@ StripeMemberIo& StripeOp::new_io(std::uint32_t member) {
 
 void StripeOp::submit_io(StripeMemberIo& io) {
   ++ios_left_;
-  submit_timed(*q_.array.members[io.member], q_.ctx, io);
+  MemberDevice& device = *q_.array.members[io.member];
+  io.device = &device;
+  submit_timed(device, q_.ctx, io);
 }
 void StripeOp::member_io_done(StripeMemberIo& /*io*/) {
   if (--ios_left_ != 0) return;
@@ -147,6 +149,12 @@ Status StripeOp::absorb_member_errors(bool& replan) {
   for (std::size_t i = 0; i < ios_used_; ++i) {
     const StripeMemberIo& io = *ios_[i];
     if (io.result >= 0) continue;
+    if (a.members[io.member].get() != io.device) {
+      // The role has another device now (a spare took the failed one's place while this I/O
+      // was in flight): plan the stripe again with it; the old device's error is no news.
+      replan = true;
+      continue;
+    }
     const char* what = io.op == MemberOp::kRead    ? "read"
                        : io.op == MemberOp::kWrite ? "write"
                        : io.op == MemberOp::kFlush ? "flush"
@@ -185,8 +193,10 @@ Status StripeOp::absorb_member_errors(bool& replan) {
       case MemberErrorClass::kDevice:
         break;
     }
-    Status st = a.fail_member(io.member, fmt::format("{} error at byte {}: {}", what, io.offset,
-                                                     std::strerror(-io.result)));
+    Status st = a.fail_member(
+        io.member,
+        fmt::format("{} error at byte {}: {}", what, io.offset, std::strerror(-io.result)),
+        io.device);
     (void)st;  // a failure to record it on the survivors is logged by fail_member
   }
   if (a.array_failed()) {

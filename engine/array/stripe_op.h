@@ -56,6 +56,9 @@ class StripeMemberIo final : public TimedMemberRequest {
  public:
   StripeOp* owner = nullptr;
   std::uint32_t member = 0;
+  // The device the I/O went to: a failed role may get a new one (a spare) while it is in
+  // flight, and an error from the old device says nothing about the new one.
+  const MemberDevice* device = nullptr;
   std::int32_t result = 0;
   void on_done(std::int32_t res) override;
 };

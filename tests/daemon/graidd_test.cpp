@@ -521,6 +521,10 @@ TEST_P(GraiddFioTest, HotSpareTakesOverAndRebuildsWhileFioVerifies) {
   EXPECT_EQ(ok({"describe", "pd", spare})["state"], "member");
   EXPECT_EQ(ok({"describe", "pd", spare})["slot"], 1);
   EXPECT_EQ(ok({"describe", "pd", "1"})["state"], "offline");
+  const CtlRun back = d_->ctl({"edit", "pd", "1", "marker", "online"});
+  EXPECT_NE(back.exit, 0) << "its place is taken";
+  EXPECT_NE((back.out + back.err).find("has been taken"), std::string::npos)
+      << back.out << back.err;
   // Events arrive from the array's notifier thread, a moment after the state changes.
   bool started = false, finished = false;
   json events;
@@ -541,6 +545,26 @@ TEST_P(GraiddFioTest, HotSpareTakesOverAndRebuildsWhileFioVerifies) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, GraiddFioTest, ::testing::Values("raid5", "raid6"));
+
+// marker offline, then online: the same drive comes back and is rebuilt (in full), the DG ends
+// optimal with it in its slot again.
+TEST_F(GraiddTest, MarkerOnlineTakesTheDriveBackAndRebuildsIt) {
+  make_pds(4);
+  ok({"create", "dg", "raid5", "0-3", "--strip", "16K"});
+  ok({"edit", "pd", "2", "marker", "offline"});
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "degraded");
+  ok({"edit", "pd", "2", "marker", "online"});
+  json dg;
+  for (int i = 0; i < 600; ++i) {
+    dg = ok({"describe", "dg", "0"});
+    if (dg["state"] == "optimal") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(dg["state"], "optimal") << dg.dump();
+  const json pd = ok({"describe", "pd", "2"});
+  EXPECT_EQ(pd["state"], "member");
+  EXPECT_EQ(pd["slot"], 2);
+}
 
 // graidctl replace pd: a free PD takes a failed member's place and is rebuilt; a working member,
 // a PD of the DG and a PD of no DG are refused, changing nothing.

@@ -285,6 +285,33 @@ TEST_P(ArrayRebuildTest, StoppedRebuildResumesFromItsCheckpointAfterACrash) {
   verify(**again, "resumed rebuild, another member failed");
 }
 
+TEST_P(ArrayRebuildTest, TakenBackMemberIsRebuiltInFull) {
+  auto array = make(0);
+  ASSERT_TRUE(array);
+  fill(*array, 15);
+  const std::uint32_t victim = array->member_count() - 1;
+  ASSERT_TRUE(array->fail_member(victim, "marked offline").is_ok());
+  {
+    // Writes while it is out: its old contents are stale now.
+    Traffic traffic(*array, model_, 25);
+    std::this_thread::sleep_for(150ms);
+  }
+  ASSERT_TRUE(array->readd_failed(victim).is_ok());
+  EXPECT_EQ(array->member_slot(victim)->state, MemberSlotState::kRebuilding);
+  EXPECT_EQ(array->readd_failed(victim).code(), Errc::kInvalidArgument) << "rebuilding already";
+  Traffic traffic(*array, model_, 26);
+  auto done = array->rebuild();
+  traffic.finish();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  EXPECT_EQ(traffic.mismatches(), 0u);
+  EXPECT_EQ(traffic.errors(), 0u);
+  EXPECT_EQ(array->health(), ArrayHealth::kOptimal);
+  EXPECT_EQ(*array->count_inconsistent_stripes(), 0u);
+  const std::uint32_t other = other_member(*array, victim, 0);
+  ASSERT_TRUE(array->fail_member(other, "test").is_ok());
+  verify(*array, "taken back, another member failed");
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, ArrayRebuildTest,
                          ::testing::Values(Shape{RaidLevel::kRaid1, 2},
                                            Shape{RaidLevel::kRaid10, 4},
@@ -349,6 +376,42 @@ TEST_P(ArrayRebuildRaid5Test, UnreadableSurvivorFailsTheRebuildAndTheArrayCleanl
 
 INSTANTIATE_TEST_SUITE_P(Raid5, ArrayRebuildRaid5Test,
                          ::testing::Values(Shape{RaidLevel::kRaid5, 4}), shape_name);
+
+// A member pulled with I/O in flight: its errors come back after a spare has taken its role
+// (graidd's rebuild job is that quick). They must not fail the spare: the VM found it did.
+TEST_P(ArrayRebuildRaid5Test, ErrorsFromTheReplacedDeviceDoNotFailTheSpare) {
+  auto array = make();
+  ASSERT_TRUE(array);
+  fill(*array, 16);
+  ASSERT_TRUE(array->add_spare(std::move(spare_devs_[0])).is_ok());
+  auto ctx = std::move(*IoContext::create(64));
+  auto queue = std::move(*array->attach(*ctx));
+  const std::uint32_t bytes = 4 * array->geometry().stripe_data_bytes();  // member 1 holds data
+  auto buf = std::move(*AlignedBuffer::allocate(bytes, 4096));
+  files_.faulty[1]->fail_op_with(MemberOp::kRead, ENODEV);  // a vanished drive's answer
+  const std::uint64_t reads_before = files_.faulty[1]->counts().reads;
+  TestIo io;
+  io.kind = IoKind::kRead;
+  io.offset = 0;
+  io.len = bytes;
+  io.buf = buf.data();
+  queue->submit(io);
+  ASSERT_GT(files_.faulty[1]->counts().reads, reads_before) << "the read went to member 1 first";
+  // Before its error is seen: member 1 fails (another I/O saw it) and the spare takes over.
+  ASSERT_TRUE(array->fail_member(1, "pulled").is_ok());
+  ASSERT_TRUE(array->take_spare(1).is_ok());
+  while (!io.done)
+    queue->context().poll(true);
+  ASSERT_TRUE(io.status.is_ok()) << io.status.to_string();
+  EXPECT_EQ(std::memcmp(buf.data(), model_.data(), bytes), 0);
+  EXPECT_EQ(array->member_slot(1)->state, MemberSlotState::kRebuilding)
+      << "the spare was failed for the old drive's error";
+  queue.reset();
+  auto done = array->rebuild();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  EXPECT_EQ(array->health(), ArrayHealth::kOptimal);
+  verify(*array, "after the rebuild");
+}
 
 TEST_P(ArrayRebuildRaid5Test, ReplacementIsRefusedWhenItCannotServe) {
   auto array = make(2);

@@ -559,6 +559,11 @@ class Array {
   // changing nothing, what add_spare() refuses.
   Status replace_failed(std::uint32_t member, std::unique_ptr<MemberDevice> device,
                         bool force = false);
+  // Takes failed role `member`'s own device back (a drive marked offline, or one whose errors
+  // were transient): it becomes kRebuilding from 0 and rebuild() rewrites all of it (no bitmap
+  // shortcut yet). Refuses what take_spare() refuses; kIoError when the device cannot take its
+  // superblock (it stays failed).
+  Status readd_failed(std::uint32_t member);
   // Roles being rebuilt now (kRebuilding with a device).
   std::vector<std::uint32_t> rebuilding_members() const;
   // Rebuilds every kRebuilding member from its checkpoint, one after the other, window by
