@@ -228,7 +228,7 @@ int run(const Options& o) {
   };
   auto idle = rebuild_once(1, false);
   if (!idle) return std::fprintf(stderr, "%s\n", idle.status().message().c_str()), 1;
-  auto loaded = rebuild_once(2, true);
+  auto loaded = rebuild_once(0, true);  // another member (RAID1 x2 has only 0 and 1)
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.status().message().c_str()), 1;
   const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
