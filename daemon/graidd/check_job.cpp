@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "graidd/job_progress.h"
+
 namespace graid::daemon {
 
 Status CheckJob::start(bool repair) {
@@ -64,15 +66,12 @@ CheckStatus CheckJob::status() const {
     started_at = started_at_;
   }
   if (!out.running) return out;
-  const std::uint64_t total = array_.member_data_bytes();
-  const std::uint64_t done = array_.check_progress().value_or(started_offset);
-  out.percent = total == 0 ? 100.0 : 100.0 * static_cast<double>(done) / static_cast<double>(total);
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count();
-  if (elapsed > 0 && done > started_offset) {
-    out.bytes_per_second = static_cast<double>(done - started_offset) / elapsed;
-    out.eta_seconds = static_cast<double>(total - done) / out.bytes_per_second;
-  }
+  const JobProgress p =
+      job_progress(array_.member_data_bytes(), array_.check_progress().value_or(started_offset),
+                   started_offset, started_at);
+  out.percent = p.percent;
+  out.bytes_per_second = p.bytes_per_second;
+  out.eta_seconds = p.eta_seconds;
   return out;
 }
 

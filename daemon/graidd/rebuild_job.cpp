@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "graidd/job_progress.h"
+
 namespace graid::daemon {
 
 RebuildJob::RebuildJob(Array& array, std::uint32_t dg_id)
@@ -43,15 +45,11 @@ RebuildStatus RebuildJob::status() const {
   if (!out.running) return out;
   auto slot = array_.member_slot(out.member);
   if (!slot.is_ok() || slot->state != MemberSlotState::kRebuilding) return out;
-  const std::uint64_t total = array_.member_data_bytes();
-  const std::uint64_t done = slot->rebuild_offset;
-  out.percent = total == 0 ? 100.0 : 100.0 * static_cast<double>(done) / static_cast<double>(total);
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count();
-  if (elapsed > 0 && done > started_offset) {
-    out.bytes_per_second = static_cast<double>(done - started_offset) / elapsed;
-    out.eta_seconds = static_cast<double>(total - done) / out.bytes_per_second;
-  }
+  const JobProgress p =
+      job_progress(array_.member_data_bytes(), slot->rebuild_offset, started_offset, started_at);
+  out.percent = p.percent;
+  out.bytes_per_second = p.bytes_per_second;
+  out.eta_seconds = p.eta_seconds;
   return out;
 }
 

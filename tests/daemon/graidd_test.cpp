@@ -430,7 +430,17 @@ TEST_F(GraiddTest, SigkillDuringNbdWritesKeepsAcknowledgedWrites) {
 }
 
 // fio through the daemon's NBD export, verifying every block, while a member goes offline.
-class GraiddFioTest : public GraiddTest, public ::testing::WithParamInterface<const char*> {};
+class GraiddFioTest : public GraiddTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  // fio with crc32c verification over the NBD export on `sock`: 24 MiB in 4 KiB blocks.
+  ToolRun fio(const std::string& sock, int seed, const std::string& extra, int timeout_s) {
+    return run_tool("fio --name=graid --ioengine=nbd --uri='" + nbd_uri(sock) +
+                        "' --bs=4k --size=24M --iodepth=16 --verify=crc32c --verify_fatal=1"
+                        " --verify_state_save=0 --randseed=" +
+                        std::to_string(seed) + " " + extra,
+                    timeout_s);
+  }
+};
 
 TEST_P(GraiddFioTest, VerifiesWhileAMemberIsTakenOffline) {
   if (!have_tool("fio")) GTEST_SKIP() << "fio not installed (Debian: fio)";
@@ -440,13 +450,7 @@ TEST_P(GraiddFioTest, VerifiesWhileAMemberIsTakenOffline) {
   ok({"create", "vd", "0", "--size", "24M"});
   const std::string sock = dir_.file("fio.sock");
   ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
-  const auto fio = [&](const std::string& extra) {
-    return run_tool("fio --name=graid --ioengine=nbd --uri='" + nbd_uri(sock) +
-                        "' --bs=4k --size=24M --iodepth=16 --verify=crc32c --verify_fatal=1"
-                        " --verify_state_save=0 --randseed=11 " +
-                        extra,
-                    120);
-  };
+  const auto fio = [&](const std::string& extra) { return this->fio(sock, 11, extra, 120); };
   ToolRun w;
   std::thread writer([&] { w = fio("--rw=randwrite"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -485,13 +489,7 @@ TEST_P(GraiddFioTest, HotSpareTakesOverAndRebuildsWhileFioVerifies) {
   ok({"create", "vd", "0", "--size", "24M"});
   const std::string sock = dir_.file("fio.sock");
   ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
-  const auto fio = [&](const std::string& extra) {
-    return run_tool("fio --name=graid --ioengine=nbd --uri='" + nbd_uri(sock) +
-                        "' --bs=4k --size=24M --iodepth=16 --verify=crc32c --verify_fatal=1"
-                        " --verify_state_save=0 --randseed=12 " +
-                        extra,
-                    180);
-  };
+  const auto fio = [&](const std::string& extra) { return this->fio(sock, 12, extra, 180); };
   ToolRun w;
   std::thread writer([&] { w = fio("--rw=randwrite"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
