@@ -25,22 +25,6 @@ Status record_check(Array::State& s, std::optional<std::uint64_t> member_offset)
   return s.write_superblocks_locked();
 }
 
-// One stripe checked (and repaired): a member that fails its I/O is failed and the stripe done
-// again without it, as resync does.
-StripeOutcome check_stripe(Array::State& s, ArrayStripeAccess& access, std::uint64_t stripe,
-                           StripeTask task) {
-  const Geometry& g = s.geometry;
-  StripeOutcome r = g.module().process_stripe(task, g, access, stripe);
-  for (std::uint32_t round = 0; !r.status && r.failed_member < g.members(); ++round) {
-    if (r.status.code() != Errc::kIoError || round >= g.members() || s.array_failed()) break;
-    (void)s.fail_member(r.failed_member,
-                        fmt::format("check of stripe {}: {}", stripe, r.status.message()));
-    if (s.array_failed()) break;
-    r = g.module().process_stripe(task, g, access, stripe);
-  }
-  return r;
-}
-
 }  // namespace
 
 std::optional<std::uint64_t> Array::check_progress() const {
@@ -109,9 +93,11 @@ Result<CheckReport> Array::check(const CheckControl& control) {
     const std::uint64_t count = std::min(window, stripes - first);
     lock.lock(first, count);
     for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
-      StripeOutcome r = check_stripe(s, *access, stripe, StripeTask::kCheck);
+      StripeOutcome r =
+          process_stripe_failing_members(s, *access, StripeTask::kCheck, stripe, "check");
       if (r.status && r.inconsistent && control.repair) {
-        StripeOutcome fixed = check_stripe(s, *access, stripe, StripeTask::kResync);
+        StripeOutcome fixed =
+            process_stripe_failing_members(s, *access, StripeTask::kResync, stripe, "repair");
         if (!fixed.status) r.status = fixed.status;
         if (fixed.status && !fixed.skipped) ++report.repaired;
       }

@@ -12,13 +12,20 @@
 
 namespace graid {
 
-namespace {
-
-StripeOutcome resync_stripe(Array::State& s, std::uint64_t stripe, ArrayStripeAccess& access) {
-  return s.geometry.module().process_stripe(StripeTask::kResync, s.geometry, access, stripe);
+StripeOutcome process_stripe_failing_members(Array::State& s, StripeAccess& access, StripeTask task,
+                                             std::uint64_t stripe, std::string_view job) {
+  const Geometry& g = s.geometry;
+  StripeOutcome r = g.module().process_stripe(task, g, access, stripe);
+  for (std::uint32_t round = 0; !r.status && r.failed_member < g.members() &&
+                                r.status.code() == Errc::kIoError && round < g.members();
+       ++round) {
+    const std::uint32_t bad = r.failed_member;
+    (void)s.fail_member(bad, fmt::format("{} of stripe {}: {}", job, stripe, r.status.message()));
+    if (s.array_failed() || access.is_stale(bad)) break;
+    r = g.module().process_stripe(task, g, access, stripe);
+  }
+  return r;
 }
-
-}  // namespace
 
 std::uint64_t count_unsyncable_stripes(const Array::State& s, std::uint64_t member_offset,
                                        std::uint64_t len) {
@@ -50,19 +57,11 @@ Result<std::uint64_t> resync_range(Array::State& s, std::uint64_t member_offset,
   if (!access) return access.status();
   std::uint64_t synced = 0, skipped = 0;
   for (std::uint64_t stripe = first; stripe < last; ++stripe) {
-    StripeOutcome r = resync_stripe(s, stripe, *access);
-    // A member that fails a read or write here fails as it would under I/O, and the stripe is
-    // done again without it (bounded: each round fails one more member).
-    for (std::uint32_t round = 0; !r.status && r.failed_member < g.members(); ++round) {
-      if (r.status.code() != Errc::kIoError || round >= g.members()) return r.status;
-      Status fs = s.fail_member(
-          r.failed_member, fmt::format("re-sync of stripe {}: {}", stripe, r.status.message()));
-      (void)fs;  // logged by fail_member
-      if (s.array_failed()) {
-        return make_error(Errc::kIoError, "array failed while re-syncing stripe {}: {}", stripe,
-                          r.status.message());
-      }
-      r = resync_stripe(s, stripe, *access);
+    StripeOutcome r =
+        process_stripe_failing_members(s, *access, StripeTask::kResync, stripe, "re-sync");
+    if (!r.status && s.array_failed()) {
+      return make_error(Errc::kIoError, "array failed while re-syncing stripe {}: {}", stripe,
+                        r.status.message());
     }
     if (!r.status) return r.status;
     if (r.skipped) {

@@ -257,21 +257,14 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
     lock.lock(first, count);
     const bool bulk = window_access && rebuild_window_in_bulk(s, *window_access, first, count);
     for (std::uint64_t stripe = first; !bulk && stripe < first + count; ++stripe) {
-      StripeOutcome r = g.module().process_stripe(StripeTask::kRebuild, g, *access, stripe);
-      // A member that fails a read or write fails as under I/O; the stripe is done again
-      // without it, as long as there is something left to rebuild from.
-      for (std::uint32_t round = 0; !r.status && r.failed_member < g.members(); ++round) {
-        const std::uint32_t bad = r.failed_member;
-        (void)s.fail_member(
-            bad, fmt::format("{} during the rebuild of member {}, stripe {}: {}",
-                             bad == m ? "write" : "read", m, stripe, r.status.message()));
-        if (bad == m || !s.is_rebuilding(m) || s.array_failed() || round >= g.members()) {
-          lock.unlock();
-          stopped(fmt::format("failed at stripe {}: {}", stripe, r.status.message()));
-          return make_error(Errc::kIoError, "rebuild of member {} of array '{}' failed: {}", m,
-                            s.name, r.status.message());
-        }
-        r = g.module().process_stripe(StripeTask::kRebuild, g, *access, stripe);
+      StripeOutcome r = process_stripe_failing_members(s, *access, StripeTask::kRebuild, stripe,
+                                                       fmt::format("rebuild of member {}", m));
+      if (!r.status && r.status.code() == Errc::kIoError) {
+        r.status = make_error(Errc::kIoError, "rebuild of member {} of array '{}' failed: {}", m,
+                              s.name, r.status.message());
+      }
+      if (r.status && !s.is_rebuilding(m)) {
+        r.status = make_error(Errc::kIoError, "member {} failed during its rebuild", m);
       }
       if (r.status && r.skipped) {
         r.status = make_error(Errc::kIoError, "stripe {} has too few members left to rebuild from",

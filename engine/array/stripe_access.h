@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "array/array_state.h"
@@ -46,5 +47,13 @@ class ArrayStripeAccess final : public StripeAccess {
   std::uint32_t stale_;
   std::vector<AlignedBuffer> scratch_;
 };
+
+// Processes `stripe` with `task` (the stripe locked by the caller). A member whose read or write
+// fails with an I/O error is failed, as under I/O, and the stripe done again without it while the
+// array survives (bounded: each round fails one more member); not after the stale member (the one
+// a rebuild writes) failed, which leaves nothing to do it for. `job` names the job in the
+// failure's reason ("re-sync", "check"). The last outcome is returned.
+StripeOutcome process_stripe_failing_members(Array::State& s, StripeAccess& access, StripeTask task,
+                                             std::uint64_t stripe, std::string_view job);
 
 }  // namespace graid
