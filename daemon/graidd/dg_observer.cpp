@@ -89,6 +89,9 @@ void DgObserver::on_event(const ArrayEvent& e) {
     case ArrayEventKind::kCheckStopped:
       kind = "check_stopped";
       break;
+    case ArrayEventKind::kJournalReplayed:
+      kind = "journal_replayed";
+      break;
   }
   log_.add(kind, dg_id_, pd, std::nullopt, message);
   MutexLock lock(wake_mutex_);

@@ -64,6 +64,16 @@ const std::string& Array::name() const noexcept {
 std::uint64_t Array::member_data_offset() const noexcept {
   return state_->data_offset;
 }
+Array::JournalState Array::journal_state() const {
+  JournalState out;
+  out.policy = state_->journal_policy.load(std::memory_order_acquire);
+  if (state_->journal) {
+    out.area_offset = state_->journal->area_offset();
+    out.area_bytes = state_->journal->area_bytes();
+    out.active = state_->journal->active();
+  }
+  return out;
+}
 std::uint64_t Array::member_data_bytes() const noexcept {
   return state_->data_size;
 }

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 
+#include "array/array_settings.h"
 #include "array/array_state.h"
 #include "array/consistency.h"
 #include "array/device_checks.h"
+#include "array/journal_replay.h"
 #include "array/superblock_io.h"
 
 namespace graid {
@@ -93,6 +95,17 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   auto newest = meta::pick_newest(copies, array_uuid);
   if (!newest) return newest.status();
   meta::Superblock sb = copies[newest->newest];
+  // Whether the write-hole journal covered every partial-stripe write up to the stop: the
+  // policy said always, or degraded-only and the array was already degraded (a member recorded
+  // not active) before it stopped.
+  const JournalPolicy policy_on_disk = array_settings(sb.settings).journal_policy;
+  const bool degraded_on_disk =
+      std::any_of(sb.members.begin(), sb.members.begin() + sb.member_count,
+                  [](const meta::MemberEntry& e) { return e.state != meta::MemberState::kActive; });
+  const bool journal_covered =
+      sb.journal_bytes != 0 &&
+      (policy_on_disk == JournalPolicy::kAlways ||
+       (policy_on_disk == JournalPolicy::kDegradedOnly && degraded_on_disk));
   auto geometry = sb.geometry();
   if (!geometry) return geometry.status();
   const std::uint32_t n = sb.member_count;
@@ -246,7 +259,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     meta::BitmapParams params;
     params.array_uuid = sb.array_uuid.bytes;
     params.metadata_timeout = state->metadata_timeout;
-    params.data_offset = sb.data_offset;
+    params.data_offset = sb.bitmap_area_end();
     params.data_size = sb.data_size;
     auto bitmap = meta::WriteIntentBitmap::load(live, params);
     if (!bitmap) return bitmap.status();
@@ -262,6 +275,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
       state->failed_count.load() > 0) {
     for (const auto& [offset, length] : state->bitmap->dirty_ranges()) {
       rep.unsynced_stripes += count_unsyncable_stripes(*state, offset, length);
+    }
+    if (journal_covered) {
+      // The journal replay below makes every stripe written around the crash whole again.
+      rep.unsynced_stripes = 0;
     }
     if (rep.unsynced_stripes > 0 && !assemble.start_dirty_degraded && !assemble.force) {
       return make_error(
@@ -285,14 +302,39 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   for (auto& [slot, why] : taken_back)
     state->emit(ArrayEventKind::kMemberBack, slot, std::move(why));
 
+  // The write-hole journal: after an unclean stop its records make the stripes written around
+  // the crash whole, before anything reads them (resync included).
+  if (!rep.was_clean && sb.journal_bytes != 0) {
+    auto replayed = replay_journal(*state, sb);
+    if (!replayed) return replayed.status();
+    rep.journal_records = replayed->records;
+    if (replayed->records > 0) {
+      const std::string what = fmt::format(
+          "replayed {} write-hole journal records ({} bytes written home, {} strips of members "
+          "that take no writes skipped)",
+          replayed->records, replayed->bytes, replayed->skipped_strips);
+      spdlog::warn("graid: array '{}': {}", sb.name, what);
+      state->emit(ArrayEventKind::kJournalReplayed, std::nullopt, what);
+    }
+  }
+
   // Open the array: not clean until stop(), and record any members found missing.
   std::optional<std::uint64_t> init_checkpoint;
   {
     MutexLock guard(state->control_mutex);
+    // Records written before now are never replayed again: a new epoch.
+    if (state->sb.journal_bytes != 0) ++state->sb.journal_epoch;
     state->sb.array_flags &= ~meta::kArrayClean;
     state->reported_health = state->health();  // kStarted reports it
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
     init_checkpoint = state->sb.init_checkpoint;
+    state->journal_policy.store(array_settings(state->sb.settings).journal_policy);
+    if (state->sb.journal_bytes != 0 && geometry->parity_strips() > 0) {
+      state->journal =
+          std::make_unique<Journal>(n, state->sb.journal_offset, state->sb.journal_bytes,
+                                    state->sb.array_uuid.bytes, state->sb.journal_epoch);
+      state->activate_journal();
+    }
   }
   if (init_checkpoint.has_value() && geometry->redundancy() != Redundancy::kNone) {
     // create() was cut short while initialising: finish it before trusting the parity.

@@ -9,8 +9,43 @@
 #include "array/consistency.h"
 #include "array/device_checks.h"
 #include "array/superblock_io.h"
+#include "meta/journal_record.h"
 
 namespace graid {
+namespace {
+
+// The journal area for `g` on members of `smallest` bytes (CreateOptions::journal_bytes).
+Result<std::uint64_t> choose_journal_bytes(const Geometry& g, std::uint64_t asked,
+                                           std::uint64_t smallest) {
+  if (g.parity_strips() == 0 || asked == 0) return std::uint64_t{0};
+  constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+  // The largest record: every strip of the stripe written, in 512-byte pieces at worst.
+  const std::uint64_t chunks = g.data_strips() + g.parity_strips();
+  const std::uint64_t largest =
+      meta::journal_record_bytes(chunks * (g.strip_bytes() / 512), chunks * g.strip_bytes());
+  if (asked != CreateOptions::kAutoJournal) {
+    if (asked % meta::kDataAlign != 0 || asked < 2 * largest) {
+      return make_error(Errc::kInvalidArgument,
+                        "journal area of {} bytes: it must be a multiple of {} and hold two of "
+                        "this shape's largest records ({} bytes)",
+                        asked, meta::kDataAlign, 2 * largest);
+    }
+    return asked;
+  }
+  constexpr std::uint64_t kGrain = 64 * 1024;
+  const std::uint64_t least = (4 * largest + kGrain - 1) / kGrain * kGrain;
+  const std::uint64_t wanted = std::min<std::uint64_t>(64 * kMiB, smallest / 256 / kMiB * kMiB);
+  const std::uint64_t bytes = std::max(least, wanted);
+  // Members too small to spare it (a few MiB): no journal rather than no array.
+  if (smallest < meta::kDefaultDataOffset + bytes + 4 * std::uint64_t{g.strip_bytes()}) {
+    spdlog::info("graid: members of {} bytes leave no room for a {}-byte journal area", smallest,
+                 bytes);
+    return std::uint64_t{0};
+  }
+  return bytes;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberDevice>> members,
                                              const CreateOptions& create,
@@ -35,13 +70,16 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
     if (!force) GRAID_RETURN_IF_ERROR(refuse_graid_superblock(dev));
     smallest = std::min(smallest, dev.size());
   }
-  const std::uint64_t data_offset = meta::kDefaultDataOffset;
   const std::uint64_t strip = create.strip_bytes;
+  auto journal_bytes = choose_journal_bytes(*geometry, create.journal_bytes, smallest);
+  if (!journal_bytes) return journal_bytes.status();
+  const std::uint64_t journal_offset = *journal_bytes != 0 ? meta::kDefaultDataOffset : 0;
+  const std::uint64_t data_offset = meta::kDefaultDataOffset + *journal_bytes;
   if (smallest < data_offset + strip) {
     return make_error(Errc::kNoSpace,
-                      "the smallest member has {} bytes; graid needs at least {} (1 MiB of "
-                      "metadata and one strip)",
-                      smallest, data_offset + strip);
+                      "the smallest member has {} bytes; graid needs at least {} ({} bytes of "
+                      "metadata and journal, and one strip)",
+                      smallest, data_offset + strip, data_offset);
   }
   std::uint64_t data_size = (smallest - data_offset) / strip * strip;
   if (create.member_data_bytes != 0) {
@@ -81,6 +119,9 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   sb.strip_bytes = create.strip_bytes;
   sb.data_offset = data_offset;
   sb.data_size = data_size;
+  sb.journal_offset = journal_offset;
+  sb.journal_bytes = *journal_bytes;
+  sb.journal_epoch = *journal_bytes != 0 ? 1 : 0;
   sb.name = create.name;
   sb.settings = *settings;
   sb.ctime_ns = wall_clock_ns();
@@ -106,13 +147,19 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
     meta::BitmapParams params;
     params.array_uuid = sb.array_uuid.bytes;
     params.metadata_timeout = state->metadata_timeout;
-    params.data_offset = data_offset;
+    params.data_offset = sb.bitmap_area_end();
     params.data_size = data_size;
     params.region_bytes = create.bitmap_region_bytes;
     auto bitmap = meta::WriteIntentBitmap::create_fresh(live, params);
     if (!bitmap) return bitmap.status();
     GRAID_RETURN_IF_ERROR(bitmap->write_all());
     state->bitmap.emplace(std::move(*bitmap));
+  }
+  state->journal_policy.store(create.settings.journal_policy);
+  if (sb.journal_bytes != 0) {
+    state->journal = std::make_unique<Journal>(n, sb.journal_offset, sb.journal_bytes,
+                                               sb.array_uuid.bytes, sb.journal_epoch);
+    state->activate_journal();
   }
   // Initialisation: parity (or mirror copies) must agree with whatever the members hold, or the
   // first read-modify-write carries garbage parity forward and the first reconstruction returns

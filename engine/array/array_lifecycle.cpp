@@ -54,6 +54,8 @@ std::string_view array_event_kind_name(ArrayEventKind kind) noexcept {
       return "check-finished";
     case ArrayEventKind::kCheckStopped:
       return "check-stopped";
+    case ArrayEventKind::kJournalReplayed:
+      return "journal-replayed";
   }
   return "unknown";
 }

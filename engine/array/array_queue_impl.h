@@ -74,6 +74,25 @@ struct ArrayQueue::Impl {
   } parity_task;
   void schedule_kick();
 
+  // Journal ring space (array/journal.h): flushes every member that takes writes, then
+  // Journal::end_flush(ticket). One flush at a time per queue; a ticket that comes while one runs
+  // is flushed next. Counted in `in_flight` while it runs.
+  struct JournalFlush {
+    struct Slot final : TimedMemberRequest {
+      Impl* q = nullptr;
+      std::uint32_t member = 0;
+      const MemberDevice* device = nullptr;
+      void on_done(std::int32_t res) override;
+    };
+    std::vector<Slot> slots;
+    std::uint32_t left = 0;
+    std::uint64_t running = 0;  // ticket of the flush in flight, 0 = none
+    std::uint64_t next = 0;     // a ticket to flush once it ends, 0 = none
+  } journal_flush_state;
+  void journal_flush(std::uint64_t ticket);
+  void start_journal_flush();
+  void journal_flush_slot_done(JournalFlush::Slot& slot, std::int32_t res);
+
   StripeOp& new_op(StripeOp::Mode mode, std::uint64_t stripe);
   void recycle(StripeOp& op);
   // The batch's not yet started operation on `stripe` that a piece at [stripe_offset, +len)

@@ -128,6 +128,8 @@ Status Array::set_settings(const ArraySettings& settings) {
   if (s.sb.settings == *stored) return Status::ok();
   s.sb.settings = *stored;
   GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
+  s.journal_policy.store(settings.journal_policy, std::memory_order_release);
+  s.activate_journal();
   spdlog::info(
       "graid: array '{}': settings recorded: rebuild {}, init {}, check {}, resync {}, journal {}",
       s.name, background_speed_name(settings.rebuild_speed),

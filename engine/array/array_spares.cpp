@@ -6,6 +6,7 @@
 
 #include "array/array_state.h"
 #include "array/device_checks.h"
+#include "array/journal_replay.h"
 
 namespace graid {
 
@@ -60,6 +61,10 @@ Status check_failed_role(const Array::State& s, std::uint32_t member) REQUIRES(s
 Status install_locked(Array::State& s, std::uint32_t member, std::shared_ptr<MemberDevice> device,
                       const meta::Uuid& uuid, const std::string& how) REQUIRES(s.control_mutex) {
   const std::string path = device->path();
+  if (Status st = clear_journal_area(*device, s.sb.journal_offset, s.sb.journal_bytes); !st) {
+    return make_error(st.code(), "{}: clearing its journal area: {}; nothing was changed", path,
+                      st.message());
+  }
   s.members.set(member, std::move(device));
   s.sb.members[member] = meta::MemberEntry{uuid, meta::MemberState::kRebuilding, 0, 0};
   s.rebuilt[member].store(0, std::memory_order_release);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "array/event_notifier.h"
+#include "array/journal.h"
 #include "array/member_errors.h"
 #include "array/member_table.h"
 #include "array/queue_registry.h"
@@ -77,6 +78,22 @@ struct Array::State {
 
   StripeLockTable locks;
   std::optional<meta::WriteIntentBitmap> bitmap;  // none for RAID0
+  // The write-hole journal (array/journal.h): RAID5/6 arrays with a journal area; null otherwise.
+  std::unique_ptr<Journal> journal;
+  // The journal policy recorded now (a copy of sb.settings' for the I/O and failure paths).
+  std::atomic<JournalPolicy> journal_policy{JournalPolicy::kDegradedOnly};
+  // Turns the journal on when the policy asks for it with the array as it is now (always; or
+  // degraded-only with a member failed or about to be, `degrading`). Never turns it off: see
+  // Journal::active().
+  void activate_journal(bool degrading = false) noexcept {
+    if (!journal) return;
+    const JournalPolicy p = journal_policy.load(std::memory_order_acquire);
+    if (p == JournalPolicy::kAlways ||
+        (p == JournalPolicy::kDegradedOnly &&
+         (degrading || failed_count.load(std::memory_order_acquire) > 0))) {
+      journal->activate();
+    }
+  }
 
   mutable Mutex control_mutex;                    // mutable: const readers of sb take it too
   meta::Superblock sb GUARDED_BY(control_mutex);  // the array-wide state last written

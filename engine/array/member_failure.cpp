@@ -22,6 +22,8 @@ bool Array::State::mark_failed_locked(std::uint32_t member) {
     sb.members[member].rebuild_offset = 0;
     return true;
   }
+  // The degraded-only journal goes on before any write can plan around this member.
+  activate_journal(/*degrading=*/true);
   // Counted before the flag is set: a writer that sees the flag (acquire) then sees the count
   // and knows a superblock update is owed before it may acknowledge.
   failures_marked.fetch_add(1, std::memory_order_acq_rel);

@@ -126,6 +126,21 @@ void StripeOp::member_io_done(StripeMemberIo& /*io*/) {
     start_compute();
     return;
   }
+  if (phase_ == Phase::kJournaling) {
+    if (had_errors || replan) {
+      // A parity member could not take the record: it is failed now (or has a new device), so
+      // plan again; the record is abandoned (replaying it would only redo this same update).
+      drop_journal();
+      if (++replans_ > 2 * static_cast<int>(q_.array.geometry.members())) {
+        finish(make_error(Errc::kInternal, "stripe {}: re-planning did not converge", stripe_));
+        return;
+      }
+      run_locked();
+      return;
+    }
+    issue_writes();
+    return;
+  }
   if (replan) {
     // A member refused a discard: write the stripe's zeroes instead, on every member, so parity
     // (or the other copies) and "reads after a discard return zeroes" both hold.
@@ -258,6 +273,7 @@ void StripeOp::finish(Status status) {
     bitmap_held_ = false;
   }
   release_buffers();
+  drop_journal();  // its home writes are done (or the update gave up)
   if (phase_ != Phase::kIdle) a.locks.release(lock_, q_.ctx);
   phase_ = Phase::kIdle;
   for (const Piece& p : pieces_)

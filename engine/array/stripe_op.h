@@ -66,16 +66,20 @@ class StripeMemberIo final : public TimedMemberRequest {
 // Locked work on one stripe: a coalesced write, a degraded read, a mirrored write or a discard.
 // Lifecycle (all on the owning queue's thread):
 //   kIdle ─start()─► waiting for lock ─grant─► run_locked(): plan ─► kReading ─► compute
-//        ─► kWriting ─► finish(): release lock, complete pieces, back to the free list.
+//        ─► [kJournaling: the write-hole record, array/journal.h] ─► kWriting ─► finish():
+//        retire the record, release lock, complete pieces, back to the free list.
 // A member error during kReading marks the member failed and re-plans (still holding the lock).
 class StripeOp final : public Task {
  public:
   // kMirrorRead: a mirror read that failed on one copy, redone from another copy under the lock
   // and written back to the copies that could not be read (read-error correction).
   enum class Mode : std::uint8_t { kWrite, kDegradedRead, kMirrorWrite, kPunch, kMirrorRead };
-  enum class Phase : std::uint8_t { kIdle, kLocking, kReading, kWriting };
+  enum class Phase : std::uint8_t { kIdle, kLocking, kReading, kJournaling, kWriting };
 
-  explicit StripeOp(ArrayQueue::Impl& queue) : q_(queue) { resume_.op = this; }
+  explicit StripeOp(ArrayQueue::Impl& queue) : q_(queue) {
+    resume_.op = this;
+    journal_retry_.op = this;
+  }
 
   void reset(Mode mode, std::uint64_t stripe);
   // Members that failed a read in this operation with a media error (classify_member_error):
@@ -130,6 +134,12 @@ class StripeOp final : public Task {
   Status hold_bitmap();
   Status ensure(PoolBuffer& b, std::uint32_t len);
   void issue_writes();
+  // The write-hole journal (array/journal.h): whether this update needs a record, building it,
+  // reserving its ring space (retried from journal_retry_ when it has to wait) and writing it.
+  bool journal_wanted() const;
+  void build_journal_record();
+  void reserve_journal();
+  void drop_journal();
   void issue_mirror_writes();
   void issue_punches();
   // Completes the operation. A successful write first waits until every member failure marked so
@@ -171,6 +181,19 @@ class StripeOp final : public Task {
   ComputeStage compute_stage_ = ComputeStage::kReconstruct;
   std::vector<StripeJob> jobs_;
   StripeLockTable::Waiter lock_;
+  // The journal record of this update: its bytes, where it goes, and its ring space once held.
+  PoolBuffer journal_buf_;
+  AlignedBuffer journal_big_;  // a record larger than the pool's largest buffer
+  std::byte* journal_data_ = nullptr;
+  std::uint64_t journal_bytes_ = 0;
+  std::array<std::uint32_t, 2> journal_members_{};
+  std::uint32_t journal_targets_ = 0;
+  Journal::Reservation journal_res_;
+  bool journal_held_ = false;
+  struct JournalRetry final : Task {
+    StripeOp* op = nullptr;
+    void run() override { op->reserve_journal(); }
+  } journal_retry_;
   // Posted back once a member failure this write may have planned around is on disk.
   struct ResumeAfterRecord final : Task {
     StripeOp* op = nullptr;

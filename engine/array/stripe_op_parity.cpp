@@ -352,6 +352,7 @@ void StripeOp::after_encode() {
         break;
     }
   }
+  if (journal_wanted()) return build_journal_record();  // then issue_writes()
   issue_writes();
 }
 

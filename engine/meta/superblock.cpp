@@ -45,7 +45,12 @@ constexpr std::size_t kOffName = 144;        // char[32]
 constexpr std::size_t kNameField = kMaxArrayNameLen + 1;
 constexpr std::size_t kOffSettings = 176;  // minor 1: 5 x u8, StoredSettings in order
 constexpr std::size_t kSettingsBytes = 5;
-constexpr std::size_t kOffReserved1 = 181;    // 75 bytes reserved
+constexpr std::size_t kOffReserved1 = 181;      // 3 bytes reserved
+constexpr std::size_t kOffJournalOffset = 184;  // minor 2: u64
+constexpr std::size_t kOffJournalBytes = 192;   // minor 2: u64
+constexpr std::size_t kOffJournalEpoch = 200;   // minor 2: u64
+constexpr std::size_t kJournalFieldBytes = 24;
+constexpr std::size_t kOffReserved1b = 208;   // 48 bytes reserved
 constexpr std::size_t kOffMemberTable = 256;  // kMaxMembers entries
 constexpr std::size_t kMemberEntrySize = 32;
 constexpr std::size_t kOffVdTable = kOffMemberTable + kMaxMembers * kMemberEntrySize;  // 1280
@@ -70,9 +75,10 @@ struct Region {
   std::size_t offset;
   std::size_t size;
 };
-constexpr std::array<Region, 3> kReservedRegions = {{
+constexpr std::array<Region, 4> kReservedRegions = {{
     {kOffReserved0, kOffDataOffset - kOffReserved0},
-    {kOffReserved1, kOffMemberTable - kOffReserved1},
+    {kOffReserved1, kOffJournalOffset - kOffReserved1},
+    {kOffReserved1b, kOffMemberTable - kOffReserved1b},
     {kOffReserved2, kSuperblockSize - kOffReserved2},
 }};
 
@@ -86,13 +92,14 @@ constexpr std::size_t reserved_total() {
 static_assert(kSuperblockSize % 4096 == 0, "the superblock must be O_DIRECT-sized");
 static_assert(kOffName + kNameField == kOffSettings);
 static_assert(kOffSettings + kSettingsBytes == kOffReserved1);
+static_assert(kOffJournalOffset + kJournalFieldBytes == kOffReserved1b);
 static_assert(kVeName + kVdNameField == kVdEntrySize);
 static_assert(kMeRebuild + 8 == kMemberEntrySize);
 static_assert(kOffVdTable == 1280 && kOffReserved2 == 2304);
 static_assert(reserved_total() == kReservedBytes, "Superblock::reserved must cover every gap");
 // Fields + reserved bytes account for the whole block: nothing is left undefined.
 static_assert(kOffReserved0 - 0 + (kOffSettings - kOffDataOffset) + kSettingsBytes +
-                  (kOffReserved2 - kOffMemberTable) + reserved_total() ==
+                  kJournalFieldBytes + (kOffReserved2 - kOffMemberTable) + reserved_total() ==
               kSuperblockSize);
 
 // The settings bytes in on-disk order (from kOffSettings), with the largest code each knows.
@@ -110,6 +117,8 @@ constexpr std::array<SettingField, kSettingsBytes> kSettingFields = {{
 }};
 // The minor version that gave bytes kOffSettings.. their meaning.
 constexpr std::uint16_t kSettingsMinor = 1;
+// The minor version that gave bytes kOffJournalOffset.. their meaning.
+constexpr std::uint16_t kJournalMinor = 2;
 
 // On-disk value of a Checkpoint with no job pending.
 constexpr std::uint64_t kNoCheckpoint = std::numeric_limits<std::uint64_t>::max();
@@ -233,6 +242,19 @@ Status check(const Superblock& sb, Errc code) {
   if (sb.data_size > std::numeric_limits<std::uint64_t>::max() - sb.data_offset) {
     return make_error(code, "data area end overflows (offset {} + size {})", sb.data_offset,
                       sb.data_size);
+  }
+  if (sb.journal_bytes != 0) {
+    if (sb.journal_offset % kDataAlign != 0 || sb.journal_bytes % kDataAlign != 0) {
+      return make_error(code, "journal area {}+{} not aligned to {}", sb.journal_offset,
+                        sb.journal_bytes, kDataAlign);
+    }
+    if (sb.journal_offset < kMinDataOffset || sb.journal_bytes > sb.data_offset ||
+        sb.journal_offset > sb.data_offset - sb.journal_bytes) {
+      return make_error(code, "journal area {}+{} not between the superblock and the data ({})",
+                        sb.journal_offset, sb.journal_bytes, sb.data_offset);
+    }
+  } else if (sb.journal_offset != 0) {
+    return make_error(code, "journal offset {} without a journal area", sb.journal_offset);
   }
   const std::pair<const char*, const Checkpoint*> checkpoints[] = {
       {"init", &sb.init_checkpoint},
@@ -508,6 +530,9 @@ Status encode(const Superblock& sb, std::span<std::byte> out) {
   for (std::size_t i = 0; i < kSettingFields.size(); ++i) {
     block[kOffSettings + i] = std::byte{sb.settings.*kSettingFields[i].field};
   }
+  put_le<std::uint64_t>(block, kOffJournalOffset, sb.journal_offset);
+  put_le<std::uint64_t>(block, kOffJournalBytes, sb.journal_bytes);
+  put_le<std::uint64_t>(block, kOffJournalEpoch, sb.journal_epoch);
 
   for (std::size_t i = 0; i < kMaxMembers; ++i) {
     const MemberEntry& m = sb.members[i];
@@ -619,6 +644,10 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
   for (std::size_t i = 0; i < kSettingFields.size(); ++i) {
     sb.settings.*kSettingFields[i].field = std::to_integer<std::uint8_t>(block[kOffSettings + i]);
   }
+  // Reserved (zero) before minor 2: a minor 0 or 1 copy reads with no journal area.
+  sb.journal_offset = get_le<std::uint64_t>(block, kOffJournalOffset);
+  sb.journal_bytes = get_le<std::uint64_t>(block, kOffJournalBytes);
+  sb.journal_epoch = get_le<std::uint64_t>(block, kOffJournalEpoch);
 
   for (std::size_t i = 0; i < kMaxMembers; ++i) {
     MemberEntry& m = sb.members[i];
@@ -659,6 +688,14 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
                       "reserved bytes not zero in a minor {} superblock (bytes {}..{}, settings "
                       "since minor {})",
                       minor, kOffSettings, kOffSettings + kSettingsBytes - 1, kSettingsMinor);
+  }
+  if (minor < kJournalMinor &&
+      (sb.journal_offset != 0 || sb.journal_bytes != 0 || sb.journal_epoch != 0)) {
+    return make_error(Errc::kCorrupt,
+                      "reserved bytes not zero in a minor {} superblock (bytes {}..{}, journal "
+                      "area since minor {})",
+                      minor, kOffJournalOffset, kOffJournalOffset + kJournalFieldBytes - 1,
+                      kJournalMinor);
   }
   return sb;
 }

@@ -55,7 +55,9 @@ inline constexpr std::uint16_t kMajorVersion = 1;
 // bits); older readers accept newer minors and carry those bytes forward unchanged.
 //   minor 0: the first layout.
 //   minor 1: drive-group settings (Superblock::settings) at bytes 176..180.
-inline constexpr std::uint16_t kMinorVersion = 1;
+//   minor 2: the write-hole journal area (journal_offset, journal_bytes, journal_epoch) at bytes
+//            184..207.
+inline constexpr std::uint16_t kMinorVersion = 2;
 
 // The first 8 bytes of every superblock: ASCII "graid-sb".
 inline constexpr std::array<std::byte, 8> kSuperblockMagic = {
@@ -70,7 +72,7 @@ inline constexpr std::size_t kMaxVds = 16;
 inline constexpr std::size_t kMaxArrayNameLen = 31;
 inline constexpr std::size_t kMaxVdNameLen = 39;
 // Bytes kept verbatim for future minor versions (see Superblock::reserved).
-inline constexpr std::size_t kReservedBytes = 1871;
+inline constexpr std::size_t kReservedBytes = 1847;
 
 // A 16-byte identifier (RFC 4122 layout; generated ones are version 4, random). All-zero is the
 // nil UUID, which means "none" wherever a UUID is optional.
@@ -187,6 +189,19 @@ struct Superblock {
   // members. Geometry member offsets are relative to data_offset.
   std::uint64_t data_offset = kDefaultDataOffset;
   std::uint64_t data_size = 0;
+
+  // The write-hole journal (minor 2; engine/array/journal.h): [journal_offset, +journal_bytes)
+  // on every member, between the bitmap and the data; journal_bytes 0 = no journal area (arrays
+  // created before minor 2, RAID0/1/10, members too small). Records of an epoch other than
+  // journal_epoch are never replayed; assembly bumps it once it has replayed the journal.
+  std::uint64_t journal_offset = 0;
+  std::uint64_t journal_bytes = 0;
+  std::uint64_t journal_epoch = 0;
+  // Where the metadata below the data ends for the write-intent bitmap: the journal area's start
+  // when there is one, else data_offset.
+  std::uint64_t bitmap_area_end() const noexcept {
+    return journal_bytes != 0 ? journal_offset : data_offset;
+  }
 
   Checkpoint init_checkpoint;    // initialisation (parity/mirror sync of a new array)
   Checkpoint resync_checkpoint;  // resync after an unclean stop

@@ -674,14 +674,20 @@ TEST_F(GraiddTest, ConsistencyCheckFindsRepairsAndResumes) {
   EXPECT_GT(c["last"]["stripes"].get<std::uint64_t>(), 1000u);
 
   {
-    // Member data starts 1 MiB in; flip bytes of pd 1's first strip (stripe 0).
+    // Member data starts at the superblock's data offset (bytes 104..111, little-endian: see
+    // docs/on-disk-format.md); flip bytes of pd 1's first strip (stripe 0).
     const int fd = ::open(paths[1].c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
+    std::uint8_t le[8];
+    ASSERT_EQ(::pread(fd, le, sizeof le, 104), 8);
+    off_t data_offset = 0;
+    for (int i = 7; i >= 0; --i)
+      data_offset = (data_offset << 8) | le[i];
     char b[8];
-    ASSERT_EQ(::pread(fd, b, sizeof b, (1 << 20) + 64), 8);
+    ASSERT_EQ(::pread(fd, b, sizeof b, data_offset + 64), 8);
     for (char& x : b)
       x = static_cast<char>(x ^ 0x3c);
-    ASSERT_EQ(::pwrite(fd, b, sizeof b, (1 << 20) + 64), 8);
+    ASSERT_EQ(::pwrite(fd, b, sizeof b, data_offset + 64), 8);
     ::close(fd);
   }
   ok({"start", "check", "0", "--repair"});

@@ -13,7 +13,6 @@ namespace graid::testing {
 namespace {
 
 constexpr std::uint64_t kMemberBytes = 4u << 20;
-constexpr std::uint64_t kDataOffset = 1u << 20;
 
 class ArrayErrorClassesTest : public ::testing::Test {
  protected:
@@ -120,7 +119,7 @@ TEST_F(ArrayErrorClassesTest, ABadSectorIsRebuiltAndRewrittenInPlace) {
     const std::uint32_t span = 128 * 1024;
     const auto data = write_pattern(0, span, 9);
     // Bad sectors on member 0 inside its data area, where some of `span` lives.
-    files_->faulty[0]->bad_sectors(kDataOffset + 4096, 8192);
+    files_->faulty[0]->bad_sectors((*array)->member_data_offset() + 4096, 8192);
     // Each strip twice in a row: mirror reads alternate between copies, so every strip is read
     // from member 0 once.
     for (std::uint32_t off = 0; off < span; off += 4096) {
@@ -150,7 +149,7 @@ TEST_F(ArrayErrorClassesTest, AWriteThatMeetsABadSectorRepairsIt) {
   auto data = write_pattern(0, span, 21);
   // Stripe 0 of a 4-member RAID5 (4 KiB strips): data on members 0, 1, 2, parity on 3.
   // Writing strip 0 alone reads strips 1 and 2 (reconstruct-write): make strip 2 unreadable.
-  files_->faulty[2]->bad_sectors(kDataOffset, 4096);
+  files_->faulty[2]->bad_sectors((*array)->member_data_offset(), 4096);
   const auto fresh = write_pattern(0, 4096, 22);
   std::copy(fresh.begin(), fresh.end(), data.begin());
   EXPECT_FALSE(files_->faulty[2]->has_bad_sectors());
@@ -167,7 +166,7 @@ TEST_F(ArrayErrorClassesTest, Raid0ReadErrorFailsTheRequestNotTheMember) {
   auto array = make(RaidLevel::kRaid0, 3);
   ASSERT_TRUE(array.is_ok());
   write_pattern(0, 64 * 1024, 1);
-  files_->faulty[1]->bad_sectors(kDataOffset, 4096);
+  files_->faulty[1]->bad_sectors((*array)->member_data_offset(), 4096);
   Status st;
   read(0, 64 * 1024, &st);
   EXPECT_EQ(st.code(), Errc::kIoError);

@@ -47,6 +47,9 @@ Superblock full_superblock() {
   sb.check_checkpoint = sb.data_size;  // finished, not yet cleared
   sb.name = "dg0-production";
   sb.settings = StoredSettings{3, 1, 4, 2, 3};  // high, low, extreme, normal; journal always
+  sb.journal_offset = 512 * 1024;
+  sb.journal_bytes = 512 * 1024;
+  sb.journal_epoch = 0x0A0B0C0D;
   for (std::uint32_t i = 0; i < 10; ++i) {
     sb.members[i].uuid = test_uuid(static_cast<std::uint8_t>(0x10 * (i + 1) % 0xA0 + i));
     sb.members[i].state = i < 8 ? MemberState::kActive : MemberState::kSpare;
@@ -126,8 +129,8 @@ constexpr std::size_t kMagicAt = 0, kMajorAt = 8, kMinorAt = 10, kCrcAt = 12, kS
                       kMemberCountAt = 88, kSpareCountAt = 92, kStripAt = 96, kRsvd0At = 100,
                       kDataOffsetAt = 104, kDataSizeAt = 112, kInitAt = 120, kResyncAt = 128,
                       kCheckAt = 136, kNameAt = 144, kSettingsAt = 176, kRsvd1At = 181,
-                      kMembersAt = 256, kMemberSize = 32, kVdsAt = 1280, kVdSize = 64,
-                      kRsvd2At = 2304;
+                      kJournalAt = 184, kRsvd1bAt = 208, kMembersAt = 256, kMemberSize = 32,
+                      kVdsAt = 1280, kVdSize = 64, kRsvd2At = 2304;
 constexpr std::size_t member_at(std::size_t i) {
   return kMembersAt + i * kMemberSize;
 }
@@ -263,7 +266,7 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   using V = std::vector<std::uint8_t>;
   EXPECT_EQ(bytes_at(kMagicAt, 8), (V{'g', 'r', 'a', 'i', 'd', '-', 's', 'b'}));
   EXPECT_EQ(bytes_at(kMajorAt, 2), (V{0x01, 0x00}));
-  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x01, 0x00}));
+  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x02, 0x00}));
   EXPECT_EQ(bytes_at(kSbSizeAt, 4), (V{0x00, 0x10, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kFlagsAt, 4), (V{0x01, 0x00, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kEventsAt, 8), (V{0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
@@ -288,7 +291,12 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
             (V{'d', 'g', '0', '-', 'p', 'r', 'o', 'd', 'u', 'c', 't', 'i', 'o', 'n', 0}));
   // Settings (minor 1): rebuild, init, check, resync speed, journal policy; one byte each.
   EXPECT_EQ(bytes_at(kSettingsAt, 5), (V{3, 1, 4, 2, 3}));
-  EXPECT_EQ(bytes_at(kRsvd1At, 75), V(75, 0));
+  EXPECT_EQ(bytes_at(kRsvd1At, 3), V(3, 0));
+  // Journal area (minor 2): offset, bytes, epoch.
+  EXPECT_EQ(bytes_at(kJournalAt, 8), (V{0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00}));
+  EXPECT_EQ(bytes_at(kJournalAt + 8, 8), (V{0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00}));
+  EXPECT_EQ(bytes_at(kJournalAt + 16, 8), (V{0x0D, 0x0C, 0x0B, 0x0A, 0x00, 0x00, 0x00, 0x00}));
+  EXPECT_EQ(bytes_at(kRsvd1bAt, 48), V(48, 0));
   // Member table: slot 5 is rebuilding at 3 GiB, slot 8 is a spare.
   EXPECT_EQ(bytes_at(member_at(5), 16),
             V(reinterpret_cast<const std::uint8_t*>(sb.members[5].uuid.bytes.data()),
@@ -325,7 +333,7 @@ TEST(SuperblockLayout, GoldenBytes) {
                                  reinterpret_cast<const std::uint8_t*>(b.data()) + 120);
   const std::vector<std::uint8_t> expected = {
       'g',  'r',  'a',      'i',      'd',      '-',      's', 'b', 1,   0,
-      1,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
+      2,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
       0x00, 0x10, 0,        0,                                     // sb_size 4096
       0,    0,    0,        0,                                     // array flags
       1,    0,    0,        0,        0,        0,        0,   0,  // events 1
@@ -348,8 +356,8 @@ TEST(SuperblockLayout, GoldenBytes) {
   poke<std::uint32_t>(zeroed, kCrcAt, 0);
   EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), bitwise_crc32c(zeroed));
   // The crc covers every byte, so these pin the whole encoding of both test superblocks.
-  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0xB57DC9EBu);
-  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0xF440FA5Au);
+  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0x0C9EBDE8u);
+  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0x2911064Fu);
 }
 
 // ---- Decode errors, one crafted input per check
@@ -539,7 +547,8 @@ TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   EncodedSuperblock b = must_encode(full_superblock());
   poke<std::uint16_t>(b, kMinorAt, 3);
   b[kRsvd0At] = std::byte{0x11};
-  b[kRsvd1At + 5] = std::byte{0x22};
+  b[kRsvd1At + 2] = std::byte{0x22};
+  b[kRsvd1bAt + 5] = std::byte{0x55};
   b[kRsvd2At + 1000] = std::byte{0x33};
   b[kSuperblockSize - 1] = std::byte{0x44};
   poke<std::uint32_t>(b, kFlagsAt, 0x8001);
@@ -553,8 +562,9 @@ TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   EXPECT_EQ(r->members[0].flags, 0x4u);
   EXPECT_TRUE(r->vds[0].in_use());
   EXPECT_EQ(r->reserved[0], std::byte{0x11});
-  EXPECT_EQ(r->reserved[4 + 5], std::byte{0x22});
-  EXPECT_EQ(r->reserved[4 + 75 + 1000], std::byte{0x33});
+  EXPECT_EQ(r->reserved[4 + 2], std::byte{0x22});
+  EXPECT_EQ(r->reserved[4 + 3 + 5], std::byte{0x55});
+  EXPECT_EQ(r->reserved[4 + 3 + 48 + 1000], std::byte{0x33});
   EXPECT_EQ(r->reserved[kReservedBytes - 1], std::byte{0x44});
   EXPECT_EQ(must_encode(*r), b);
 
@@ -609,6 +619,7 @@ TEST(SuperblockSettings, ValidateRefusesUnknownCodes) {
 TEST(SuperblockSettings, MinorZeroReadsUnsetAndIsUpgradedOnWrite) {
   Superblock sb = full_superblock();
   sb.settings = StoredSettings{};
+  sb.journal_offset = sb.journal_bytes = sb.journal_epoch = 0;
   EncodedSuperblock minor0 = must_encode(sb);
   poke<std::uint16_t>(minor0, kMinorAt, 0);
   refix_crc(minor0);
@@ -624,13 +635,66 @@ TEST(SuperblockSettings, MinorZeroReadsUnsetAndIsUpgradedOnWrite) {
   refix_crc(expected);
   EXPECT_EQ(rewritten, expected);
 
-  // Settings recorded on a copy read from minor 0 are written with minor 1.
+  // Settings recorded on a copy read from minor 0 are written with the current minor.
   r->settings.rebuild_speed = 4;
   const EncodedSuperblock with_settings = must_encode(*r);
-  EXPECT_EQ(peek<std::uint16_t>(with_settings, kMinorAt), 1);
+  EXPECT_EQ(peek<std::uint16_t>(with_settings, kMinorAt), kMinorVersion);
   Result<Superblock> back = decode(with_settings);
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->settings.rebuild_speed, 4);
+}
+
+// ---- Journal area (minor 2)
+// -------------------------------------------------------------------------------
+
+TEST(SuperblockJournal, RoundTripAtTheDocumentedOffsets) {
+  const Superblock sb = full_superblock();
+  const EncodedSuperblock block = must_encode(sb);
+  EXPECT_EQ(peek<std::uint64_t>(block, kJournalAt), sb.journal_offset);
+  EXPECT_EQ(peek<std::uint64_t>(block, kJournalAt + 8), sb.journal_bytes);
+  EXPECT_EQ(peek<std::uint64_t>(block, kJournalAt + 16), sb.journal_epoch);
+  Result<Superblock> back = decode(block);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(*back, sb);
+  EXPECT_EQ(back->bitmap_area_end(), sb.journal_offset);
+  Superblock none = sb;
+  none.journal_offset = none.journal_bytes = 0;
+  EXPECT_EQ(none.bitmap_area_end(), none.data_offset);
+}
+
+TEST(SuperblockJournal, MinorOneWithJournalBytesIsCorrupt) {
+  EncodedSuperblock b = must_encode(full_superblock());
+  poke<std::uint16_t>(b, kMinorAt, 1);
+  refix_crc(b);
+  Result<Superblock> r = decode(b);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), Errc::kCorrupt);
+  EXPECT_NE(r.status().message().find("journal area since minor 2"), std::string::npos)
+      << r.status().message();
+  // A minor 1 copy (zero there) reads with no journal area.
+  Superblock old = full_superblock();
+  old.journal_offset = old.journal_bytes = old.journal_epoch = 0;
+  EncodedSuperblock ob = must_encode(old);
+  poke<std::uint16_t>(ob, kMinorAt, 1);
+  refix_crc(ob);
+  Result<Superblock> ro = decode(ob);
+  ASSERT_TRUE(ro.is_ok()) << ro.status().to_string();
+  EXPECT_EQ(ro->journal_bytes, 0u);
+}
+
+TEST(SuperblockJournal, ValidateRefusesAreasOutsideTheMetadata) {
+  Superblock sb = full_superblock();
+  sb.journal_bytes = sb.data_offset;  // runs into the data area
+  EXPECT_EQ(validate(sb).code(), Errc::kInvalidArgument);
+  sb = full_superblock();
+  sb.journal_offset = 0;  // over the superblock
+  EXPECT_EQ(validate(sb).code(), Errc::kInvalidArgument);
+  sb = full_superblock();
+  sb.journal_bytes = 1000;  // not aligned
+  EXPECT_EQ(validate(sb).code(), Errc::kInvalidArgument);
+  sb = full_superblock();
+  sb.journal_bytes = 0;  // an offset without an area
+  EXPECT_EQ(validate(sb).code(), Errc::kInvalidArgument);
 }
 
 TEST(SuperblockSettings, SettingsArePartOfTheArrayState) {

@@ -104,8 +104,9 @@ std::optional<JournalPolicy> parse_journal_policy(std::string_view name) noexcep
 
 // A drive group's settings, recorded in every member's superblock (docs/on-disk-format.md) so
 // they survive stop and assemble. A superblock that records none (one written before settings
-// existed) reads as the defaults below. The engine records and reports them; throttling the
-// background jobs by them and the journal are not built yet.
+// existed) reads as the defaults below. The background jobs run at their speeds; the journal
+// policy decides when RAID5/6 partial-stripe writes go through the write-hole journal (arrays
+// with a journal area only: Array::journal_state()).
 struct ArraySettings {
   BackgroundSpeed rebuild_speed = BackgroundSpeed::kNormal;
   BackgroundSpeed init_speed = BackgroundSpeed::kNormal;
@@ -136,6 +137,12 @@ struct CreateOptions {
   bool zero_members = false;
   // Recorded in the first superblocks (Array::settings()).
   ArraySettings settings;
+  // Bytes per member for the RAID5/6 write-hole journal, between the bitmap and the data
+  // (docs/on-disk-format.md): kAutoJournal chooses from the member size (1/256 of it, at most
+  // 64 MiB, at least four of the largest records); 0 reserves none (the journal policy then has
+  // no effect). Ignored (none) for RAID0/1/10.
+  static constexpr std::uint64_t kAutoJournal = ~std::uint64_t{0};
+  std::uint64_t journal_bytes = kAutoJournal;
 };
 
 // How create() made a new array's redundancy consistent.
@@ -174,6 +181,7 @@ struct AssembleReport {
   bool was_clean = true;                    // false: the array was not stopped cleanly
   std::uint64_t resynced_bytes = 0;         // member bytes per member re-synced after unclean stop
   std::uint64_t unsynced_stripes = 0;       // dirty stripes that could not be re-synced
+  std::uint64_t journal_records = 0;        // write-hole journal records replayed
   std::vector<std::string> overrides;       // what `force` (or start_dirty_degraded) overrode
 };
 
@@ -201,6 +209,8 @@ struct BasicQueueStats {
   Counter parity_batches{};         // parity batches (execute() or AsyncParity::submit())
   Counter parity_jobs{};            // stripe jobs in them
   Counter parity_batch_failures{};  // batches redone per operation on the cpu path
+  Counter journal_records{};        // write-hole journal records written (array/journal.h)
+  Counter journal_bytes{};          // bytes written to journal areas (every copy)
 
   // Calls fn(this's counter, other's counter) for every counter: the one list of them, for
   // snapshots and sums.
@@ -220,6 +230,8 @@ struct BasicQueueStats {
     fn(parity_batches, other.parity_batches);
     fn(parity_jobs, other.parity_jobs);
     fn(parity_batch_failures, other.parity_batch_failures);
+    fn(journal_records, other.journal_records);
+    fn(journal_bytes, other.journal_bytes);
   }
 };
 using QueueStats = BasicQueueStats<std::uint64_t>;
@@ -409,6 +421,7 @@ enum class ArrayEventKind : std::uint8_t {
   kCheckMismatch,     // a stripe did not match (message: which, repaired or not); the first 64
   kCheckFinished,     // counts.stripes checked, counts.errors mismatches
   kCheckStopped,      // stopped before the end (asked to, or failed: message says which)
+  kJournalReplayed,   // assembly replayed write-hole journal records (message: how many)
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
 
@@ -505,6 +518,15 @@ class Array {
   std::uint64_t capacity() const noexcept;
   // Member byte where each member's data area starts (metadata lies before it).
   std::uint64_t member_data_offset() const noexcept;
+  // The write-hole journal (docs/resilience.md): its area per member (0: none, so the policy has
+  // no effect), whether partial-stripe writes go through it now, and the records written.
+  struct JournalState {
+    std::uint64_t area_offset = 0;
+    std::uint64_t area_bytes = 0;
+    bool active = false;
+    JournalPolicy policy = JournalPolicy::kDegradedOnly;
+  };
+  JournalState journal_state() const;
   // Bytes of each member's data area in use (what a rebuild fills).
   std::uint64_t member_data_bytes() const noexcept;
   ArrayHealth health() const noexcept;

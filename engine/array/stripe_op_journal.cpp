@@ -1,0 +1,149 @@
+// StripeOp and the write-hole journal (array/journal.h): the record of a partial-stripe update
+// of RAID5/6 is written to the live parity members' journal rings before the update's own
+// writes, and retired once they are done.
+#include <spdlog/spdlog.h>
+
+#include <bit>
+#include <cstring>
+
+#include "array/array_queue_impl.h"
+#include "meta/crc32c.h"
+#include "meta/journal_record.h"
+
+namespace graid {
+namespace {
+
+std::uint32_t chunk_member_of(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
+  const std::uint32_t k = g.data_strips();
+  if (c < k) return g.data_member(stripe, c);
+  return c == k ? g.p_member(stripe) : g.q_member(stripe);
+}
+
+}  // namespace
+
+bool StripeOp::journal_wanted() const {
+  const Journal* j = q_.array.journal.get();
+  if (j == nullptr || !j->active() || mode_ != Mode::kWrite) return false;
+  const Geometry& g = q_.array.geometry;
+  const std::uint64_t parity_mask =
+      low_bits(g.data_strips() + g.parity_strips()) & ~low_bits(g.data_strips());
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    const Extent& e = extents_[i];
+    // A full-stripe extent rewrites every row it touches: nothing outside the write depends on
+    // it. Without a live parity strip there is no parity to disagree with the data.
+    if (e.plan.kind != WritePlanKind::kFullStripe && (e.plan.writes & parity_mask) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void StripeOp::build_journal_record() {
+  Array::State& a = q_.array;
+  const Geometry& g = a.geometry;
+  const std::uint32_t k = g.data_strips();
+  const std::uint32_t npar = g.parity_strips();
+  meta::JournalHeader h;
+  h.array_uuid = a.journal->array_uuid();
+  h.epoch = a.journal->epoch();
+  h.seq = a.journal->next_seq();
+  h.stripe = stripe_;
+  std::uint64_t parity_written = 0;
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    const Extent& e = extents_[i];
+    if (e.plan.kind == WritePlanKind::kFullStripe) continue;
+    for (std::uint64_t m = e.plan.writes; m != 0; m &= m - 1) {
+      const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
+      h.entries.push_back(meta::JournalEntry{c, e.a, e.b - e.a});
+      if (c >= k) parity_written |= chunk_bit(c);
+    }
+  }
+  journal_targets_ = 0;
+  for (std::uint32_t c = k; c < k + npar; ++c) {
+    if ((parity_written & chunk_bit(c)) != 0) {
+      journal_members_[journal_targets_++] = chunk_member_of(g, stripe_, c);
+    }
+  }
+  const std::uint64_t payload = meta::journal_payload_bytes(h);
+  journal_bytes_ = meta::journal_record_bytes(h.entries.size(), payload);
+  journal_data_ = nullptr;
+  if (journal_bytes_ <= kMaxStripBytes) {
+    auto buf = q_.buffers.get(static_cast<std::uint32_t>(journal_bytes_));
+    if (!buf) return finish(buf.status());
+    journal_buf_ = std::move(*buf);
+    journal_data_ = journal_buf_.data();
+  } else {
+    auto big = AlignedBuffer::allocate(journal_bytes_, meta::kJournalBlock);
+    if (!big) return finish(big.status());
+    journal_big_ = std::move(*big);
+    journal_data_ = journal_big_.data();
+  }
+  // Payload: each entry's new contents, in entry order, after the header.
+  const std::size_t header_bytes = meta::journal_header_bytes(h.entries.size());
+  std::byte* out = journal_data_ + header_bytes;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < extents_used_; ++i) {
+    const Extent& e = extents_[i];
+    if (e.plan.kind == WritePlanKind::kFullStripe) continue;
+    for (std::uint64_t m = e.plan.writes; m != 0; m &= m - 1) {
+      const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
+      std::memcpy(out, e.data[c], h.entries[n].len);
+      out += h.entries[n].len;
+      ++n;
+    }
+  }
+  std::memset(out, 0, journal_bytes_ - header_bytes - payload);
+  h.payload_crc = meta::crc32c({journal_data_ + header_bytes, static_cast<std::size_t>(payload)});
+  if (Status st = meta::encode_journal_header(h, {journal_data_, header_bytes}); !st) {
+    return finish(st);
+  }
+  reserve_journal();
+}
+
+void StripeOp::reserve_journal() {
+  Journal& j = *q_.array.journal;
+  std::uint64_t ticket = 0;
+  switch (j.reserve({journal_members_.data(), journal_targets_}, journal_bytes_, journal_res_,
+                    q_.ctx, journal_retry_, &ticket)) {
+    case Journal::Reserve::kOk:
+      break;
+    case Journal::Reserve::kWaitFlush:
+      q_.journal_flush(ticket);
+      return;
+    case Journal::Reserve::kWait:
+      return;  // journal_retry_ runs reserve_journal() again
+    case Journal::Reserve::kTooLarge:
+      return finish(make_error(Errc::kInternal,
+                               "stripe {}: a journal record of {} bytes does not fit the {}-byte "
+                               "journal area",
+                               stripe_, journal_bytes_, j.area_bytes()));
+  }
+  journal_held_ = true;
+  ++q_.stats.journal_records;
+  q_.stats.journal_bytes += journal_bytes_ * journal_res_.count;
+  phase_ = Phase::kJournaling;
+  ios_used_ = 0;
+  for (std::uint32_t i = 0; i < journal_res_.count; ++i) {
+    StripeMemberIo& io = new_io(journal_res_.slots[i].member);
+    io.op = MemberOp::kWrite;
+    io.offset = j.device_offset(journal_res_.slots[i]);
+    io.buf = journal_data_;
+    io.len = static_cast<std::uint32_t>(journal_bytes_);
+    io.fua = true;  // the record is durable before any home write starts
+  }
+  const std::size_t n = ios_used_;
+  for (std::size_t i = 0; i < n; ++i)
+    submit_io(*ios_[i]);
+}
+
+void StripeOp::drop_journal() {
+  if (journal_held_) {
+    q_.array.journal->retire(journal_res_);
+    journal_held_ = false;
+  }
+  q_.buffers.put(std::move(journal_buf_));
+  journal_big_ = AlignedBuffer();
+  journal_data_ = nullptr;
+}
+
+}  // namespace graid
