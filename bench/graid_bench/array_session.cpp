@@ -73,6 +73,7 @@ Result<std::unique_ptr<ArraySession>> ArraySession::create(const ArraySpec& spec
   create.strip_bytes = spec.strip_bytes;
   create.name = "graid-bench";
   create.assume_clean = true;
+  create.settings.journal_policy = spec.journal;
   ArrayOptions options;
   options.parity = impl->parity.get();
   options.async_parity = impl->batcher_parity.get();

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "graid/array.h"
 #include "graid/geometry.h"
 #include "graid/status.h"
 
@@ -26,6 +27,8 @@ struct ArraySpec {
   // Parity through the kernels/ Batcher (asynchronous, batched across threads; the backend is
   // its device, the cpu backend its fallback) instead of each thread calling the backend.
   bool batcher = false;
+  // The write-hole journal policy of the array (its cost is what --journal measures).
+  JournalPolicy journal = JournalPolicy::kDegradedOnly;
 };
 
 class ArraySession {

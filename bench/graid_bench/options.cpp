@@ -25,6 +25,7 @@ struct RawArgs {
   std::string span;
   std::string verify_bytes = "64M";
   std::string format = "table";
+  std::string journal = "degraded-only";
   double warmup = -1;
 };
 
@@ -35,6 +36,13 @@ Status validate(const RawArgs& raw, BenchOptions& o) {
                       raw.level);
   }
   o.level = *level;
+  const auto journal = parse_journal_policy(raw.journal);
+  if (!journal) {
+    return make_error(Errc::kInvalidArgument,
+                      "--journal {}: not a journal policy (use off, degraded-only or always)",
+                      raw.journal);
+  }
+  o.journal = *journal;
 
   auto strip = parse_size(raw.strip, "--strip");
   if (!strip.is_ok()) return strip.status();
@@ -176,6 +184,10 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
   app.add_option("--backend", o.backend,
                  "parity backend: cpu, ref, cuda (needs a GPU) or auto (cuda when a GPU is "
                  "usable, else cpu)")
+      ->capture_default_str();
+  app.add_option("--journal", raw.journal,
+                 "write-hole journal policy of the RAID5/6 array: off, degraded-only (journals "
+                 "nothing while the array is optimal) or always")
       ->capture_default_str();
   app.add_option("--profile", raw.profiles,
                  "workload profile(s): 4k-randread, 4k-randwrite, 64k-randwrite, 64k-seqread, "

@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "graid/array.h"
 #include "graid/geometry.h"
 #include "profiles.h"
 
@@ -25,6 +26,7 @@ struct BenchOptions {
   std::vector<std::string> member_paths;  // ... or use these existing files/devices
   std::uint64_t member_size = 0;          // bytes per member; 0 = whole device (--member only)
   std::string backend = "cpu";
+  JournalPolicy journal = JournalPolicy::kDegradedOnly;  // --journal
   std::vector<Profile> profiles;
   std::uint32_t queue_depth = 32;
   std::uint32_t raw_queue_depth = 0;  // member I/Os in flight per raw thread; 0 = queue_depth
