@@ -190,9 +190,10 @@ std::string describe_pd(const json& pd) {
 }
 
 std::string describe_dg(const json& dg) {
-  std::string out = block(dg, {"dg_id", "name", "uuid", "level", "strip", "member_count",
-                               "spare_count", "state", "rebuild", "check", "capacity", "free",
-                               "vd_count", "clean", "init_method", "settings", "message"});
+  std::string out =
+      block(dg, {"dg_id", "name", "uuid", "level", "strip", "member_count", "spare_count", "state",
+                 "rebuild", "check", "capacity", "free", "vd_count", "clean", "init_method",
+                 "settings", "journal", "message"});
   if (dg.contains("members")) out += "\nmembers:\n" + member_table(array_field(dg, "members"));
   if (dg.contains("vds")) out += "\nvds:\n" + vd_table(array_field(dg, "vds"));
   return out;

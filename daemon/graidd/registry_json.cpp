@@ -108,6 +108,10 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     j["strip"] = a.geometry().strip_bytes();
     j["member_count"] = a.member_count();
     j["state"] = array_health_name(a.health());
+    // The write-hole journal: its area per member (0: none, the DG predates it or is not
+    // RAID5/6) and whether partial-stripe writes go through it now.
+    const Array::JournalState js = a.journal_state();
+    j["journal"] = {{"area_bytes", js.area_bytes}, {"active", js.active}};
     if (dg.rebuild) {
       const RebuildStatus r = dg.rebuild->status();
       if (r.running) {

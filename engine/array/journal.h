@@ -1,15 +1,16 @@
 // Journal: the runtime side of the write-hole journal (records: meta/journal_record.h; replay:
 // array/journal_replay.h). Shared by every queue of one array; internal to engine/array.
 //
-// A RAID5/6 stripe update that rewrites part of a stripe's rows (read-modify-write,
-// reconstruct-write, degraded writes) first writes one record with the new contents of every
-// strip it will write, FUA, to the journal area of each live parity member of the stripe (P, and
-// Q for RAID6), and only then writes the strips in place. After a crash, assembly replays the
-// records, so a stripe is either as it was or wholly updated, and the strips the update did not
-// touch reconstruct correctly even when a member is lost too. Full-stripe writes and whole-stripe
-// discards need no record: every row they touch is rewritten, so nothing outside the write
-// depends on them. Records live on the parity members because losing a parity member leaves no
-// parity to be inconsistent.
+// While the journal is active, a RAID5/6 stripe update that writes parity first writes one
+// record with the new contents of every strip it will write, FUA, to the journal area of each
+// live parity member of the stripe (P, and Q for RAID6), and only then writes the strips in
+// place. After a crash, assembly replays the records, so a stripe is either as it was or wholly
+// updated, and the strips the update did not touch reconstruct correctly even when a member is
+// lost too. Records live on the parity members because losing a parity member leaves no parity
+// to be inconsistent. Full-stripe writes are journalled as well (while active) although they
+// need no record for themselves: an older record of the same stripe could still be in its ring
+// and would otherwise be replayed over them; for the same reason whole-stripe discards become
+// written (and journalled) zeroes while the journal is active.
 //
 // Each member's journal area is a ring. A record is reserved in the rings of all its members at
 // once (a RAID6 update never holds one ring's space while waiting for another's), written, and

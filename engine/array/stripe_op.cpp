@@ -54,6 +54,12 @@ void StripeOp::run_locked() {
     issue_mirror_read();
     return;
   }
+  if (mode_ == Mode::kPunch && a.journal && a.journal->active()) {
+    // A discard cannot be replayed, and a journal record of this stripe older than it would be
+    // replayed over it after a crash: while the journal is on, the stripe's zeroes are written
+    // (and journalled) instead.
+    mode_ = Mode::kWrite;
+  }
   if (mode_ == Mode::kMirrorWrite || mode_ == Mode::kPunch) {
     if (a.bitmap && !bitmap_held_) {
       Status st = a.bitmap_begin(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());

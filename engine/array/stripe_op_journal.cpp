@@ -1,6 +1,6 @@
-// StripeOp and the write-hole journal (array/journal.h): the record of a partial-stripe update
-// of RAID5/6 is written to the live parity members' journal rings before the update's own
-// writes, and retired once they are done.
+// StripeOp and the write-hole journal (array/journal.h): while the journal is active, the record
+// of every RAID5/6 stripe update that writes parity is written to the live parity members'
+// journal rings before the update's own writes, and retired once they are done.
 #include <spdlog/spdlog.h>
 
 #include <bit>
@@ -27,13 +27,12 @@ bool StripeOp::journal_wanted() const {
   const Geometry& g = q_.array.geometry;
   const std::uint64_t parity_mask =
       low_bits(g.data_strips() + g.parity_strips()) & ~low_bits(g.data_strips());
+  // Every update that writes a live parity strip, full-stripe ones included: a full-stripe write
+  // needs no record for its own sake, but without one an older record of the same stripe, still
+  // in its ring, would be replayed over it after a crash. Without a live parity strip there is no
+  // parity to disagree with the data (and the stripe's records are on dead members).
   for (std::size_t i = 0; i < extents_used_; ++i) {
-    const Extent& e = extents_[i];
-    // A full-stripe extent rewrites every row it touches: nothing outside the write depends on
-    // it. Without a live parity strip there is no parity to disagree with the data.
-    if (e.plan.kind != WritePlanKind::kFullStripe && (e.plan.writes & parity_mask) != 0) {
-      return true;
-    }
+    if ((extents_[i].plan.writes & parity_mask) != 0) return true;
   }
   return false;
 }
@@ -51,7 +50,6 @@ void StripeOp::build_journal_record() {
   std::uint64_t parity_written = 0;
   for (std::size_t i = 0; i < extents_used_; ++i) {
     const Extent& e = extents_[i];
-    if (e.plan.kind == WritePlanKind::kFullStripe) continue;
     for (std::uint64_t m = e.plan.writes; m != 0; m &= m - 1) {
       const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
       h.entries.push_back(meta::JournalEntry{c, e.a, e.b - e.a});
@@ -84,7 +82,6 @@ void StripeOp::build_journal_record() {
   std::size_t n = 0;
   for (std::size_t i = 0; i < extents_used_; ++i) {
     const Extent& e = extents_[i];
-    if (e.plan.kind == WritePlanKind::kFullStripe) continue;
     for (std::uint64_t m = e.plan.writes; m != 0; m &= m - 1) {
       const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
       std::memcpy(out, e.data[c], h.entries[n].len);

@@ -133,6 +133,9 @@ TEST_F(GraiddTest, LifecycleExportAndRestart) {
   EXPECT_EQ(ok({"describe", "pd", "4"})["state"], "spare");
   EXPECT_EQ(ok({"describe", "pd", "2"})["state"], "member");
   EXPECT_EQ(ok({"describe", "pd", "5"})["state"], "free");
+  // A new RAID5 DG has a journal area; degraded-only journals nothing while it is optimal.
+  EXPECT_GT(dg["journal"]["area_bytes"].get<std::uint64_t>(), 0u) << dg.dump();
+  EXPECT_EQ(dg["journal"]["active"], false);
   const std::uint64_t capacity = dg["capacity"];
   json vd0 = ok({"create", "vd", "0", "--size", "32M", "--name", "first"});
   EXPECT_EQ(vd0["vd_id"], 0);
@@ -144,7 +147,8 @@ TEST_F(GraiddTest, LifecycleExportAndRestart) {
   EXPECT_EQ(ok({"list", "vd", "0"}).size(), 2u);
   dg = ok({"edit", "dg", "0", "rebuild_speed", "high"});
   EXPECT_EQ(dg["settings"]["rebuild_speed"], "high");
-  ok({"edit", "dg", "0", "journal", "always"});
+  dg = ok({"edit", "dg", "0", "journal", "always"});
+  EXPECT_EQ(dg["journal"]["active"], true) << dg.dump();
 
   const std::string sock = dir_.file("vd0.sock");
   json vd = ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
@@ -176,6 +180,7 @@ TEST_F(GraiddTest, LifecycleExportAndRestart) {
   EXPECT_EQ(dg["name"], "db");
   EXPECT_EQ(dg["settings"]["rebuild_speed"], "high");
   EXPECT_EQ(dg["settings"]["journal"], "always");
+  EXPECT_EQ(dg["journal"]["active"], true);
   EXPECT_EQ(dg["vds"].size(), 2u);
   EXPECT_EQ(ok({"describe", "pd", "4"})["state"], "spare");
   EXPECT_EQ(ok({"describe", "pd", "5"})["state"], "free");
