@@ -149,6 +149,9 @@ Status Array::stop() {
     return make_error(Errc::kIoError, "array '{}' has failed; not marked clean", s.name);
   }
   s.sb.array_flags |= meta::kArrayClean;
+  // No journal record written before a clean stop is ever replayed: a build that runs the array
+  // next without journalling (an older one) cannot have its writes undone by them.
+  if (s.sb.journal_bytes != 0) ++s.sb.journal_epoch;
   GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
   s.emit(ArrayEventKind::kStopped, std::nullopt, "marked clean");
   return Status::ok();

@@ -19,12 +19,6 @@ struct Found {
   std::uint64_t bytes = 0;  // record bytes
 };
 
-std::uint32_t chunk_member_of(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
-  const std::uint32_t k = g.data_strips();
-  if (c < k) return g.data_member(stripe, c);
-  return c == k ? g.p_member(stripe) : g.q_member(stripe);
-}
-
 // Finds the valid records in `area` (one member's journal area).
 void scan(std::span<const std::byte> area, std::uint32_t member, const meta::Superblock& sb,
           std::map<std::uint64_t, Found>& found) {
@@ -89,7 +83,7 @@ Result<JournalReplayResult> replay_journal(Array::State& state, const meta::Supe
         return make_error(Errc::kCorrupt, "journal record {} names stripe {} chunk {} at {}+{}",
                           seq, h->stripe, e.chunk, e.offset, e.len);
       }
-      const std::uint32_t member = chunk_member_of(g, h->stripe, e.chunk);
+      const std::uint32_t member = g.chunk_member(h->stripe, e.chunk);
       const auto data = record.subspan(at, e.len);
       at += e.len;
       if (!state.members[member] || !state.takes_writes(member)) {

@@ -87,12 +87,7 @@ void StripeOp::run_locked() {
 
 bool StripeOp::chunk_unreadable(std::uint32_t c) const noexcept {
   if (unreadable_ == 0) return false;
-  const Geometry& g = q_.array.geometry;
-  const std::uint32_t k = g.data_strips();
-  const std::uint32_t m = c < k    ? g.data_member(stripe_, c)
-                          : c == k ? g.p_member(stripe_)
-                                   : g.q_member(stripe_);
-  return (unreadable_ >> m) & 1;
+  return (unreadable_ >> q_.array.geometry.chunk_member(stripe_, c)) & 1;
 }
 
 StripeMemberIo& StripeOp::new_io(std::uint32_t member) {

@@ -136,7 +136,7 @@ class StripeOp final : public Task {
   void issue_writes();
   // The write-hole journal (array/journal.h): whether this update needs a record, building it,
   // reserving its ring space (retried from journal_retry_ when it has to wait) and writing it.
-  bool journal_wanted() const;
+  bool journal_wanted();  // also chooses the record's members
   void build_journal_record();
   void reserve_journal();
   void drop_journal();

@@ -11,57 +11,46 @@
 #include "meta/journal_record.h"
 
 namespace graid {
-namespace {
 
-std::uint32_t chunk_member_of(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
-  const std::uint32_t k = g.data_strips();
-  if (c < k) return g.data_member(stripe, c);
-  return c == k ? g.p_member(stripe) : g.q_member(stripe);
-}
-
-}  // namespace
-
-bool StripeOp::journal_wanted() const {
+bool StripeOp::journal_wanted() {
   const Journal* j = q_.array.journal.get();
+  journal_targets_ = 0;
   if (j == nullptr || !j->active() || mode_ != Mode::kWrite) return false;
   const Geometry& g = q_.array.geometry;
-  const std::uint64_t parity_mask =
-      low_bits(g.data_strips() + g.parity_strips()) & ~low_bits(g.data_strips());
+  const std::uint32_t k = g.data_strips();
   // Every update that writes a live parity strip, full-stripe ones included: a full-stripe write
   // needs no record for its own sake, but without one an older record of the same stripe, still
-  // in its ring, would be replayed over it after a crash. Without a live parity strip there is no
-  // parity to disagree with the data (and the stripe's records are on dead members).
-  for (std::size_t i = 0; i < extents_used_; ++i) {
-    if ((extents_[i].plan.writes & parity_mask) != 0) return true;
+  // in its ring, would be replayed over it after a crash. The record goes to the parity members
+  // written that are not failed (a plan may rewrite a failed member's strip it could not read;
+  // that write may fail, the record's must not be planned there). Without one there is no
+  // parity to disagree with the data, and the stripe's records are on dead members.
+  std::uint64_t written = 0;
+  for (std::size_t i = 0; i < extents_used_; ++i)
+    written |= extents_[i].plan.writes;
+  for (std::uint32_t c = k; c < k + g.parity_strips(); ++c) {
+    if ((written & chunk_bit(c)) == 0) continue;
+    const std::uint32_t m = g.chunk_member(stripe_, c);
+    if (q_.array.dead_at(m, stripe_)) continue;
+    journal_members_[journal_targets_++] = m;
   }
-  return false;
+  return journal_targets_ > 0;
 }
 
 void StripeOp::build_journal_record() {
   Array::State& a = q_.array;
-  const Geometry& g = a.geometry;
-  const std::uint32_t k = g.data_strips();
-  const std::uint32_t npar = g.parity_strips();
   meta::JournalHeader h;
   h.array_uuid = a.journal->array_uuid();
   h.epoch = a.journal->epoch();
   h.seq = a.journal->next_seq();
   h.stripe = stripe_;
-  std::uint64_t parity_written = 0;
   for (std::size_t i = 0; i < extents_used_; ++i) {
     const Extent& e = extents_[i];
     for (std::uint64_t m = e.plan.writes; m != 0; m &= m - 1) {
       const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
       h.entries.push_back(meta::JournalEntry{c, e.a, e.b - e.a});
-      if (c >= k) parity_written |= chunk_bit(c);
     }
   }
-  journal_targets_ = 0;
-  for (std::uint32_t c = k; c < k + npar; ++c) {
-    if ((parity_written & chunk_bit(c)) != 0) {
-      journal_members_[journal_targets_++] = chunk_member_of(g, stripe_, c);
-    }
-  }
+  // journal_members_ / journal_targets_: set by journal_wanted().
   const std::uint64_t payload = meta::journal_payload_bytes(h);
   journal_bytes_ = meta::journal_record_bytes(h.entries.size(), payload);
   journal_data_ = nullptr;

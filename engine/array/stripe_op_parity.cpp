@@ -115,13 +115,6 @@ ParityScheme scheme_of(const Geometry& g) {
   return g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
 }
 
-// Member holding chunk `c` (data index, then P, Q) of `stripe`.
-std::uint32_t chunk_member(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
-  const std::uint32_t k = g.data_strips();
-  if (c < k) return g.data_member(stripe, c);
-  return c == k ? g.p_member(stripe) : g.q_member(stripe);
-}
-
 }  // namespace
 
 void StripeOp::issue_reads() {
@@ -144,7 +137,7 @@ void StripeOp::issue_reads() {
         return;
       }
       dst = std::move(*buf);
-      StripeMemberIo& io = new_io(chunk_member(g, stripe_, c));
+      StripeMemberIo& io = new_io(g.chunk_member(stripe_, c));
       io.offset = q_.array.device_offset(stripe_ * g.strip_bytes() + e.a);
       io.op = MemberOp::kRead;
       io.buf = dst.data();
@@ -364,7 +357,7 @@ void StripeOp::issue_writes() {
     Extent& e = extents_[i];
     for (std::uint64_t m = e.plan.writes; m != 0; m &= m - 1) {
       const auto c = static_cast<std::uint32_t>(std::countr_zero(m));
-      StripeMemberIo& io = new_io(chunk_member(g, stripe_, c));
+      StripeMemberIo& io = new_io(g.chunk_member(stripe_, c));
       io.op = MemberOp::kWrite;
       io.offset = q_.array.device_offset(stripe_ * g.strip_bytes() + e.a);
       io.buf = e.data[c];

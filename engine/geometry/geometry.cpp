@@ -100,6 +100,12 @@ std::uint32_t Geometry::q_member(std::uint64_t stripe) const noexcept {
   return module_->parity_member(members_, stripe, 1);
 }
 
+std::uint32_t Geometry::chunk_member(std::uint64_t stripe, std::uint32_t c) const noexcept {
+  const std::uint32_t k = data_strips();
+  if (c < k) return data_member(stripe, c);
+  return c == k ? p_member(stripe) : q_member(stripe);
+}
+
 std::uint32_t Geometry::data_member(std::uint64_t stripe, std::uint32_t data_index,
                                     std::uint32_t copy) const noexcept {
   assert(data_index < data_strips());

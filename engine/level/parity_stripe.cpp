@@ -8,11 +8,6 @@
 namespace graid {
 namespace {
 
-std::uint32_t chunk_member(const Geometry& g, std::uint64_t stripe, std::uint32_t c) {
-  const std::uint32_t k = g.data_strips();
-  return c < k ? g.data_member(stripe, c) : (c == k ? g.p_member(stripe) : g.q_member(stripe));
-}
-
 StripeJob parity_job(const Geometry& g, std::span<AlignedBuffer> bufs, ParityOp op) {
   StripeJob job;
   job.op = op;
@@ -42,7 +37,7 @@ StripeOutcome rebuild_parity_stripe(const Geometry& g, StripeAccess& access, std
   StripeJob job = parity_job(g, bufs, ParityOp::kReconstruct);
   bool any_stale = false;
   for (std::uint32_t c = 0; c < chunks; ++c) {
-    const std::uint32_t m = chunk_member(g, stripe, c);
+    const std::uint32_t m = g.chunk_member(stripe, c);
     const bool stale = access.is_stale(m);
     if (!stale && !access.is_failed(m, stripe)) continue;
     if (job.missing_count == g.parity_strips()) {
@@ -54,13 +49,13 @@ StripeOutcome rebuild_parity_stripe(const Geometry& g, StripeAccess& access, std
   }
   if (!any_stale) return out;
   for (std::uint32_t c = 0; c < chunks; ++c) {
-    const std::uint32_t m = chunk_member(g, stripe, c);
+    const std::uint32_t m = g.chunk_member(stripe, c);
     if (access.is_stale(m) || access.is_failed(m, stripe)) continue;
     if (!out.member_io(m, access.read_strip(m, stripe, bufs[c].span()))) return out;
   }
   if (!run_job(access, job, out)) return out;
   for (std::uint32_t c = 0; c < chunks; ++c) {
-    const std::uint32_t m = chunk_member(g, stripe, c);
+    const std::uint32_t m = g.chunk_member(stripe, c);
     if (!access.is_stale(m)) continue;
     if (!out.member_io(m, access.write_strip(m, stripe, bufs[c].span()))) return out;
   }
@@ -87,13 +82,13 @@ StripeOutcome process_parity_stripe(StripeTask task, const Geometry& g, StripeAc
   if (task == StripeTask::kCheck) {
     // A stripe with a failed member has nothing to compare against: not checkable.
     for (std::uint32_t c = 0; c < chunks; ++c) {
-      if (access.is_failed(chunk_member(g, stripe, c), stripe)) {
+      if (access.is_failed(g.chunk_member(stripe, c), stripe)) {
         out.skipped = true;
         return out;
       }
     }
     for (std::uint32_t c = 0; c < chunks; ++c) {
-      const std::uint32_t m = chunk_member(g, stripe, c);
+      const std::uint32_t m = g.chunk_member(stripe, c);
       if (!out.member_io(m, access.read_strip(m, stripe, bufs[c].span()))) return out;
     }
     StripeJob job = parity_job(g, bufs, ParityOp::kVerify);
@@ -114,7 +109,7 @@ StripeOutcome process_parity_stripe(StripeTask task, const Geometry& g, StripeAc
   StripeJob job = parity_job(g, bufs, ParityOp::kEncode);
   if (!run(job)) return out;
   for (std::uint32_t c = k; c < chunks; ++c) {
-    const std::uint32_t m = chunk_member(g, stripe, c);
+    const std::uint32_t m = g.chunk_member(stripe, c);
     if (access.is_failed(m, stripe)) continue;
     if (!out.member_io(m, access.write_strip(m, stripe, bufs[c].span()))) return out;
   }

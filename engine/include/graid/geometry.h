@@ -132,6 +132,8 @@ class Geometry {
   // Parity members of `stripe`. REQUIRES: parity_strips() >= 1 (P) or == 2 (Q).
   std::uint32_t p_member(std::uint64_t stripe) const noexcept;
   std::uint32_t q_member(std::uint64_t stripe) const noexcept;
+  // Member holding chunk `c` of a parity stripe: data strips 0..k-1, then P (k) and Q (k+1).
+  std::uint32_t chunk_member(std::uint64_t stripe, std::uint32_t c) const noexcept;
 
   // What `member` holds at `member_offset` (inverse of locate()/data_member()).
   MemberPlace place(std::uint32_t member, std::uint64_t member_offset) const noexcept;
