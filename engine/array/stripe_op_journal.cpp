@@ -1,8 +1,6 @@
 // StripeOp and the write-hole journal (array/journal.h): while the journal is active, the record
 // of every RAID5/6 stripe update that writes parity is written to the live parity members'
 // journal rings before the update's own writes, and retired once they are done.
-#include <spdlog/spdlog.h>
-
 #include <bit>
 #include <cstring>
 
