@@ -337,17 +337,12 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     }
   }
   if (init_checkpoint.has_value() && geometry->redundancy() != Redundancy::kNone) {
-    // create() was cut short while initialising: finish it before trusting the parity.
-    spdlog::warn("graid: array '{}': initialisation was interrupted at byte {}; finishing it",
-                 sb.name, *init_checkpoint);
-    const ArrayEventCounts todo = byte_counts(*geometry, sb.data_size - *init_checkpoint);
-    state->emit(ArrayEventKind::kInitStarted, std::nullopt, "finishing interrupted initialisation",
-                todo);
-    GRAID_RETURN_IF_ERROR(initialise(*state, *init_checkpoint));
-    MutexLock guard(state->control_mutex);
-    state->sb.init_checkpoint = std::nullopt;
-    GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
-    state->emit(ArrayEventKind::kInitFinished, std::nullopt, "initialisation finished", todo);
+    // An initialisation cut short (by a crash, or a stop of a background one): pending until
+    // Array::initialise() finishes it; until then no write trusts the parity above it.
+    spdlog::info("graid: array '{}': initialisation pending from member byte {}", sb.name,
+                 *init_checkpoint);
+    state->init_done.store(std::min(*init_checkpoint, sb.data_size) / geometry->strip_bytes(),
+                           std::memory_order_release);
   }
   if (state->bitmap) {
     // After a crash the bitmap names the regions that may have writes half done.

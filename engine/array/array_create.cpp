@@ -174,11 +174,16 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
                                    : InitMethod::kResync;
   }
   const ArrayEventCounts init_counts = byte_counts(*geometry, data_size);
+  // In the background (Array::initialise), only a re-sync: zeroing is quick where it is cheap,
+  // and where it is not (no write-zeroes) it falls back to a re-sync anyway.
+  const bool background = create.background_init && method == InitMethod::kResync;
   if (method == InitMethod::kZeroed || method == InitMethod::kResync) {
-    state->emit(ArrayEventKind::kInitStarted, std::nullopt, std::string(init_method_name(method)),
-                init_counts);
-    // Recorded first: a crash before it ends leaves init_checkpoint set, and assembly finishes
-    // the job instead of trusting unsynced parity.
+    if (!background) {
+      state->emit(ArrayEventKind::kInitStarted, std::nullopt, std::string(init_method_name(method)),
+                  init_counts);
+    }
+    // Recorded first: a crash before it ends leaves init_checkpoint set, and the array finishes
+    // the job (Array::initialise) instead of trusting unsynced parity.
     MutexLock guard(state->control_mutex);
     state->sb.init_checkpoint = 0;
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
@@ -198,23 +203,25 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
       GRAID_RETURN_IF_ERROR(state->members[m]->flush_sync());
     }
   }
-  if (method == InitMethod::kResync) {
-    GRAID_RETURN_IF_ERROR(initialise(*state, 0));
-  }
-  {
+  if (background) {
+    state->init_done.store(0, std::memory_order_release);
+  } else {
+    if (method == InitMethod::kResync) GRAID_RETURN_IF_ERROR(graid::initialise(*state, 0));
     MutexLock guard(state->control_mutex);
     state->sb.init_checkpoint = std::nullopt;
     GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
   }
   state->init_method = method;
-  if (method == InitMethod::kZeroed || method == InitMethod::kResync) {
+  if (!background && (method == InitMethod::kZeroed || method == InitMethod::kResync)) {
     state->emit(ArrayEventKind::kInitFinished, std::nullopt, std::string(init_method_name(method)),
                 init_counts);
   }
   const std::string started =
       fmt::format("created {} array '{}' ({}) on {} members, strip {} KiB, {} bytes; {}",
                   raid_level_name(create.level), create.name, sb.array_uuid.to_string(), n,
-                  strip / 1024, state->capacity, init_method_name(method));
+                  strip / 1024, state->capacity,
+                  background ? std::string("initialising in the background")
+                             : std::string(init_method_name(method)));
   spdlog::info("graid: {}", started);
   state->emit(ArrayEventKind::kStarted, std::nullopt, started);
   return std::unique_ptr<Array>(new Array(std::move(state)));

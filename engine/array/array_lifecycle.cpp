@@ -56,6 +56,8 @@ std::string_view array_event_kind_name(ArrayEventKind kind) noexcept {
       return "check-stopped";
     case ArrayEventKind::kJournalReplayed:
       return "journal-replayed";
+    case ArrayEventKind::kInitStopped:
+      return "init-stopped";
   }
   return "unknown";
 }

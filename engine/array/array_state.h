@@ -75,6 +75,16 @@ struct Array::State {
   static constexpr std::uint64_t kNoCheck = ~std::uint64_t{0};
   std::atomic<std::uint64_t> check_at{kNoCheck};
   std::atomic<bool> check_running{false};  // one check at a time
+  // Background initialisation: stripes below init_done are initialised (kAllInitialised: every
+  // stripe, nothing pending). Moves only while Array::initialise() holds the locks of the
+  // stripes it moves past, so a plan holding a stripe's lock sees it stable. A stripe not yet
+  // initialised is never written by read-modify-write (its old parity means nothing).
+  static constexpr std::uint64_t kAllInitialised = ~std::uint64_t{0};
+  std::atomic<std::uint64_t> init_done{kAllInitialised};
+  std::atomic<bool> init_running{false};  // one initialisation at a time
+  bool initialised(std::uint64_t stripe) const noexcept {
+    return stripe < init_done.load(std::memory_order_acquire);
+  }
 
   StripeLockTable locks;
   std::optional<meta::WriteIntentBitmap> bitmap;  // none for RAID0

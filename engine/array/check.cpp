@@ -53,6 +53,11 @@ Result<CheckReport> Array::check(const CheckControl& control) {
       s.check_running.store(false, std::memory_order_release);
     }
   } running{s};
+  if (s.init_done.load() != State::kAllInitialised || s.init_running.load()) {
+    // Every stripe not yet initialised would be a false mismatch.
+    return make_error(Errc::kBusy,
+                      "array '{}' is initialising; a check can run once that has finished", s.name);
+  }
   const std::uint64_t strip = g.strip_bytes();
   const std::uint64_t stripes = g.stripes(s.data_size);
   std::optional<std::uint64_t> checkpoint;

@@ -91,6 +91,7 @@ bool StripeOp::build_extents() {
     c.touched = e.touched;
     c.full = e.full;
     c.dead = dead & all;
+    c.allow_read_modify_write = q_.array.initialised(stripe_);
     e.plan = plan_write(c);
     if (e.plan.kind == WritePlanKind::kFailed) return false;
     // ... and rewritten with their new contents, which repairs the sectors. Plans other than

@@ -204,9 +204,9 @@ TEST_F(ArrayWriteSafetyTest, NewArraysGetConsistentRedundancy) {
   }
 }
 
-// Item 3: an initialisation cut short (init_checkpoint left in the superblocks) is finished at
-// assembly instead of trusting the parity.
-TEST_F(ArrayWriteSafetyTest, AnInterruptedInitialisationIsFinishedAtAssembly) {
+// Item 3: an initialisation cut short (init_checkpoint left in the superblocks) is pending after
+// assembly, and Array::initialise() finishes it instead of trusting the parity.
+TEST_F(ArrayWriteSafetyTest, AnInterruptedInitialisationIsPendingAfterAssembly) {
   ArrayFiles files;
   auto devs = files.open(4, kMemberBytes, true);
   ASSERT_NO_FATAL_FAILURE(scribble(files.paths, 9));
@@ -230,6 +230,12 @@ TEST_F(ArrayWriteSafetyTest, AnInterruptedInitialisationIsFinishedAtAssembly) {
   auto again = files.open(4, kMemberBytes, false);
   auto assembled = Array::assemble(std::move(*again), options());
   ASSERT_TRUE(assembled.is_ok()) << assembled.status().to_string();
+  EXPECT_EQ((*assembled)->init_progress(), std::optional<std::uint64_t>(0));
+  EXPECT_EQ((*assembled)->check().status().code(), Errc::kBusy);  // would see false mismatches
+  auto done = (*assembled)->initialise();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  EXPECT_TRUE(done->finished);
+  EXPECT_EQ((*assembled)->init_progress(), std::nullopt);
   EXPECT_EQ(*(*assembled)->count_inconsistent_stripes(), 0u);
 }
 

@@ -135,6 +135,12 @@ struct CreateOptions {
   // image of a consistent array); otherwise the first reconstruction returns wrong data.
   bool assume_clean = false;
   bool zero_members = false;
+  // Initialise in the background (kResync only): create() records the initialisation as
+  // pending and returns at once; the array is usable meanwhile and Array::initialise() does the
+  // work. Until a stripe is initialised, writes to it never trust its old parity
+  // (reconstruct-write, not read-modify-write), so every row written is consistent even before
+  // the job gets there.
+  bool background_init = false;
   // Recorded in the first superblocks (Array::settings()).
   ArraySettings settings;
   // Bytes per member for the RAID5/6 write-hole journal, between the bitmap and the data
@@ -373,6 +379,23 @@ struct CheckReport {
   static constexpr std::size_t kMaxReportedMismatches = 64;
 };
 
+// How Array::initialise() runs: as CheckControl, without repair (it always rewrites).
+struct InitControl {
+  const std::atomic<bool>* stop = nullptr;  // as RebuildControl::stop
+  std::uint64_t bytes_per_second = 0;       // as RebuildControl
+  std::function<std::uint64_t()> rate;      // as RebuildControl
+  std::uint64_t window_stripes = 16;
+  std::chrono::milliseconds checkpoint_interval{2000};
+};
+
+// What one initialisation run did.
+struct InitReport {
+  bool finished = false;          // false: stopped or paused (resumes from its checkpoint)
+  std::uint64_t from_stripe = 0;  // where this run started
+  std::uint64_t stripes = 0;      // stripes initialised in this run
+  std::string paused;             // why it stopped early, when it did not finish
+};
+
 // The rate a BackgroundSpeed allows, per member, in bytes per second (0 = unthrottled).
 std::uint64_t background_speed_bytes(BackgroundSpeed speed) noexcept;
 
@@ -422,6 +445,7 @@ enum class ArrayEventKind : std::uint8_t {
   kCheckFinished,     // counts.stripes checked, counts.errors mismatches
   kCheckStopped,      // stopped before the end (asked to, or failed: message says which)
   kJournalReplayed,   // assembly replayed write-hole journal records (message: how many)
+  kInitStopped,       // background initialisation paused (stopped, or a member failed): why
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
 
@@ -659,6 +683,17 @@ class Array {
   Result<CheckReport> check(const CheckControl& control = {});
   // Member data bytes a check has got to (live), or nullopt when none is running or pending.
   std::optional<std::uint64_t> check_progress() const;
+
+  // Background initialisation (CreateOptions::background_init, or one cut short by a crash or
+  // a stop): makes parity (or mirror copies) agree with the data, window by window under stripe
+  // locks while I/O goes on, from the recorded checkpoint (sb.init_checkpoint) to the end,
+  // recording it as it goes; clears it when done. Runs only while no member is failed: it
+  // returns (not finished, `paused` says why) when the array is degraded or a member fails
+  // meanwhile, and the next call resumes. Returns finished at once when nothing is pending.
+  // kBusy while a check or another initialisation runs. Blocking: run it on a thread of its own.
+  Result<InitReport> initialise(const InitControl& control = {});
+  // Member data bytes initialised (live), or nullopt when no initialisation is pending.
+  std::optional<std::uint64_t> init_progress() const;
 
   struct State;  // internal (engine/array/array_state.h)
 

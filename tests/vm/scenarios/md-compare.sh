@@ -6,7 +6,8 @@
 # array); speed is printed, never asserted: TCG makes absolute figures meaningless, the ratios
 # are what the performance targets speak of. md gets its defaults
 # (stripe_cache_size 256, no group threads), created with --assume-clean --bitmap=none so no
-# resync runs underneath, graid the daemon's defaults; both 64 KiB strips over five members.
+# resync runs underneath, graid the daemon's defaults with --assume-clean for the same reason (no
+# background initialisation under the figures); both 64 KiB strips over five members.
 runtime=${GRAID_VM_PERF_RUNTIME:-5}
 is_short && runtime=3
 region=256M  # every job works in the first 256 MiB of the array (brd arrays hold 381 MiB or more)
@@ -69,7 +70,7 @@ md_run() {  # LEVEL MD_DEV TARGET MEMBERS...
 
 graid_run() {  # LEVEL PD_IDS TARGET
   local dg vd dev
-  dg=$(graid_create_dg "$1" "$2" --strip 64K) || { fail "graid-$3-create" "create dg $1 $2"; return 0; }
+  dg=$(graid_create_dg "$1" "$2" --strip 64K --assume-clean) || { fail "graid-$3-create" "create dg $1 $2"; return 0; }
   if vd=$(graid_create_vd "$dg" "$region" --no-ublk) && dev=$(graid_export_ublk "$dg" "$vd"); then
     perf "$3" "$dev"
     verify "$3" "$dev"
