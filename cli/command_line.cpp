@@ -361,19 +361,30 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     return Status::ok();
   }
   if (verb == "edit") {
-    GRAID_RETURN_IF_ERROR(want_words(in, 3, 3, leaf));
+    // `edit dg <id> force_online --confirm` is the one edit without a value.
+    const bool force_online =
+        object == "dg" && in.words.size() >= 2 && in.words[1] == "force_online";
+    GRAID_RETURN_IF_ERROR(want_words(in, force_online ? 2 : 3, force_online ? 2 : 3, leaf));
     auto id = parse_one_id(in.words[0], std::string(object) + " id");
     if (!id.is_ok()) return id.status();
     const std::string& key = in.words[1];
-    const std::string& value = in.words[2];
+    const std::string value = force_online ? std::string() : in.words[2];
+    if (force_online) {
+      args["dg_id"] = *id;
+      args["key"] = key;
+      args["value"] = value;
+      args["confirm"] = in.confirm;
+      return Status::ok();
+    }
+    if (in.confirm) return usage("--confirm is for edit dg <id> force_online only");
     if (object == "pd") {
       if (key == "io_mode") {
         if (value != "passthrough" && value != "block") {
           return usage(fmt::format("bad io_mode \"{}\"; write passthrough or block", value));
         }
       } else if (key == "hotspare") {
-        if (value != "global" && !parse_one_id(value, "dg id").is_ok()) {
-          return usage(fmt::format("bad hotspare \"{}\"; write a dg id or global", value));
+        if (value != "global" && value != "none" && !parse_one_id(value, "dg id").is_ok()) {
+          return usage(fmt::format("bad hotspare \"{}\"; write a dg id, global or none", value));
         }
       } else if (key != "marker") {
         return usage(fmt::format(
@@ -392,8 +403,9 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
             fmt::format("bad journal \"{}\"; write one of {}", value, listed(kJournalValues)));
       }
     } else {
-      return usage(fmt::format("dg has no setting \"{}\"; the settings are {}, journal", key,
-                               listed(kSpeedKeys)));
+      return usage(fmt::format(
+          "dg has no setting \"{}\"; the settings are {}, journal (and force_online --confirm)",
+          key, listed(kSpeedKeys)));
     }
     args[std::string(object) + "_id"] = *id;
     args["key"] = key;
@@ -469,9 +481,9 @@ constexpr Leaf kLeaves[] = {
     {"delete", "pd", "delete pd <ids>"},
     {"delete", "dg", "delete dg <id> --confirm"},
     {"delete", "vd", "delete vd <dg> <vd> --confirm"},
-    {"edit", "dg", "edit dg <id> <key> <value>"},
+    {"edit", "dg", "edit dg <id> <key> <value> | edit dg <id> force_online --confirm"},
     {"edit", "pd",
-     "edit pd <id> marker offline|online | io_mode passthrough|block | hotspare <dg>|global"},
+     "edit pd <id> marker offline|online | io_mode passthrough|block | hotspare <dg>|global|none"},
     {"export", "vd",
      "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
     {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk]"},
@@ -555,6 +567,9 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
   if (verb == "list" && object == "event") text("--since", in.since, "first sequence number");
   if (verb == "delete" && object != "pd") {
     sub->add_flag("--confirm,--confirm-to-delete", in.confirm, "yes, destroy the data");
+  }
+  if (verb == "edit" && object == "dg") {
+    sub->add_flag("--confirm", in.confirm, "force_online: yes, start it with stale members");
   }
   if (verb == "export") {
     text("--nbd", in.nbd, "unix:PATH or tcp:ADDR:PORT");

@@ -69,10 +69,13 @@ const json& array_field(const json& object, std::string_view key) {
   return it != object.end() && it->is_array() ? *it : kEmpty;
 }
 
-// "rebuilding 42% (ETA 1m05s)", "checking 7%", or the plain state.
+// "rebuilding 42% (ETA 1m05s)", "checking 7%", "initialising 3%", or the plain state.
 std::string dg_state_text(const json& dg) {
   const std::string state = field_text(dg, "state");
-  const char* job = state == "rebuilding" ? "rebuild" : state == "checking" ? "check" : nullptr;
+  const char* job = state == "rebuilding"     ? "rebuild"
+                    : state == "checking"     ? "check"
+                    : state == "initialising" ? "init"
+                                              : nullptr;
   if (job == nullptr || !dg.contains(job) || !dg[job].is_object()) return state;
   const json& j = dg[job];
   std::string out = state;

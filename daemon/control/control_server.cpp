@@ -204,12 +204,14 @@ bool ControlServer::read_client(Client& c, const Handler& handler) {
   return true;
 }
 
-void ControlServer::serve(const Handler& handler, int stop_fd) {
+void ControlServer::serve(const Handler& handler, int stop_fd, int wake_fd,
+                          const std::function<void()>& on_wake) {
   std::vector<pollfd> fds;
   for (;;) {
     fds.clear();
     fds.push_back({stop_fd, POLLIN, 0});
     fds.push_back({fd_, POLLIN, 0});
+    fds.push_back({wake_fd, POLLIN, 0});  // poll() ignores a negative fd
     for (const auto& c : clients_)
       fds.push_back({c->fd, POLLIN, 0});
     const int rc = ::poll(fds.data(), fds.size(), -1);
@@ -218,10 +220,15 @@ void ControlServer::serve(const Handler& handler, int stop_fd) {
       return;
     }
     if (fds[0].revents != 0) return;
+    if (fds[2].revents != 0) {
+      std::uint64_t count = 0;
+      (void)!::read(wake_fd, &count, sizeof count);
+      if (on_wake) on_wake();
+    }
     // Clients first (indexes match clients_ as it was when fds was built).
     std::vector<bool> drop(clients_.size(), false);
     for (std::size_t i = 0; i < clients_.size(); ++i) {
-      const short ev = fds[i + 2].revents;
+      const short ev = fds[i + 3].revents;
       if (ev == 0) continue;
       if ((ev & POLLIN) != 0) {
         if (!read_client(*clients_[i], handler)) drop[i] = true;

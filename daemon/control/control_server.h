@@ -54,8 +54,11 @@ class ControlServer {
   ControlServer& operator=(const ControlServer&) = delete;
 
   // Serves until `stop_fd` becomes readable (graidd passes a signalfd for SIGTERM/SIGINT).
-  // Requests are handled one at a time, in arrival order per connection.
-  void serve(const Handler& handler, int stop_fd);
+  // Requests are handled one at a time, in arrival order per connection. When `wake_fd` (an
+  // eventfd; -1: none) becomes readable it is drained and `on_wake` runs, on this thread between
+  // requests: work other threads ask of the control thread (graidd: global hot spares).
+  void serve(const Handler& handler, int stop_fd, int wake_fd = -1,
+             const std::function<void()>& on_wake = {});
 
   bool authorised(const PeerCred& peer) const noexcept;
 

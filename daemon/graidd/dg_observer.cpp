@@ -29,7 +29,7 @@ void DgObserver::on_event(const ArrayEvent& e) {
       break;
     case ArrayEventKind::kInitStarted:
       kind = "init_started";
-      message = fmt::format("initialising {} stripes", e.counts.stripes);
+      message = fmt::format("{}: {} stripes to initialise", e.message, e.counts.stripes);
       break;
     case ArrayEventKind::kInitFinished:
       kind = "init_finished";
@@ -91,6 +91,9 @@ void DgObserver::on_event(const ArrayEvent& e) {
       break;
     case ArrayEventKind::kJournalReplayed:
       kind = "journal_replayed";
+      break;
+    case ArrayEventKind::kInitStopped:
+      kind = "init_stopped";
       break;
   }
   log_.add(kind, dg_id_, pd, std::nullopt, message);

@@ -138,7 +138,7 @@ int run(const Options& o) {
   const std::string version = GRAID_VERSION;
   (*server)->serve([&](std::string_view line,
                        const control::PeerCred&) { return dispatch(*registry, line, version); },
-                   sigfd);
+                   sigfd, registry->wake_fd(), [&] { registry->housekeeping(); });
 
   signalfd_siginfo info{};
   if (::read(sigfd, &info, sizeof info) == sizeof info)

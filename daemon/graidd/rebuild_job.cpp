@@ -53,6 +53,54 @@ RebuildStatus RebuildJob::status() const {
   return out;
 }
 
+InitStatus RebuildJob::init_status() const {
+  InitStatus out;
+  const auto done = array_.init_progress();
+  if (!done) return out;
+  out.pending = true;
+  std::uint64_t started_offset = 0;
+  std::chrono::steady_clock::time_point started_at;
+  {
+    MutexLock lock(mutex_);
+    out.running = init_running_;
+    out.paused = init_paused_;
+    started_offset = init_started_offset_;
+    started_at = init_started_at_;
+  }
+  const JobProgress p =
+      out.running ? job_progress(array_.member_data_bytes(), *done, started_offset, started_at)
+                  : job_progress(array_.member_data_bytes(), *done, *done,
+                                 std::chrono::steady_clock::now());
+  out.percent = p.percent;
+  out.bytes_per_second = p.bytes_per_second;
+  out.eta_seconds = p.eta_seconds;
+  return out;
+}
+
+void RebuildJob::run_init() {
+  const auto from = array_.init_progress();
+  if (!from || array_.health() != ArrayHealth::kOptimal) return;
+  {
+    MutexLock lock(mutex_);
+    init_running_ = true;
+    init_started_offset_ = *from;
+    init_started_at_ = std::chrono::steady_clock::now();
+  }
+  InitControl control;
+  control.stop = &stop_;
+  control.rate = [this] { return background_speed_bytes(array_.settings().init_speed); };
+  auto done = array_.initialise(control);
+  MutexLock lock(mutex_);
+  init_running_ = false;
+  if (!done.is_ok()) {
+    init_paused_ = done.status().message();
+    spdlog::error("dg {}: initialisation failed: {}", dg_id_, init_paused_);
+  } else {
+    init_paused_ = done->paused;
+    if (done->finished) spdlog::info("dg {}: initialisation finished", dg_id_);
+  }
+}
+
 void RebuildJob::take_spares() {
   for (std::uint32_t m = 0; m < array_.member_count(); ++m) {
     auto slot = array_.member_slot(m);
@@ -79,7 +127,10 @@ void RebuildJob::loop() {
     if (stop_.load(std::memory_order_acquire)) return;
     take_spares();
     const auto members = array_.rebuilding_members();
-    if (members.empty()) continue;
+    if (members.empty()) {
+      run_init();  // a failure meanwhile wakes this loop again
+      continue;
+    }
     {
       MutexLock lock(mutex_);
       running_ = true;

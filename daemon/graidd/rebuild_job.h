@@ -1,7 +1,10 @@
-// A DG's rebuild job: a thread of its own that puts hot spares into failed roles and runs
-// Array::rebuild() at the DG's rebuild speed, woken by the array's events (a member failed, a
-// spare was added, a replacement took a role) and at start (a rebuild to resume). Stopped, its
-// checkpoint recorded, before the array stops or goes.
+// A DG's redundancy job: a thread of its own that puts hot spares into failed roles and runs
+// Array::rebuild() at the DG's rebuild speed, then, with every member in sync, a pending
+// background initialisation (Array::initialise) at the DG's init speed. Woken by the array's
+// events (a member failed, a spare was added, a replacement took a role, a rebuild finished)
+// and at start (a rebuild or an initialisation to resume). Stopped, its checkpoints recorded,
+// before the array stops or goes. One thread for both, so they never run together: a failure
+// pauses the initialisation, the rebuild runs, and the initialisation goes on after it.
 #pragma once
 
 #include <atomic>
@@ -27,6 +30,16 @@ struct RebuildStatus {
   std::string last_error;             // the last run's failure, if it failed
 };
 
+// What `describe dg` shows of a background initialisation.
+struct InitStatus {
+  bool pending = false;  // not finished (running, paused or waiting)
+  bool running = false;
+  double percent = 0;                 // of the members' data area
+  double bytes_per_second = 0;        // running: since this run started
+  std::optional<double> eta_seconds;  // running: at that rate
+  std::string paused;                 // why the last run stopped early (a failure, a stop)
+};
+
 class RebuildJob {
  public:
   RebuildJob(Array& array, std::uint32_t dg_id);
@@ -39,10 +52,12 @@ class RebuildJob {
   // Stops the rebuild in progress (it records its checkpoint) and joins the thread. Idempotent.
   void stop() EXCLUDES(mutex_);
   RebuildStatus status() const EXCLUDES(mutex_);
+  InitStatus init_status() const EXCLUDES(mutex_);
 
  private:
   void loop() EXCLUDES(mutex_);
   void take_spares();
+  void run_init() EXCLUDES(mutex_);
 
   Array& array_;
   const std::uint32_t dg_id_;
@@ -55,6 +70,10 @@ class RebuildJob {
   std::uint64_t started_offset_ GUARDED_BY(mutex_) = 0;
   std::chrono::steady_clock::time_point started_at_ GUARDED_BY(mutex_);
   std::string last_error_ GUARDED_BY(mutex_);
+  bool init_running_ GUARDED_BY(mutex_) = false;
+  std::uint64_t init_started_offset_ GUARDED_BY(mutex_) = 0;
+  std::chrono::steady_clock::time_point init_started_at_ GUARDED_BY(mutex_);
+  std::string init_paused_ GUARDED_BY(mutex_);
   std::thread thread_;  // last: starts once the rest exists
 };
 

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,17 +23,28 @@ Registry::Registry(RegistryOptions options, IoThreads& threads, EventLog& events
       threads_(threads),
       events_(events),
       nbd_(threads),
-      ublk_(threads, options_.ublk) {}
+      ublk_(threads, options_.ublk),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (wake_fd_ < 0)
+    spdlog::error("eventfd: {}; global hot spares wait for the next request", std::strerror(errno));
+}
 
 Registry::~Registry() {
   shutdown();
   if (state_lock_fd_ >= 0) ::close(state_lock_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void Registry::poke() const {
+  if (wake_fd_ < 0) return;
+  const std::uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
 }
 
 Status Registry::save() {
   PersistedState s;
   for (const auto& [id, pd] : pds_)
-    s.pds.push_back({id, pd.path, pd.marker_offline});
+    s.pds.push_back({id, pd.path, pd.marker_offline, pd.global_spare});
   for (const auto& [id, dg] : dgs_)
     s.dgs.push_back({id, dg.uuid});
   s.exports = export_entries_;
@@ -98,11 +110,13 @@ void Registry::start_jobs(Dg& dg) {
   }
   dg.rebuild = std::make_unique<RebuildJob>(*dg.array, dg.id);
   RebuildJob* job = dg.rebuild.get();
-  dg.observer->set_wake([job](ArrayEventKind kind) {
+  dg.observer->set_wake([this, job](ArrayEventKind kind) {
     if (kind == ArrayEventKind::kMemberFailed || kind == ArrayEventKind::kSpareAdded ||
         kind == ArrayEventKind::kMemberReplaced) {
       job->wake();
     }
+    // A DG without a spare of its own may take a global one (on the control thread).
+    if (kind == ArrayEventKind::kMemberFailed) poke();
   });
 }
 
@@ -164,6 +178,7 @@ Status Registry::start() {
     pd.id = e.pd_id;
     pd.path = e.path;
     pd.marker_offline = e.marker_offline;
+    pd.global_spare = e.global_spare;
     reopen(pd);
     // A daemon that was just killed may still hold its drives for a moment: the kernel tears
     // down its io_uring rings (which hold the files, and so their locks) after the process is
@@ -214,11 +229,12 @@ Status Registry::start() {
   (void)save();  // logged inside; the operation stands
   for (const auto& e : std::vector<ExportEntry>(export_entries_))
     restore_export(e);
+  use_global_spares();  // a DG that came up degraded
   return {};
 }
 
-void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
-                              std::vector<Pd*> members) {
+std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
+                                                  std::vector<Pd*> members, bool force) {
   Dg& dg = dgs_[dg_id];
   dg.id = dg_id;
   dg.uuid = uuid;
@@ -236,6 +252,7 @@ void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
   }
   AssembleOptions ao;
   ao.allow_degraded = true;
+  ao.force = force;
   AssembleReport report;
   auto array = Array::assemble(std::move(devices), array_options(*dg.observer), ao, &report);
   if (!array.is_ok()) {
@@ -245,8 +262,9 @@ void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
       reopen(*pd);
     spdlog::error("dg {} cannot be assembled: {}", dg_id, dg.message);
     events_.add("dg_offline", dg_id, std::nullopt, std::nullopt, dg.message);
-    return;
+    return {};
   }
+  dg.exam.reset();
   dg.array = std::move(*array);
   dg.was_clean = report.was_clean;
   // Map PDs to slots by the path the array holds for each.
@@ -270,11 +288,14 @@ void Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
     how += fmt::format(", stale members not used: {}", fmt::join(report.stale_members, ", "));
   if (!report.failed_members.empty())
     how += fmt::format(", failed or missing: {}", fmt::join(report.failed_members, ", "));
+  if (!report.overrides.empty())
+    how += fmt::format(", forced: {}", fmt::join(report.overrides, "; "));
   dg.message.clear();
   events_.add("dg_assembled", dg_id, std::nullopt, std::nullopt,
               fmt::format("{} {} assembled ({}): {}", raid_level_name(dg.array->geometry().level()),
                           dg.array->name().empty() ? uuid : dg.array->name(),
                           array_health_name(dg.array->health()), how));
+  return report.overrides;
 }
 
 void Registry::restore_export(const ExportEntry& e) {

@@ -78,6 +78,15 @@ class Registry {
   // taken into a failed role by a rebuild job). Called before each request.
   void refresh();
 
+  // Work other threads ask of the control thread: an eventfd that becomes readable when a
+  // member fails (graidd's control loop polls it), and what to do then: give global hot spares
+  // to DGs that have a failed member and no spare of their own (registry_spares.cpp).
+  int wake_fd() const noexcept { return wake_fd_; }
+  void housekeeping() {
+    refresh();
+    use_global_spares();
+  }
+
   // The control verbs (docs/cli.md); `args` is the request's args object. Each returns the
   // result JSON or a Status whose code becomes the error code on the wire.
   Result<nlohmann::json> create_pd(const nlohmann::json& args);
@@ -111,6 +120,7 @@ class Registry {
     std::uint32_t id = 0;
     std::string path;
     bool marker_offline = false;
+    bool global_spare = false;  // free, waiting for any DG that loses a member
     // Held while the PD is in no running array (keeps its lock: O_EXCL or flock); a running
     // array holds the device itself.
     std::unique_ptr<MemberDevice> device;
@@ -146,11 +156,22 @@ class Registry {
   // check that was under way resumes), stopped before the array stops or goes.
   void start_jobs(Dg& dg);
   static void stop_jobs(Dg& dg);
-  Result<nlohmann::json> edit_pd_hotspare(Pd& pd, const std::string& value);  // registry_pd.cpp
+  // Global hot spares (registry_spares.cpp): `edit pd <id> hotspare <dg>|global|none`; moving
+  // a PD into a DG's spare slots; and giving global spares to DGs that need them.
+  Result<nlohmann::json> edit_pd_hotspare(Pd& pd, const std::string& value);
+  Status make_dg_spare(Pd& pd, Dg& dg, std::string_view why);
+  void use_global_spares();
+  void poke() const;  // makes wake_fd() readable; any thread
   Result<std::unique_ptr<MemberDevice>> open_pd_device(const std::string& path) const;
   void reopen(Pd& pd);
   Result<nlohmann::json> edit_pd_io_mode(Pd& pd, const std::string& value);  // registry_pd.cpp
-  void assemble_group(std::uint32_t dg_id, const std::string& uuid, std::vector<Pd*> pds);
+  // Assembles a DG from its PDs (AssembleOptions::force with `force`: graidctl edit dg <id>
+  // force_online). Returns what the force overrode (empty without it); on failure the DG is
+  // offline with dg.message saying why.
+  std::vector<std::string> assemble_group(std::uint32_t dg_id, const std::string& uuid,
+                                          std::vector<Pd*> pds, bool force = false);
+  // graidctl edit dg <id> force_online [--confirm] (registry_dg.cpp).
+  Result<nlohmann::json> force_online(Dg& dg, bool confirm);
   void restore_export(const ExportEntry& entry);
   // Serves a VD as a ublk device and records it in the state dir (registry_vd.cpp). `dev_id`:
   // the device it had before a restart.
@@ -194,6 +215,7 @@ class Registry {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   bool shut_down_ = false;
   int state_lock_fd_ = -1;  // flock on <state dir>/lock: one graidd per state dir
+  int wake_fd_ = -1;        // eventfd: see wake_fd()
 };
 
 }  // namespace graid::daemon

@@ -41,6 +41,10 @@ Result<json> Registry::create_dg(const json& args) {
       if (!seen.insert(id).second)
         return make_error(Errc::kInvalidArgument, "pd {} is named twice", id);
       if (pd.dg_id) return make_error(Errc::kBusy, "pd {} already belongs to dg {}", id, *pd.dg_id);
+      if (pd.global_spare)
+        return make_error(
+            Errc::kBusy, "pd {} is a global hot spare (graidctl edit pd {} hotspare none frees it)",
+            id, id);
       if (pd.missing || !pd.device)
         return make_error(Errc::kInvalidArgument, "pd {} ({}) is missing: {}", id, pd.path,
                           pd.message);
@@ -59,6 +63,8 @@ Result<json> Registry::create_dg(const json& args) {
   co.strip_bytes = static_cast<std::uint32_t>(strip);
   co.name = name;
   co.assume_clean = assume_clean;
+  // The DG is usable at once; its redundancy job initialises it at the DG's init speed.
+  co.background_init = true;
   std::vector<std::unique_ptr<MemberDevice>> devices;
   for (const auto id : members)
     devices.push_back(std::move(pds_[id].device));
@@ -176,6 +182,11 @@ Result<nlohmann::json> Registry::start_check(const nlohmann::json& args) {
     return make_error(Errc::kInvalidArgument, "dg {} is RAID0: there is nothing to check", dg.id);
   if (!dg.array->rebuilding_members().empty())
     return make_error(Errc::kBusy, "dg {} is rebuilding; check it once the rebuild is done", dg.id);
+  if (dg.array->init_progress())
+    return make_error(Errc::kBusy,
+                      "dg {} is initialising (graidctl describe dg {} shows how far); check it "
+                      "once that is done",
+                      dg.id, dg.id);
   if (auto st = dg.check->start(repair); !st)
     return make_error(st.code(), "dg {}: {}", dg.id, st.message());
   events_.add("check_requested", dg.id, std::nullopt, std::nullopt,
@@ -190,6 +201,63 @@ Result<nlohmann::json> Registry::stop_check(const nlohmann::json& args) {
   if (!dg.check || !dg.check->stop())
     return make_error(Errc::kInvalidArgument, "dg {} has no check running", dg.id);
   return dg_json(dg, false);
+}
+
+Result<json> Registry::force_online(Dg& dg, bool confirm) {
+  if (dg.array) {
+    if (dg.array->health() != ArrayHealth::kFailed)
+      return make_error(Errc::kInvalidArgument, "dg {} is {}: there is nothing to force", dg.id,
+                        array_health_name(dg.array->health()));
+    return make_error(Errc::kUnsupported,
+                      "dg {} failed while running (its I/O fails with EIO); once the missing "
+                      "members are back, restart graidd: the dg then shows offline, and "
+                      "force_online starts it",
+                      dg.id);
+  }
+  // The PDs that carry this DG's superblock now (a drive that came back is opened again).
+  std::vector<Pd*> members;
+  std::vector<std::string> names;
+  for (auto& [id, pd] : pds_) {
+    if (pd.missing) reopen(pd);
+    if (!pd.device) continue;  // in a running DG, or still missing
+    auto exam = Array::examine(*pd.device);
+    if (!exam.is_ok() || exam->array_uuid != dg.uuid) continue;
+    members.push_back(&pd);
+    names.push_back(fmt::format("pd {} (slot {}, events {})", id, exam->slot, exam->events));
+  }
+  if (members.empty())
+    return make_error(Errc::kNotFound,
+                      "no PD carries dg {}'s superblock: bring its drives back (graidctl list pd "
+                      "shows which are missing)",
+                      dg.id);
+  if (!confirm) {
+    return make_error(Errc::kInvalidArgument,
+                      "dg {} is offline: {}. Forcing it online starts it from what its PDs hold "
+                      "now ({}): members recorded failed or stale are taken back, newest first, "
+                      "and the data on them may be out of date (writes made while they were gone "
+                      "are not on them). Add --confirm to do it",
+                      dg.id, dg.message, fmt::join(names, ", "));
+  }
+  const std::string was = dg.message;
+  auto overrides = assemble_group(dg.id, dg.uuid, members, /*force=*/true);
+  if (!dg.array)
+    return make_error(Errc::kIoError, "dg {} cannot start even forced: {}", dg.id, dg.message);
+  for (Pd* pd : members) {
+    if (!pd->slot) continue;
+    pd->marker_offline = false;  // it is back in its role
+    pd->message.clear();
+  }
+  const std::string what = overrides.empty() ? std::string("nothing had to be overridden")
+                                             : fmt::format("{}", fmt::join(overrides, "; "));
+  spdlog::warn("dg {} forced online (was: {}): {}", dg.id, was, what);
+  events_.add("dg_forced_online", dg.id, std::nullopt, std::nullopt,
+              fmt::format("data on taken-back members may be stale: {}", what));
+  for (const auto& e : std::vector<ExportEntry>(export_entries_))
+    if (e.dg_id == dg.id) restore_export(e);
+  if (auto st = save(); !st) return st;
+  json out = dg_json(dg, true);
+  out["forced"] = overrides;
+  return out;
 }
 
 }  // namespace graid::daemon

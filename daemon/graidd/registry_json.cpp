@@ -15,7 +15,7 @@ json opt(const std::optional<std::uint32_t>& v) {
 
 std::string Registry::pd_state(const Pd& pd) const {
   if (pd.missing) return "missing";
-  if (!pd.dg_id) return "free";
+  if (!pd.dg_id) return pd.global_spare ? "spare" : "free";
   if (pd.marker_offline) return "offline";
   auto it = dgs_.find(*pd.dg_id);
   if (it == dgs_.end() || !it->second.array || !pd.slot) return pd.slot ? "member" : "failed";
@@ -40,6 +40,11 @@ json Registry::pd_json(const Pd& pd) const {
   j["state"] = pd_state(pd);
   j["dg_id"] = opt(pd.dg_id);
   j["slot"] = opt(pd.slot);
+  // "global" for a global hot spare, the DG's id for a DG's spare, null otherwise.
+  const std::string state = j["state"];
+  j["hotspare"] = pd.global_spare    ? json("global")
+                  : state == "spare" ? opt(pd.dg_id)
+                                     : json(nullptr);
   j["size"] = pd.info.size;
   j["logical_block_size"] = pd.info.logical_block_size;
   j["io_mode"] = pd.info.io_mode;
@@ -123,6 +128,18 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
                         {"eta_seconds", r.eta_seconds ? json(*r.eta_seconds) : json(nullptr)}};
       } else if (!r.last_error.empty()) {
         j["rebuild"] = {{"error", r.last_error}};
+      }
+    }
+    if (dg.rebuild) {
+      // Background initialisation: pending (running, or waiting for an optimal DG) or none.
+      const InitStatus in = dg.rebuild->init_status();
+      if (in.pending) {
+        j["init"] = {{"running", in.running},
+                     {"percent", in.percent},
+                     {"bytes_per_second", in.bytes_per_second},
+                     {"eta_seconds", in.eta_seconds ? json(*in.eta_seconds) : json(nullptr)}};
+        if (!in.paused.empty()) j["init"]["paused"] = in.paused;
+        if (j["state"] == "optimal") j["state"] = "initialising";
       }
     }
     if (dg.check) j["check"] = check_json(dg.check->status());

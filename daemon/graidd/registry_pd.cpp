@@ -2,7 +2,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
-#include <charconv>
 #include <set>
 
 #include "graidd/registry.h"
@@ -313,6 +312,7 @@ Result<json> Registry::replace_pd(const json& args) {
     return st;
   }
   from.slot.reset();
+  to.global_spare = false;
   to.dg_id = dg.id;
   to.slot = slot;
   to.superblock = true;
@@ -322,47 +322,6 @@ Result<json> Registry::replace_pd(const json& args) {
               fmt::format("replaces pd {} in slot {}; rebuild follows", from.id, slot));
   if (auto s = save(); !s) return s;
   return dg_json(dg, true);
-}
-
-Result<json> Registry::edit_pd_hotspare(Pd& pd, const std::string& value) {
-  if (value == "global") {
-    return make_error(Errc::kUnsupported,
-                      "global hot spares are not built yet: make pd {} a spare of one dg "
-                      "(graidctl edit pd {} hotspare <dg>)",
-                      pd.id, pd.id);
-  }
-  std::uint32_t dg_id = 0;
-  const char* end = value.data() + value.size();
-  if (value.empty() || std::from_chars(value.data(), end, dg_id).ptr != end)
-    return make_error(Errc::kInvalidArgument, "hotspare must be a dg id or global, not \"{}\"",
-                      value);
-  if (pd.dg_id)
-    return make_error(Errc::kInvalidArgument, "pd {} already belongs to dg {}", pd.id, *pd.dg_id);
-  if (!pd.device)
-    return make_error(Errc::kUnsupported, "pd {} is not available: {}", pd.id,
-                      pd.message.empty() ? "missing" : pd.message);
-  auto it = dgs_.find(dg_id);
-  if (it == dgs_.end())
-    return make_error(Errc::kNotFound, "dg {} does not exist (graidctl list dg shows the DGs)",
-                      dg_id);
-  Dg& dg = it->second;
-  if (!dg.array) return make_error(Errc::kUnsupported, "dg {} is offline: {}", dg.id, dg.message);
-  if (dg.array->geometry().redundancy() == Redundancy::kNone)
-    return make_error(Errc::kInvalidArgument, "dg {} is RAID0: nothing a spare could rebuild",
-                      dg.id);
-  auto slot = dg.array->add_spare(std::move(pd.device));
-  if (!slot.is_ok()) {
-    reopen(pd);
-    return slot.status();
-  }
-  pd.dg_id = dg.id;
-  pd.slot = *slot;
-  pd.superblock = true;
-  pd.sb_uuid = dg.uuid;
-  update_slot_map(dg);
-  events_.add("pd_hotspare", dg.id, pd.id, std::nullopt, fmt::format("spare in slot {}", *slot));
-  if (auto st = save(); !st) return st;
-  return pd_json(pd);
 }
 
 }  // namespace graid::daemon

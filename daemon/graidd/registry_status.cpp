@@ -139,10 +139,15 @@ Result<json> Registry::stats(const json&) {
 }
 
 Result<json> Registry::edit_dg(const json& args) {
+  const std::string key = arg_required_string(args, "key");
+  if (key == "force_online") {
+    auto offline = find_dg(args);
+    if (!offline.is_ok()) return offline.status();
+    return force_online(**offline, arg_bool(args, "confirm"));
+  }
   auto found = find_dg(args, /*need_online=*/true);
   if (!found.is_ok()) return found.status();
   Dg& dg = **found;
-  const std::string key = arg_required_string(args, "key");
   const std::string value = arg_required_string(args, "value");
   ArraySettings s = dg.array->settings();
   BackgroundSpeed* speed = key == "rebuild_speed"  ? &s.rebuild_speed

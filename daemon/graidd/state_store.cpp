@@ -46,6 +46,7 @@ Result<PersistedState> decode(const json& j) {
     e.pd_id = p.at("pd_id").get<std::uint32_t>();
     e.path = p.at("path").get<std::string>();
     e.marker_offline = p.value("marker_offline", false);
+    e.global_spare = p.value("global_spare", false);
     if (!pd_ids.insert(e.pd_id).second) return make_error(Errc::kCorrupt, "pd {} twice", e.pd_id);
     if (!paths.insert(e.path).second) return make_error(Errc::kCorrupt, "path {} twice", e.path);
     s.pds.push_back(std::move(e));
@@ -105,8 +106,10 @@ Status save_state(const std::string& dir, const PersistedState& state) {
   j["version"] = kStateVersion;
   j["pds"] = json::array();
   for (const auto& p : state.pds)
-    j["pds"].push_back(
-        {{"pd_id", p.pd_id}, {"path", p.path}, {"marker_offline", p.marker_offline}});
+    j["pds"].push_back({{"pd_id", p.pd_id},
+                        {"path", p.path},
+                        {"marker_offline", p.marker_offline},
+                        {"global_spare", p.global_spare}});
   j["dgs"] = json::array();
   for (const auto& d : state.dgs)
     j["dgs"].push_back({{"dg_id", d.dg_id}, {"uuid", d.uuid}});

@@ -19,6 +19,7 @@ struct PdEntry {
   std::uint32_t pd_id = 0;
   std::string path;
   bool marker_offline = false;  // `edit pd <id> marker offline`
+  bool global_spare = false;    // `edit pd <id> hotspare global` (a free PD any DG may take)
 };
 
 struct DgEntry {

@@ -569,6 +569,100 @@ TEST_F(GraiddTest, MarkerOnlineTakesTheDriveBackAndRebuildsIt) {
   EXPECT_EQ(pd["slot"], 2);
 }
 
+// edit pd hotspare global: a free PD waits for whichever DG loses a member first, survives a
+// restart (the state dir records it), cannot be used by create dg, and when a member of a DG
+// without a spare of its own is marked offline it becomes that DG's spare, is taken into the
+// failed role and rebuilt. hotspare none takes a global spare back; bad values change nothing.
+TEST_F(GraiddTest, GlobalHotSpareIsTakenByTheDgThatLosesAMember) {
+  make_pds(7);
+  ok({"create", "dg", "raid5", "0-2", "--strip", "16K"});
+  ok({"create", "dg", "raid1", "3-4", "--strip", "16K"});
+  const json before = snapshot();
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"edit", "pd", "0", "hotspare", "global"},  // a member
+           {"edit", "pd", "5", "hotspare", "none"},    // not a global spare
+           {"edit", "pd", "5", "hotspare", "everywhere"}}) {
+    EXPECT_NE(d_->ctl(bad).exit, 0) << ::testing::PrintToString(bad);
+  }
+  EXPECT_EQ(snapshot(), before) << "refusals change nothing";
+  json pd = ok({"edit", "pd", "5", "hotspare", "global"});
+  EXPECT_EQ(pd["state"], "spare");
+  EXPECT_EQ(pd["hotspare"], "global");
+  EXPECT_EQ(pd["dg_id"], nullptr);
+  EXPECT_NE(d_->ctl({"create", "dg", "raid1", "5-6"}).exit, 0) << "a global spare is not free";
+  ok({"edit", "pd", "6", "hotspare", "global"});
+  EXPECT_EQ(ok({"edit", "pd", "6", "hotspare", "none"})["state"], "free");
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  EXPECT_EQ(ok({"describe", "pd", "5"})["hotspare"], "global") << "kept across a restart";
+  EXPECT_EQ(ok({"describe", "pd", "6"})["state"], "free");
+
+  ok({"edit", "pd", "4", "marker", "offline"});  // dg 1 (RAID1) has no spare of its own
+  json dg;
+  for (int i = 0; i < 600; ++i) {
+    dg = ok({"describe", "dg", "1"});
+    if (dg["state"] == "optimal") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(dg["state"], "optimal") << dg.dump();
+  pd = ok({"describe", "pd", "5"});
+  EXPECT_EQ(pd["state"], "member") << pd.dump();
+  EXPECT_EQ(pd["dg_id"], 1);
+  EXPECT_EQ(pd["slot"], 1);
+  EXPECT_EQ(pd["hotspare"], nullptr);
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "optimal") << "the other DG is untouched";
+  bool taken = false;
+  const json events = ok({"list", "event"})["events"];  // a copy: ok()'s result is a temporary
+  for (const auto& e : events)
+    taken |= e["kind"] == "pd_hotspare" && e["pd_id"] == 5 && e["dg_id"] == 1;
+  EXPECT_TRUE(taken) << events.dump(1);
+  // No global spare left: a second failure leaves dg 0 degraded.
+  ok({"edit", "pd", "1", "marker", "offline"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "degraded");
+}
+
+// A DG that cannot start (more members gone than RAID5 tolerates: one marked offline, so stale,
+// and one missing) is offline after a restart. edit dg force_online without --confirm refuses,
+// naming the PDs it would use and changing nothing; with it the DG starts from the stale member
+// (what was forced is in the answer and the event log) and the PD is a member again; forcing a
+// DG that runs is refused.
+TEST_F(GraiddTest, ForceOnlineStartsAnOfflineDgFromAStaleMemberOnlyWithConfirm) {
+  const auto paths = make_pds(3);
+  ok({"create", "dg", "raid5", "0-2", "--strip", "16K"});
+  ok({"edit", "pd", "1", "marker", "offline"});
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_EQ(::rename(paths[2].c_str(), (paths[2] + ".away").c_str()), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  ASSERT_EQ(ok({"describe", "dg", "0"})["state"], "offline");
+  const json before = snapshot();
+  const CtlRun asked = d_->ctl({"edit", "dg", "0", "force_online"});
+  EXPECT_NE(asked.exit, 0);
+  EXPECT_NE(describe(asked).find("--confirm"), std::string::npos) << describe(asked);
+  EXPECT_NE(describe(asked).find("pd 1"), std::string::npos) << describe(asked);
+  EXPECT_NE(d_->ctl({"edit", "dg", "0", "rebuild_speed", "low", "--confirm"}).exit, 0);
+  EXPECT_EQ(snapshot(), before) << "refusals change nothing";
+
+  const json forced = ok({"edit", "dg", "0", "force_online", "--confirm"});
+  EXPECT_EQ(forced["state"], "degraded") << forced.dump();
+  ASSERT_TRUE(forced["forced"].is_array());
+  EXPECT_FALSE(forced["forced"].empty()) << forced.dump();
+  const json pd1 = ok({"describe", "pd", "1"});
+  EXPECT_EQ(pd1["state"], "member") << pd1.dump();
+  EXPECT_EQ(pd1["slot"], 1);
+  bool event = false;
+  const json events = ok({"list", "event"})["events"];  // a copy: ok()'s result is a temporary
+  for (const auto& e : events)
+    event |= e["kind"] == "dg_forced_online" && e["dg_id"] == 0;
+  EXPECT_TRUE(event) << events.dump(1);
+  EXPECT_NE(d_->ctl({"edit", "dg", "0", "force_online", "--confirm"}).exit, 0)
+      << "a running DG has nothing to force";
+  // It stays up across a restart, degraded (pd 2 is still away).
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "degraded");
+}
+
 // graidctl replace pd: a free PD takes a failed member's place and is rebuilt; a working member,
 // a PD of the DG and a PD of no DG are refused, changing nothing.
 TEST_F(GraiddTest, ReplaceFailedMemberRebuildsOntoTheNewPd) {
@@ -655,6 +749,64 @@ TEST_P(GraiddRebuildKillTest, KilledMidRebuildResumesFromTheCheckpoint) {
   EXPECT_EQ(dg["check"]["last"]["mismatches"], 0) << "the rebuilt member agrees with the rest";
 }
 INSTANTIATE_TEST_SUITE_P(Levels, GraiddRebuildKillTest, ::testing::Values("raid5", "raid1"));
+
+// create dg on PDs that hold old data returns at once and initialises in the background:
+// describe dg says "initialising" with its progress, a check waits for it, a restart resumes it
+// from its checkpoint (not from 0), and once it is done the DG checks clean.
+TEST_F(GraiddTest, BackgroundInitialisationResumesAfterARestartAndChecksClean) {
+  const auto paths = make_pds(4);
+  for (std::size_t i = 0; i < paths.size(); ++i) {  // old data past the metadata area
+    const int fd = ::open(paths[i].c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    std::vector<char> junk(kPdBytes - (2u << 20));
+    std::mt19937_64 rng(i + 1);
+    for (char& c : junk)
+      c = static_cast<char>(rng());
+    ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), 2u << 20), static_cast<ssize_t>(junk.size()));
+    ::close(fd);
+  }
+  ok({"create", "dg", "raid5", "0-3", "--strip", "16K"});
+  ok({"edit", "dg", "0", "init_speed", "low"});  // 10 MB/s: about 6 s for 62 MiB
+  json dg = ok({"describe", "dg", "0"});
+  ASSERT_EQ(dg["state"], "initialising") << dg.dump();
+  EXPECT_EQ(dg["init"]["running"], true);
+  EXPECT_NE(d_->ctl({"start", "check", "0"}).exit, 0) << "a check waits for the initialisation";
+  double before = 0;
+  for (int i = 0; i < 200 && before < 20.0; ++i) {  // past the first checkpoint (every 2 s)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    before = ok({"describe", "dg", "0"})["init"]["percent"].get<double>();
+  }
+  ASSERT_GE(before, 20.0);
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  dg = ok({"describe", "dg", "0"});
+  ASSERT_EQ(dg["state"], "initialising") << dg.dump();
+  EXPECT_GT(dg["init"]["percent"].get<double>(), 10.0) << "resumed, not restarted";
+  ok({"edit", "dg", "0", "init_speed", "extreme"});
+  for (int i = 0; i < 600 && dg["state"] != "optimal"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    dg = ok({"describe", "dg", "0"});
+  }
+  EXPECT_EQ(dg["state"], "optimal") << dg.dump();
+  EXPECT_FALSE(dg.contains("init")) << dg.dump();
+  bool resumed = false, finished = false;
+  const json events = ok({"list", "event"})["events"];  // a copy: ok()'s result is a temporary
+  for (const auto& e : events) {
+    resumed |= e["kind"] == "init_started" &&
+               e["message"].get<std::string>().find("resumed at") != std::string::npos;
+    finished |= e["kind"] == "init_finished";
+  }
+  EXPECT_TRUE(resumed) << events.dump(1);
+  EXPECT_TRUE(finished) << events.dump(1);
+  ok({"start", "check", "0"});
+  for (int i = 0; i < 600; ++i) {
+    dg = ok({"describe", "dg", "0"});
+    if (dg["check"]["running"] == false) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(dg["check"]["last"]["finished"], true) << dg.dump();
+  EXPECT_EQ(dg["check"]["last"]["mismatches"], 0) << dg.dump();
+}
 
 // graidctl start|stop check: a fresh DG checks clean; a strip flipped in a member file behind
 // graidd's back is found by stripe number and repaired with --repair; a check stopped part way
