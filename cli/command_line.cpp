@@ -164,6 +164,18 @@ std::string listed(const std::array<std::string_view, N>& names) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
+// --watch SECONDS: 0.1 to 86400.
+Result<double> parse_watch(const std::string& w) {
+  double seconds = 0;
+  auto [ptr, ec] = std::from_chars(w.data(), w.data() + w.size(), seconds);
+  if (w.empty() || ec != std::errc() || ptr != w.data() + w.size() || !std::isfinite(seconds) ||
+      seconds < 0.1 || seconds > 86400) {
+    return usage(fmt::format(
+        "bad --watch \"{}\": want seconds from 0.1 to 86400; write --watch 1 or --watch 0.5", w));
+  }
+  return seconds;
+}
+
 // Checks the number of positional words; `names` is the synopsis of the positionals.
 Status want_words(const Inputs& in, std::size_t min, std::size_t max, const Leaf& leaf) {
   if (in.words.size() < min) {
@@ -308,6 +320,12 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     auto id = parse_one_id(in.words[0], std::string(object) + " id");
     if (!id.is_ok()) return id.status();
     args[key] = *id;
+    if (verb == "describe" && in.watch) {
+      auto seconds = parse_watch(*in.watch);
+      if (!seconds.is_ok()) return seconds.status();
+      cmd.watch_s = *seconds;
+      cmd.action = Action::kWatchDg;
+    }
     if (verb == "delete") {
       if (!in.confirm) {
         return usage(fmt::format(
@@ -376,7 +394,7 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       args["confirm"] = in.confirm;
       return Status::ok();
     }
-    if (in.confirm) return usage("--confirm is for edit dg <id> force_online only");
+    if (in.confirm) return usage("--confirm is for edit dg <id> force_online only; drop it");
     if (object == "pd") {
       if (key == "io_mode") {
         if (value != "passthrough" && value != "block") {
@@ -415,16 +433,9 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
   if (verb == "stats") {
     cmd.action = Action::kStats;
     if (in.watch) {
-      double seconds = 0;
-      const std::string& w = *in.watch;
-      auto [ptr, ec] = std::from_chars(w.data(), w.data() + w.size(), seconds);
-      if (w.empty() || ec != std::errc() || ptr != w.data() + w.size() || !std::isfinite(seconds) ||
-          seconds < 0.1 || seconds > 86400) {
-        return usage(fmt::format(
-            "bad --watch \"{}\": want seconds from 0.1 to 86400; write --watch 1 or --watch 0.5",
-            w));
-      }
-      cmd.watch_s = seconds;
+      auto seconds = parse_watch(*in.watch);
+      if (!seconds.is_ok()) return seconds.status();
+      cmd.watch_s = *seconds;
     }
     if (in.words.empty()) return Status::ok();
     const std::string& what = in.words[0];
@@ -475,7 +486,7 @@ constexpr Leaf kLeaves[] = {
     {"list", "vd", "list vd [<dg>]"},
     {"list", "event", "list event [--since SEQ]"},
     {"describe", "pd", "describe pd <id>"},
-    {"describe", "dg", "describe dg <id>"},
+    {"describe", "dg", "describe dg <id> [--watch SECONDS]"},
     {"describe", "vd", "describe vd <dg> <vd>"},
     {"describe", "controller", "describe controller"},
     {"delete", "pd", "delete pd <ids>"},
@@ -581,6 +592,9 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
     sub->add_flag("--ublk", in.ublk_flag, "stop the ublk export");
   }
   if (verb == "stats") text("--watch", in.watch, "repeat every SECONDS until interrupted");
+  if (verb == "describe" && object == "dg") {
+    text("--watch", in.watch, "a progress line every SECONDS while a job runs");
+  }
   if (verb == "start" && object == "check") {
     sub->add_flag("--repair", in.repair, "rewrite parity (or mirror copies) that do not match");
   }

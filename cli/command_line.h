@@ -25,6 +25,7 @@ enum class OutputFormat { kTable, kJson };
 enum class Action {
   kRequest,  // send `verb object args` once and print its result
   kStats,    // sample `stats {}` twice (or forever with --watch) and print rates
+  kWatchDg,  // describe dg --watch: a progress line per sample until no job runs
   kHelp,     // print help_text on stdout, exit 0; no daemon needed
   kVersion,  // print graidctl's own version, exit 0; no daemon needed
 };
@@ -46,7 +47,7 @@ struct Command {
   nlohmann::json args = nlohmann::json::object();
   OutputFormat format = OutputFormat::kTable;
   std::string socket;
-  std::optional<double> watch_s;  // stats --watch SECONDS
+  std::optional<double> watch_s;  // stats --watch SECONDS, describe dg --watch SECONDS
   StatsSelection stats;
   std::string help_text;  // Action::kHelp
 };

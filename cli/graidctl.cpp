@@ -102,6 +102,29 @@ int run_stats(const Command& cmd, std::ostream& out, std::ostream& err) {
   }
 }
 
+// describe dg <id> --watch SECONDS: one progress line (table) or one compact dg object (json)
+// per sample, until no job runs (that last sample printed too) or SIGINT (exit 0).
+int run_watch_dg(const Command& cmd, std::ostream& out, std::ostream& err) {
+  catch_interrupt();
+  ControlClient client(cmd.socket, kDefaultCallTimeout, &g_interrupted);
+  for (;;) {
+    CallResult result = client.call(cmd.verb, cmd.object, cmd.args);
+    if (auto* e = std::get_if<CallError>(&result)) {
+      if (e->code == "interrupted") return control::kExitOk;
+      return report(*e, cmd.format, out, err);
+    }
+    const json& dg = std::get<json>(result);
+    if (cmd.format == OutputFormat::kJson) {
+      out << dump(dg, -1) << '\n';
+    } else {
+      out << dg_progress_line(dg);
+    }
+    out << std::flush;
+    if (!dg_job_running(dg)) return control::kExitOk;
+    if (!sleep_unless_interrupted(cmd.watch_s.value_or(1.0))) return control::kExitOk;
+  }
+}
+
 }  // namespace
 
 int run_graidctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
@@ -124,6 +147,8 @@ int run_graidctl(const std::vector<std::string>& args, const Environment& env, s
       return control::kExitOk;
     case Action::kStats:
       return run_stats(cmd, out, err);
+    case Action::kWatchDg:
+      return run_watch_dg(cmd, out, err);
     case Action::kRequest:
       break;
   }

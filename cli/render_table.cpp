@@ -69,13 +69,18 @@ const json& array_field(const json& object, std::string_view key) {
   return it != object.end() && it->is_array() ? *it : kEmpty;
 }
 
+// The JSON object of the job a state names ("rebuild", "init", "check"), or null.
+const char* job_key(const std::string& state) {
+  return state == "rebuilding"     ? "rebuild"
+         : state == "checking"     ? "check"
+         : state == "initialising" ? "init"
+                                   : nullptr;
+}
+
 // "rebuilding 42% (ETA 1m05s)", "checking 7%", "initialising 3%", or the plain state.
 std::string dg_state_text(const json& dg) {
   const std::string state = field_text(dg, "state");
-  const char* job = state == "rebuilding"     ? "rebuild"
-                    : state == "checking"     ? "check"
-                    : state == "initialising" ? "init"
-                                              : nullptr;
+  const char* job = job_key(state);
   if (job == nullptr || !dg.contains(job) || !dg[job].is_object()) return state;
   const json& j = dg[job];
   std::string out = state;
@@ -88,6 +93,40 @@ std::string dg_state_text(const json& dg) {
   }
   return out;
 }
+
+}  // namespace
+
+bool dg_job_running(const json& dg) {
+  return job_key(field_text(dg, "state")) != nullptr;
+}
+
+std::string dg_progress_line(const json& dg) {
+  const std::string state = field_text(dg, "state");
+  std::string out = fmt::format("dg {} {}", field_text(dg, "dg_id"), state);
+  const char* job = job_key(state);
+  if (job != nullptr && dg.contains(job) && dg[job].is_object()) {
+    const json& j = dg[job];
+    double percent = 0;
+    if (j.contains("percent") && j["percent"].is_number())
+      percent = std::clamp(j["percent"].get<double>(), 0.0, 100.0);
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(percent / 100.0 * kWidth);
+    out += fmt::format(" [{}{}] {:3.0f}%", std::string(static_cast<std::size_t>(filled), '#'),
+                       std::string(static_cast<std::size_t>(kWidth - filled), '.'), percent);
+    if (j.contains("bytes_per_second") && j["bytes_per_second"].is_number() &&
+        j["bytes_per_second"].get<double>() > 0) {
+      out += fmt::format("  {:.1f} MB/s", j["bytes_per_second"].get<double>() / 1e6);
+    }
+    if (j.contains("eta_seconds") && j["eta_seconds"].is_number()) {
+      const auto eta = static_cast<std::uint64_t>(j["eta_seconds"].get<double>());
+      out += eta >= 60 ? fmt::format("  ETA {}m{:02}s", eta / 60, eta % 60)
+                       : fmt::format("  ETA {}s", eta);
+    }
+  }
+  return out + "\n";
+}
+
+namespace {
 
 std::string pd_table(const json& pds) {
   TextTable t({{"ID", true},

@@ -46,6 +46,13 @@ std::string size_text(const nlohmann::json& object, std::string_view key);
 std::string render_result(std::string_view verb, std::string_view object,
                           const nlohmann::json& result);
 
+// One line of `describe dg --watch`: the DG's state and, while a job runs (rebuild,
+// initialisation, check), a 30-column bar, percent, rate and ETA, e.g.
+// "dg 0 rebuilding [#########.....................]  31%  98.2 MB/s  ETA 1m05s", with a newline.
+std::string dg_progress_line(const nlohmann::json& dg);
+// Whether a DG JSON shows a job in progress (rebuilding, initialising, checking).
+bool dg_job_running(const nlohmann::json& dg);
+
 // One stats interval as a table: a line with the interval, then a row per DG and per VD with
 // IOPS, MB/s (10^6 bytes) read and write, and p50/p99 latency in microseconds.
 std::string render_stats(const StatsInterval& interval);

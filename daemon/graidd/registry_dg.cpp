@@ -103,10 +103,14 @@ Result<json> Registry::create_dg(const json& args) {
   }
   update_slot_map(dg);
   start_jobs(dg);
-  events_.add("dg_created", dg_id, std::nullopt, std::nullopt,
-              fmt::format("{} of {} PDs, strip {}, {} bytes, initialised: {}{}",
-                          raid_level_name(*level), members.size(), strip, dg.array->capacity(),
-                          init_method_name(dg.array->init_method()), spare_problems));
+  events_.add(
+      "dg_created", dg_id, std::nullopt, std::nullopt,
+      fmt::format("{} of {} PDs, strip {}, {} bytes, {}{}", raid_level_name(*level), members.size(),
+                  strip, dg.array->capacity(),
+                  dg.array->init_progress()
+                      ? std::string("initialising in the background")
+                      : fmt::format("initialised: {}", init_method_name(dg.array->init_method())),
+                  spare_problems));
   if (auto st = save(); !st) return st;
   return dg_json(dg, true);
 }

@@ -118,6 +118,13 @@ TEST(GraidctlCommandTest, EveryCommandSendsItsRequest) {
        R"({"dg_id":1,"vd_id":2,"confirm":true})"},
       {"del dg 3 --confirm-to-delete", "delete", "dg", R"({"dg_id":3,"confirm":true})"},
       {"e dg 0 journal off", "edit", "dg", R"({"dg_id":0,"key":"journal","value":"off"})"},
+      {"edit dg 2 force_online", "edit", "dg",
+       R"({"dg_id":2,"key":"force_online","value":"","confirm":false})"},
+      {"edit dg 2 force_online --confirm", "edit", "dg",
+       R"({"dg_id":2,"key":"force_online","value":"","confirm":true})"},
+      {"edit pd 4 hotspare global", "edit", "pd",
+       R"({"pd_id":4,"key":"hotspare","value":"global"})"},
+      {"edit pd 4 hotspare none", "edit", "pd", R"({"pd_id":4,"key":"hotspare","value":"none"})"},
       {"desc cx", "describe", "controller", "{}"},
       {"events", "list", "event", "{}"},
       {"events --since 7", "list", "event", R"({"since":7})"},
@@ -204,6 +211,13 @@ TEST(GraidctlCommandTest, StatsSelectionAndWatch) {
   parsed = parse_command_line(split("stats vd"), test_env());
   ASSERT_TRUE(parsed.command) << parsed.error;
   EXPECT_FALSE(parsed.command->stats.vd_dg);
+
+  parsed = parse_command_line(split("describe dg 3 --watch 0.5"), test_env());
+  ASSERT_TRUE(parsed.command) << parsed.error;
+  EXPECT_EQ(parsed.command->action, Action::kWatchDg);
+  EXPECT_EQ(parsed.command->args, json::parse(R"({"dg_id":3})"));
+  ASSERT_TRUE(parsed.command->watch_s);
+  EXPECT_DOUBLE_EQ(*parsed.command->watch_s, 0.5);
 }
 
 struct Bad {
@@ -233,6 +247,11 @@ TEST(GraidctlCommandTest, RefusesBadCommandLines) {
       {"delete pd 1,,2", "empty item"},
       {"delete pd 1 1", "appears twice"},
       {"delete dg 1", "refusing to delete dg 1 without --confirm"},
+      {"describe dg 1 --watch 0", "bad --watch \"0\""},
+      {"describe pd 1 --watch 1", "--watch"},
+      {"edit dg 1 force_online now", "does not take \"now\""},
+      {"edit dg 1 journal off --confirm", "--confirm is for edit dg <id> force_online only"},
+      {"edit pd 1 hotspare everywhere", "bad hotspare \"everywhere\""},
       {"delete vd 1 2", "refusing to delete vd 2 of dg 1 without --confirm"},
       {"delete pd 1 --confirm", "unknown option \"--confirm\""},
       {"create dg raid7 0-3", "unknown RAID level 'raid7'"},

@@ -109,6 +109,26 @@ TEST(RenderTest, DgListAndDescribe) {
   EXPECT_EQ(render_result("edit", "dg", kDg), block);
 }
 
+TEST(RenderTest, DgProgressLineForWatch) {
+  json dg = {{"dg_id", 2}, {"state", "rebuilding"}};
+  dg["rebuild"] = {{"percent", 50.0}, {"bytes_per_second", 98.2e6}, {"eta_seconds", 65.0}};
+  EXPECT_TRUE(dg_job_running(dg));
+  EXPECT_EQ(dg_progress_line(dg),
+            "dg 2 rebuilding [###############...............]  50%  98.2 MB/s  ETA 1m05s\n");
+  dg = {{"dg_id", 0}, {"state", "initialising"}, {"init", {{"percent", 3.4}}}};
+  EXPECT_EQ(dg_progress_line(dg), "dg 0 initialising [#.............................]   3%\n");
+  dg = {{"dg_id", 1}, {"state", "checking"}, {"check", {{"running", true}, {"percent", 100.0}}}};
+  EXPECT_EQ(dg_progress_line(dg), "dg 1 checking [##############################] 100%\n");
+  dg = {{"dg_id", 1}, {"state", "optimal"}};
+  EXPECT_FALSE(dg_job_running(dg));
+  EXPECT_EQ(dg_progress_line(dg), "dg 1 optimal\n");
+  // Odd values do not throw or overrun the bar.
+  dg = {{"dg_id", 1}, {"state", "rebuilding"}, {"rebuild", {{"percent", 250}}}};
+  EXPECT_EQ(dg_progress_line(dg), "dg 1 rebuilding [##############################] 100%\n");
+  dg = {{"state", "rebuilding"}, {"rebuild", "x"}};
+  EXPECT_EQ(dg_progress_line(dg), "dg - rebuilding\n");
+}
+
 TEST(RenderTest, VdListAndDescribe) {
   std::string text = render_result("list", "vd", json::array({kVd}));
   for (const char* column : {"DG", "VD", "NAME", "START", "SIZE", "STATE", "EXPORTS"}) {

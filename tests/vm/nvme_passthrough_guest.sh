@@ -67,7 +67,8 @@ if command -v graidd >/dev/null && command -v graidctl >/dev/null; then
   kill $GPID; wait $GPID; echo "  graidd stopped: rc=$?"
   start_graidd   # the state dir names the ng paths; the DG assembles from them
   graidctl list pd; graidctl list dg
-  graidctl --format json describe dg 0 | grep -q '"state": *"optimal"' ||
+  # optimal, or still initialising in the background (create dg does not wait for it)
+  graidctl --format json describe dg 0 | grep -qE '"state": *"(optimal|initialising)"' ||
     { echo "  FAILED: dg 0 after restart"; FAILS=$((FAILS+1)); }
   fio --name=nbd-verify --ioengine=nbd --uri='nbd+unix:///?socket=/tmp/vd.sock' --rw=randwrite \
       --bsrange=4k-256k --iodepth=16 --size=256M --verify=crc32c --do_verify=1 \

@@ -267,8 +267,17 @@ graid_export_state() {
   gjson describe vd "$1" "$2" | jq -r --arg k "$3" '[.exports[] | select(.kind == $k)][0].state // "none"'
 }
 
-# graid_dg_state DG: optimal, degraded, failed or offline
+# graid_dg_state DG: optimal, initialising, degraded, rebuilding, checking, failed or offline
 graid_dg_state() { gjson describe dg "$1" | jq -r .state; }
+
+# graid_wait_initialised DG [SECONDS]: waits until the DG's background initialisation (which
+# create dg leaves running on drives not known to read zeroes) is done: describe dg has no
+# "init" object. Fails after SECONDS (default 300).
+graid_wait_initialised() {
+  local dg=$1
+  graid_initialised_now() { [[ $(gjson describe dg "$dg" | jq -r '.init == null') == true ]]; }
+  wait_until "${2:-300}" graid_initialised_now
+}
 
 # graid_pd_state PD: free, member, spare, offline, failed or missing
 graid_pd_state() { gjson describe pd "$1" | jq -r .state; }

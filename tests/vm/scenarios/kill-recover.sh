@@ -37,4 +37,6 @@ for ((round = 1; round <= rounds; round++)); do
   if ((rc == 0)); then pass "round$round-fio-across-restart"; else fail "round$round-fio-across-restart" "fio exit status $rc"; fi
   check "round$round-reread" fio_reverify "round$round-reread" "${job[@]}" --iodepth=32
 done
+# A kill during the DG's background initialisation resumes it too; optimal once it is done.
+check init-finished graid_wait_initialised "$dg"
 expect_eq dg-optimal "$(graid_dg_state "$dg")" optimal

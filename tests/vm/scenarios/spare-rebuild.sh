@@ -26,6 +26,8 @@ for p in "${members[@]}"; do member_pds+=("$(pd_of "$p")"); done
 victim_pd=$(pd_of "$victim") spare_pd=$(pd_of "$spare") other_pd=${member_pds[0]}
 dg=$(graid_create_dg raid5 "$(IFS=,; echo "${member_pds[*]}")" --strip 64K --spare "$spare_pd") ||
   die create-dg "$(graid_last_error)"
+# The rebuild is what is timed here: the background initialisation finishes first.
+check initialised graid_wait_initialised "$dg"
 expect_eq spare-state "$(graid_pd_state "$spare_pd")" spare
 expect_eq spare-count "$(gjson describe dg "$dg" | jq -r .spare_count)" 1
 check rebuild-speed gctl edit dg "$dg" rebuild_speed extreme
