@@ -1,5 +1,5 @@
 #!/bin/bash
-# description: QMP device_del of a RAID5 member during fio through ublk: I/O goes on degraded, data verifies
+# description: QMP device_del of a RAID5 member during fio through ublk: I/O goes on degraded, data verifies; a blank drive hot-added; full version: it replaces the pulled member (replace pd), is rebuilt, and answers
 # shellcheck source=../guest/lib.sh
 . /vm/lib.sh
 # The member to pull: the drive with serial NVME4, qemu device id nvme4 on root port rp4.
@@ -58,3 +58,22 @@ replaced() { vm_resolve_drives; [[ -b ${GRAID_NVME4:-} ]]; }
 check hot-add wait_until 60 replaced
 vm_resolve_drives
 info replacement "${GRAID_NVME4:-none} (serial NVME4, blank)"
+
+# Full version: the new drive replaces the pulled one (graidctl replace pd), is rebuilt while the
+# DG serves the device, and data written degraded (after the ext4 round trip above, which
+# overwrote the device) reads back from the rebuilt DG, also with another original member offline
+# (so the new drive answers).
+if ! is_short && [[ -b ${GRAID_NVME4:-} ]]; then
+  job3=(--filename="$dev" --rw=randwrite --bs=4k --size=32M)
+  check fio-write-degraded fio_verify write-degraded "${job3[@]}" --iodepth=16
+  new_pd=$(graid_create_pds "$GRAID_NVME4") || die create-new-pd "$(graid_last_error)"
+  check rebuild-speed gctl edit dg "$dg" rebuild_speed extreme
+  check replace gctl replace pd "$dg" "$victim_pd" "$new_pd"
+  optimal() { [[ $(graid_dg_state "$dg") == optimal ]]; }
+  check replaced-optimal wait_until 300 optimal
+  expect_eq new-pd-member "$(graid_pd_state "$new_pd")" member
+  check fio-reread-replaced fio_reverify reread-replaced "${job3[@]}" --iodepth=32
+  other_pd=${pds%%,*}
+  check other-offline gctl edit pd "$other_pd" marker offline
+  check fio-reread-new-drive fio_reverify reread-new-drive "${job3[@]}" --iodepth=32
+fi
