@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "array/array_state.h"
@@ -124,17 +126,60 @@ Status Array::set_settings(const ArraySettings& settings) {
   auto stored = stored_settings(settings);
   if (!stored) return stored.status();
   State& s = *state_;
-  MutexLock guard(s.control_mutex);
-  if (s.sb.settings == *stored) return Status::ok();
-  s.sb.settings = *stored;
-  GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
-  s.journal_policy.store(settings.journal_policy, std::memory_order_release);
-  s.activate_journal();
-  spdlog::info(
-      "graid: array '{}': settings recorded: rebuild {}, init {}, check {}, resync {}, journal {}",
-      s.name, background_speed_name(settings.rebuild_speed),
-      background_speed_name(settings.init_speed), background_speed_name(settings.check_speed),
-      background_speed_name(settings.resync_speed), journal_policy_name(settings.journal_policy));
+  {
+    MutexLock guard(s.control_mutex);
+    if (s.sb.settings == *stored) return Status::ok();
+    s.sb.settings = *stored;
+    GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
+    s.journal_policy.store(settings.journal_policy, std::memory_order_release);
+    s.activate_journal();
+    spdlog::info(
+        "graid: array '{}': settings recorded: rebuild {}, init {}, check {}, resync {}, journal "
+        "{}",
+        s.name, background_speed_name(settings.rebuild_speed),
+        background_speed_name(settings.init_speed), background_speed_name(settings.check_speed),
+        background_speed_name(settings.resync_speed), journal_policy_name(settings.journal_policy));
+  }
+  return s.turn_journal_off_if_unwanted();
+}
+
+Status Array::State::turn_journal_off_if_unwanted() {
+  if (!journal) return Status::ok();
+  const JournalPolicy p = journal_policy.load(std::memory_order_acquire);
+  const bool degraded = failed_count.load(std::memory_order_acquire) > 0;
+  if (p == JournalPolicy::kAlways || (p == JournalPolicy::kDegradedOnly && degraded)) {
+    return Status::ok();
+  }
+  if (!journal->begin_turn_off()) return Status::ok();  // off already, or being turned off
+  // New journalled updates wait now; those in flight finish (their I/O is bounded by the
+  // members' timeouts, and the I/O threads keep polling).
+  const auto deadline = std::chrono::steady_clock::now() + metadata_timeout;
+  while (!journal->drained()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      journal->cancel_turn_off();
+      return make_error(Errc::kBusy,
+                        "array '{}': journalled writes did not finish within {} ms; the "
+                        "write-hole journal stays on",
+                        name, metadata_timeout.count());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  MutexLock guard(control_mutex);
+  // A failure meanwhile (degraded-only) has asked for it again: activate() made finish_turn_off()
+  // turn it back on, so moving the epoch costs nothing but the superblock update.
+  const std::uint64_t epoch = sb.journal_epoch + 1;
+  sb.journal_epoch = epoch;
+  if (Status st = write_superblocks_locked(); !st) {
+    // The journal stays on with the old epoch: where a member took the new one, its records
+    // are not replayed (no protection, but nothing stale either, since every write is still
+    // journalled); elsewhere they are, in order, as before.
+    sb.journal_epoch = epoch - 1;
+    journal->cancel_turn_off();
+    return st;
+  }
+  journal->finish_turn_off(epoch);
+  spdlog::info("graid: array '{}': write-hole journal {} (epoch {})", name,
+               journal->active() ? "stays on: a member failed meanwhile" : "off", epoch);
   return Status::ok();
 }
 

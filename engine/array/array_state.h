@@ -93,8 +93,8 @@ struct Array::State {
   // The journal policy recorded now (a copy of sb.settings' for the I/O and failure paths).
   std::atomic<JournalPolicy> journal_policy{JournalPolicy::kDegradedOnly};
   // Turns the journal on when the policy asks for it with the array as it is now (always; or
-  // degraded-only with a member failed or about to be, `degrading`). Never turns it off: see
-  // Journal::active().
+  // degraded-only with a member failed or about to be, `degrading`). Never turns it off: that is
+  // turn_journal_off_if_unwanted().
   void activate_journal(bool degrading = false) noexcept {
     if (!journal) return;
     const JournalPolicy p = journal_policy.load(std::memory_order_acquire);
@@ -104,6 +104,13 @@ struct Array::State {
       journal->activate();
     }
   }
+
+  // Turns the journal off when the policy no longer asks for it (off; or degraded-only with no
+  // member failed or rebuilding): parks new journalled updates, waits (up to metadata_timeout)
+  // for those in flight, moves the epoch in the superblocks, then lets the parked ones go on
+  // without records (Journal, "Turning off"). Blocking; control paths only, control_mutex not
+  // held. kBusy (the journal stays on) when updates in flight did not finish in time.
+  Status turn_journal_off_if_unwanted() EXCLUDES(control_mutex);
 
   mutable Mutex control_mutex;                    // mutable: const readers of sb take it too
   meta::Superblock sb GUARDED_BY(control_mutex);  // the array-wide state last written

@@ -107,6 +107,68 @@ void Journal::wake() {
     ctx->post(*task);
 }
 
+void Journal::activate() {
+  MutexLock guard(mutex_);
+  if (state_.load(std::memory_order_relaxed) == kTurningOff) {
+    reactivate_ = true;  // on again once the epoch has moved: see finish_turn_off()
+  } else {
+    state_.store(kOn, std::memory_order_release);
+  }
+}
+
+bool Journal::begin_turn_off() {
+  MutexLock guard(mutex_);
+  if (state_.load(std::memory_order_relaxed) != kOn) return false;
+  reactivate_ = false;
+  state_.store(kTurningOff, std::memory_order_release);
+  return true;
+}
+
+Journal::Enter Journal::enter(IoContext& home, Task& retry) {
+  MutexLock guard(mutex_);
+  switch (state_.load(std::memory_order_relaxed)) {
+    case kOn:
+      ++held_;
+      return Enter::kJournal;
+    case kTurningOff:
+      waiters_.emplace_back(&home, &retry);
+      return Enter::kWait;
+    default:
+      return Enter::kNone;
+  }
+}
+
+void Journal::leave() {
+  MutexLock guard(mutex_);
+  if (held_ > 0) --held_;
+}
+
+bool Journal::drained() {
+  MutexLock guard(mutex_);
+  return held_ == 0;
+}
+
+void Journal::finish_turn_off(std::uint64_t new_epoch) {
+  {
+    MutexLock guard(mutex_);
+    // Records of the old epoch stay in the rings until reclaimed as usual (one may still be
+    // being written); none of them is replayed any more.
+    epoch_.store(new_epoch, std::memory_order_release);
+    state_.store(reactivate_ ? kOn : kOff, std::memory_order_release);
+    reactivate_ = false;
+  }
+  wake();
+}
+
+void Journal::cancel_turn_off() {
+  {
+    MutexLock guard(mutex_);
+    state_.store(kOn, std::memory_order_release);
+    reactivate_ = false;
+  }
+  wake();
+}
+
 std::size_t Journal::outstanding(std::uint32_t member) {
   MutexLock guard(mutex_);
   reclaim(rings_[member]);

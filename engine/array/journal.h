@@ -19,6 +19,13 @@
 // writes are durable. An update that finds no space waits (its retry task is posted when space
 // may be free); the first one to find retired but unflushed space is told to flush.
 //
+// Turning off while the array runs (State::turn_journal_off_if_unwanted): new updates that would
+// journal are parked (park()) while those that wrote a record finish; once none holds a
+// reservation the epoch moves in the superblocks, so no record now in a ring is ever replayed
+// over what is written unjournalled from then on; then the journal is off and the parked updates
+// go on without records. A failure meanwhile (activate()) turns it on again right after, with the
+// new epoch, before any parked update goes on.
+//
 // Ordering: the same stripe always goes to the same rings (its parity members), and updates of
 // one stripe are serialised by the stripe lock, so within a ring a stripe's records are in seq
 // order and a record is overwritten only after every older record of the same stripe in that
@@ -49,13 +56,31 @@ class Journal {
   std::uint64_t area_offset() const noexcept { return area_offset_; }
   std::uint64_t area_bytes() const noexcept { return area_bytes_; }
   const std::array<std::byte, 16>& array_uuid() const noexcept { return uuid_; }
-  std::uint64_t epoch() const noexcept { return epoch_; }
+  std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
 
-  // Whether updates are journalled now. Turned on at assembly or when the array degrades under
-  // the degraded-only policy; never turned off while the array runs (turning off safely needs
-  // every journalled update retired and the epoch bumped, which assembly does).
-  bool active() const noexcept { return active_.load(std::memory_order_acquire); }
-  void activate() noexcept { active_.store(true, std::memory_order_release); }
+  // Whether updates are journalled now (on, or turning off: updates then wait in park()).
+  // Turned on at assembly, when the policy says so, or when the array degrades under the
+  // degraded-only policy.
+  bool active() const noexcept { return state_.load(std::memory_order_acquire) != kOff; }
+  bool turning_off() const noexcept {
+    return state_.load(std::memory_order_acquire) == kTurningOff;
+  }
+  void activate() EXCLUDES(mutex_);
+
+  // An update that wants a record asks enter(): kJournal (write one; call leave() once the
+  // update is done with it, written or abandoned), kNone (the journal is off: none), or kWait
+  // (turning off: `retry` is posted to `home` once the turn-off ends either way; ask again).
+  enum class Enter : std::uint8_t { kJournal, kNone, kWait };
+  Enter enter(IoContext& home, Task& retry) EXCLUDES(mutex_);
+  void leave() EXCLUDES(mutex_);
+
+  // Turning off (see above). begin_turn_off() is false unless the journal was on. drained(): no
+  // update between enter() and leave(). finish_turn_off() records the epoch the superblocks now
+  // carry; cancel_turn_off() leaves it on.
+  bool begin_turn_off() EXCLUDES(mutex_);
+  bool drained() EXCLUDES(mutex_);
+  void finish_turn_off(std::uint64_t new_epoch) EXCLUDES(mutex_);
+  void cancel_turn_off() EXCLUDES(mutex_);
 
   std::uint64_t next_seq() noexcept { return seq_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -110,8 +135,11 @@ class Journal {
   const std::uint64_t area_offset_;
   const std::uint64_t area_bytes_;
   const std::array<std::byte, 16> uuid_;
-  const std::uint64_t epoch_;
-  std::atomic<bool> active_{false};
+  static constexpr std::uint8_t kOff = 0, kOn = 1, kTurningOff = 2;
+  std::atomic<std::uint64_t> epoch_;
+  std::atomic<std::uint8_t> state_{kOff};       // written under mutex_
+  bool reactivate_ GUARDED_BY(mutex_) = false;  // activate() while turning off
+  std::uint64_t held_ GUARDED_BY(mutex_) = 0;   // updates between enter() and leave()
   std::atomic<std::uint64_t> seq_{1};
 
   Mutex mutex_;

@@ -320,6 +320,10 @@ Result<bool> Array::rebuild(const RebuildControl& control) {
     if (!done) return done.status();
     if (!*done) return false;
   }
+  // In sync again: under degraded-only the write-hole journal is not wanted any more.
+  if (Status st = s.turn_journal_off_if_unwanted(); !st) {
+    spdlog::warn("graid: array '{}': {}", s.name, st.message());
+  }
   return true;
 }
 

@@ -79,6 +79,7 @@ class StripeOp final : public Task {
   explicit StripeOp(ArrayQueue::Impl& queue) : q_(queue) {
     resume_.op = this;
     journal_retry_.op = this;
+    journal_decide_.op = this;
   }
 
   void reset(Mode mode, std::uint64_t stripe);
@@ -137,6 +138,9 @@ class StripeOp final : public Task {
   // The write-hole journal (array/journal.h): whether this update needs a record, building it,
   // reserving its ring space (retried from journal_retry_ when it has to wait) and writing it.
   bool journal_wanted();  // also chooses the record's members
+  // After the parity: a record first when the journal wants one, then the writes; waits (from
+  // journal_decide_) while the journal is turning off.
+  void journal_or_write();
   void build_journal_record();
   void reserve_journal();
   void drop_journal();
@@ -189,11 +193,16 @@ class StripeOp final : public Task {
   std::array<std::uint32_t, 2> journal_members_{};
   std::uint32_t journal_targets_ = 0;
   Journal::Reservation journal_res_;
-  bool journal_held_ = false;
+  bool journal_held_ = false;     // ring space reserved
+  bool journal_entered_ = false;  // Journal::enter() said kJournal; leave() owed
   struct JournalRetry final : Task {
     StripeOp* op = nullptr;
     void run() override { op->reserve_journal(); }
   } journal_retry_;
+  struct JournalDecide final : Task {
+    StripeOp* op = nullptr;
+    void run() override { op->journal_or_write(); }
+  } journal_decide_;
   // Posted back once a member failure this write may have planned around is on disk.
   struct ResumeAfterRecord final : Task {
     StripeOp* op = nullptr;

@@ -34,6 +34,21 @@ bool StripeOp::journal_wanted() {
   return journal_targets_ > 0;
 }
 
+void StripeOp::journal_or_write() {
+  if (journal_wanted()) {
+    switch (q_.array.journal->enter(q_.ctx, journal_decide_)) {
+      case Journal::Enter::kJournal:
+        journal_entered_ = true;
+        return build_journal_record();  // then issue_writes()
+      case Journal::Enter::kWait:
+        return;  // turning off: journal_decide_ asks again once that is over
+      case Journal::Enter::kNone:
+        break;
+    }
+  }
+  issue_writes();
+}
+
 void StripeOp::build_journal_record() {
   Array::State& a = q_.array;
   meta::JournalHeader h;
@@ -124,6 +139,10 @@ void StripeOp::drop_journal() {
   if (journal_held_) {
     q_.array.journal->retire(journal_res_);
     journal_held_ = false;
+  }
+  if (journal_entered_) {
+    q_.array.journal->leave();
+    journal_entered_ = false;
   }
   q_.buffers.put(std::move(journal_buf_));
   journal_big_ = AlignedBuffer();

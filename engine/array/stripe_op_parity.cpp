@@ -346,8 +346,7 @@ void StripeOp::after_encode() {
         break;
     }
   }
-  if (journal_wanted()) return build_journal_record();  // then issue_writes()
-  issue_writes();
+  journal_or_write();
 }
 
 void StripeOp::issue_writes() {

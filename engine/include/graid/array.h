@@ -644,7 +644,10 @@ class Array {
   // the members' copies then record every field explicitly. Nothing is written when they equal
   // what is recorded already. kInvalidArgument (changing nothing) for a value outside the
   // enums; kIoError when the update fails (members that failed it are failed, as in any
-  // superblock update).
+  // superblock update). A journal policy that no longer wants the write-hole journal turns it
+  // off before this returns (journalled writes in flight finish first, new ones wait, the epoch
+  // moves: docs/resilience.md); kBusy, the settings recorded but the journal still on, when
+  // writes in flight did not finish within the metadata timeout.
   Status set_settings(const ArraySettings& settings);
 
   // Array-wide counters: the sum of every attached queue's stats (destroyed queues included),
