@@ -30,7 +30,7 @@ std::string_view init_method_name(InitMethod method) noexcept {
     case InitMethod::kZeroed:
       return "initialised by zeroing the members";
     case InitMethod::kResync:
-      return "initialised by computing parity from the members' data";
+      return "parity computed from the members' data (re-sync)";
   }
   return "unknown";
 }
