@@ -218,13 +218,21 @@ Result<json> Registry::force_online(Dg& dg, bool confirm) {
                       "force_online starts it",
                       dg.id);
   }
-  // The PDs that carry this DG's superblock now (a drive that came back is opened again).
+  // The PDs that carry this DG's superblock now. A missing PD that came back is only looked at
+  // here (opened and closed again), so that the refusal without --confirm changes nothing.
   std::vector<Pd*> members;
   std::vector<std::string> names;
   for (auto& [id, pd] : pds_) {
-    if (pd.missing) reopen(pd);
-    if (!pd.device) continue;  // in a running DG, or still missing
-    auto exam = Array::examine(*pd.device);
+    std::unique_ptr<MemberDevice> probe;
+    MemberDevice* dev = pd.device.get();
+    if (dev == nullptr && pd.missing) {
+      if (auto opened = open_pd_device(pd.path); opened.is_ok()) {
+        probe = std::move(*opened);
+        dev = probe.get();
+      }
+    }
+    if (dev == nullptr) continue;  // in a running DG, or still missing
+    auto exam = Array::examine(*dev);
     if (!exam.is_ok() || exam->array_uuid != dg.uuid) continue;
     members.push_back(&pd);
     names.push_back(fmt::format("pd {} (slot {}, events {})", id, exam->slot, exam->events));
@@ -242,6 +250,11 @@ Result<json> Registry::force_online(Dg& dg, bool confirm) {
                       "are not on them). Add --confirm to do it",
                       dg.id, dg.message, fmt::join(names, ", "));
   }
+  for (Pd* pd : members)
+    if (!pd->device) reopen(*pd);  // one that came back (its probe is closed by now)
+  std::erase_if(members, [](const Pd* pd) { return !pd->device; });
+  if (members.empty())
+    return make_error(Errc::kNotFound, "dg {}'s PDs could not be opened again", dg.id);
   const std::string was = dg.message;
   auto overrides = assemble_group(dg.id, dg.uuid, members, /*force=*/true);
   if (!dg.array)

@@ -121,9 +121,8 @@ Result<InitReport> Array::initialise(const InitControl& control) {
     pace.after(first * strip);
   }
   // Flushed before the checkpoint goes: the superblocks must not say done before the parity
-  // written is on stable storage.
-  // A member that fails its flush is failed: what the survivors hold is consistent and on
-  // stable storage, and the rebuild makes the new member agree with it.
+  // written is on stable storage. A member that fails its flush is failed: what the survivors
+  // hold is consistent and on stable storage, and the rebuild makes the new member agree.
   const std::vector<Status> flushed = flush_members(live_members(s), s.metadata_timeout);
   for (std::uint32_t m = 0; m < flushed.size(); ++m) {
     if (flushed[m]) continue;

@@ -26,8 +26,9 @@ std::uint64_t count_unsyncable_stripes(const Array::State& state, std::uint64_t 
 
 // Initialises a new array's redundancy from member data byte `from` to the end (resync of every
 // stripe), recording progress in sb.init_checkpoint every so often; clears nothing (the caller
-// clears the checkpoint once it is done). For create() and for assembly of an array whose
-// initialisation was cut short.
+// clears the checkpoint once it is done). For create() without background_init, before any
+// queue exists; an initialisation cut short is finished by Array::initialise()
+// (background_init.cpp).
 Status initialise(Array::State& state, std::uint64_t from);
 
 // Stripes per window count_inconsistent_stripes() locks at a time: big enough to amortise the

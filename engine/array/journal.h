@@ -20,11 +20,11 @@
 // may be free); the first one to find retired but unflushed space is told to flush.
 //
 // Turning off while the array runs (State::turn_journal_off_if_unwanted): new updates that would
-// journal are parked (park()) while those that wrote a record finish; once none holds a
-// reservation the epoch moves in the superblocks, so no record now in a ring is ever replayed
-// over what is written unjournalled from then on; then the journal is off and the parked updates
-// go on without records. A failure meanwhile (activate()) turns it on again right after, with the
-// new epoch, before any parked update goes on.
+// journal are parked (enter() answers kWait) while those that entered finish; once none is left
+// between enter() and leave() the epoch moves in the superblocks, so no record now in a ring is
+// ever replayed over what is written unjournalled from then on; then the journal is off and the
+// parked updates go on without records. A failure meanwhile (activate()) turns it on again right
+// after, with the new epoch, before any parked update goes on.
 //
 // Ordering: the same stripe always goes to the same rings (its parity members), and updates of
 // one stripe are serialised by the stripe lock, so within a ring a stripe's records are in seq
@@ -58,13 +58,10 @@ class Journal {
   const std::array<std::byte, 16>& array_uuid() const noexcept { return uuid_; }
   std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
 
-  // Whether updates are journalled now (on, or turning off: updates then wait in park()).
+  // Whether updates are journalled now (on, or turning off: updates then wait in enter()).
   // Turned on at assembly, when the policy says so, or when the array degrades under the
   // degraded-only policy.
   bool active() const noexcept { return state_.load(std::memory_order_acquire) != kOff; }
-  bool turning_off() const noexcept {
-    return state_.load(std::memory_order_acquire) == kTurningOff;
-  }
   void activate() EXCLUDES(mutex_);
 
   // An update that wants a record asks enter(): kJournal (write one; call leave() once the
