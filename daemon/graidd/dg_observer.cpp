@@ -95,6 +95,18 @@ void DgObserver::on_event(const ArrayEvent& e) {
     case ArrayEventKind::kInitStopped:
       kind = "init_stopped";
       break;
+    case ArrayEventKind::kReplaceStarted:
+      kind = "replace_started";
+      message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
+      break;
+    case ArrayEventKind::kReplaceFinished:
+      kind = "replace_finished";
+      message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
+      break;
+    case ArrayEventKind::kReplaceStopped:
+      kind = "replace_stopped";
+      message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
+      break;
   }
   log_.add(kind, dg_id_, pd, std::nullopt, message);
   MutexLock lock(wake_mutex_);

@@ -101,6 +101,19 @@ void RebuildJob::run_init() {
   }
 }
 
+void RebuildJob::run_replace() {
+  if (!array_.replace_progress()) return;
+  RebuildControl control;
+  control.stop = &stop_;
+  control.rate = [this] { return background_speed_bytes(array_.settings().rebuild_speed); };
+  auto done = array_.replace(control);
+  if (!done.is_ok()) {
+    MutexLock lock(mutex_);
+    last_error_ = done.status().message();
+    spdlog::error("dg {}: hot replace failed: {}", dg_id_, last_error_);
+  }
+}
+
 void RebuildJob::take_spares() {
   for (std::uint32_t m = 0; m < array_.member_count(); ++m) {
     auto slot = array_.member_slot(m);
@@ -128,6 +141,7 @@ void RebuildJob::loop() {
     take_spares();
     const auto members = array_.rebuilding_members();
     if (members.empty()) {
+      run_replace();
       run_init();  // a failure meanwhile wakes this loop again
       continue;
     }

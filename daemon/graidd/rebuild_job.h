@@ -1,10 +1,11 @@
 // A DG's redundancy job: a thread of its own that puts hot spares into failed roles and runs
-// Array::rebuild() at the DG's rebuild speed, then, with every member in sync, a pending
-// background initialisation (Array::initialise) at the DG's init speed. Woken by the array's
-// events (a member failed, a spare was added, a replacement took a role, a rebuild finished)
-// and at start (a rebuild or an initialisation to resume). Stopped, its checkpoints recorded,
-// before the array stops or goes. One thread for both, so they never run together: a failure
-// pauses the initialisation, the rebuild runs, and the initialisation goes on after it.
+// Array::rebuild() at the DG's rebuild speed, then a pending hot replace (Array::replace), then,
+// with every member in sync, a pending background initialisation (Array::initialise) at the DG's
+// init speed. Woken by the array's events (a member failed, a spare was added, a replacement took a
+// role, a rebuild finished) and at start (a rebuild or an initialisation to resume). Stopped, its
+// checkpoints recorded, before the array stops or goes. One thread for both, so they never run
+// together: a failure pauses the initialisation, the rebuild runs, and the initialisation goes on
+// after it.
 #pragma once
 
 #include <atomic>
@@ -58,6 +59,9 @@ class RebuildJob {
   void loop() EXCLUDES(mutex_);
   void take_spares();
   void run_init() EXCLUDES(mutex_);
+  // A hot replace pending (Array::start_replace): its copy and swap, at the rebuild speed, once
+  // no member needs a rebuild.
+  void run_replace() EXCLUDES(mutex_);
 
   Array& array_;
   const std::uint32_t dg_id_;

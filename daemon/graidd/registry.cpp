@@ -75,6 +75,7 @@ void Registry::update_slot_map(Dg& dg) {
 void Registry::sync_slots(Dg& dg) {
   if (!dg.array) return;
   const auto slots = dg.array->member_slots();
+  const auto replace = dg.array->replace_progress();
   for (auto& [id, pd] : pds_) {
     if (pd.device) {
       // Held by the registry: a free PD, or one the array closed; not in a slot. A PD whose
@@ -89,6 +90,27 @@ void Registry::sync_slots(Dg& dg) {
         pd.slot = s.slot;
         found = true;
       }
+    }
+    if (pd.replacing && pd.dg_id == dg.id) {
+      if (found) {
+        // The copy took the slot: the PD it copied is out of the DG.
+        pd.replacing = false;
+        if (auto from = pds_.find(pd.replacing_from); from != pds_.end()) {
+          Pd& old = from->second;
+          old.slot.reset();
+          old.replaced = true;
+          old.message = fmt::format(
+              "replaced by pd {} in dg {}; its superblock is erased; held by the dg until it "
+              "stops or graidd restarts, then free",
+              pd.id, dg.id);
+        }
+      } else if (!replace || replace->path != pd.path) {
+        // Given up (a write failed, a stop): the array closed it; it is free again.
+        pd.replacing = false;
+        pd.dg_id.reset();
+        reopen(pd);
+      }
+      continue;
     }
     // A failed member whose role another device took: still held by the array, in no slot.
     if (!found && pd.dg_id == dg.id) pd.slot.reset();
@@ -112,11 +134,15 @@ void Registry::start_jobs(Dg& dg) {
   RebuildJob* job = dg.rebuild.get();
   dg.observer->set_wake([this, job](ArrayEventKind kind) {
     if (kind == ArrayEventKind::kMemberFailed || kind == ArrayEventKind::kSpareAdded ||
-        kind == ArrayEventKind::kMemberReplaced) {
+        kind == ArrayEventKind::kMemberReplaced || kind == ArrayEventKind::kReplaceStarted) {
       job->wake();
     }
-    // A DG without a spare of its own may take a global one (on the control thread).
-    if (kind == ArrayEventKind::kMemberFailed) poke();
+    // A DG without a spare of its own may take a global one, and the PDs of a hot replace that
+    // ended change hands (on the control thread).
+    if (kind == ArrayEventKind::kMemberFailed || kind == ArrayEventKind::kReplaceFinished ||
+        kind == ArrayEventKind::kReplaceStopped) {
+      poke();
+    }
   });
 }
 

@@ -132,6 +132,12 @@ class Registry {
     bool superblock = false;  // carried a graid superblock when opened
     std::string sb_uuid;      // its array's UUID then
     std::optional<std::uint32_t> dg_id, slot;
+    // A hot replace (graidctl replace pd of a working member): `replacing` while this PD is the
+    // copy (held by the array, in no slot yet), of the PD `replacing_from`; `replaced` once a
+    // copy took this PD's slot (held by the array until it stops, its superblock erased).
+    bool replacing = false;
+    std::uint32_t replacing_from = 0;
+    bool replaced = false;
   };
   struct Dg {
     std::uint32_t id = 0;
@@ -165,6 +171,9 @@ class Registry {
   Result<std::unique_ptr<MemberDevice>> open_pd_device(const std::string& path) const;
   void reopen(Pd& pd);
   Result<nlohmann::json> edit_pd_io_mode(Pd& pd, const std::string& value);  // registry_pd.cpp
+  // replace pd of a working member: `to` becomes a copy of `from`, then takes its slot (the
+  // DG's redundancy job runs the copy; sync_slots() follows the outcome). registry_pd.cpp.
+  Result<nlohmann::json> hot_replace(Dg& dg, Pd& from, Pd& to);
   // Assembles a DG from its PDs (AssembleOptions::force with `force`: graidctl edit dg <id>
   // force_online). Returns what the force overrode (empty without it); on failure the DG is
   // offline with dg.message saying why.

@@ -15,6 +15,8 @@ json opt(const std::optional<std::uint32_t>& v) {
 
 std::string Registry::pd_state(const Pd& pd) const {
   if (pd.missing) return "missing";
+  if (pd.replacing) return "replacing";
+  if (pd.replaced) return "replaced";
   if (!pd.dg_id) return pd.global_spare ? "spare" : "free";
   if (pd.marker_offline) return "offline";
   auto it = dgs_.find(*pd.dg_id);
@@ -129,6 +131,15 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
       } else if (!r.last_error.empty()) {
         j["rebuild"] = {{"error", r.last_error}};
       }
+    }
+    if (auto rp = a.replace_progress()) {
+      // A hot replace: the DG keeps its redundancy while the copy runs.
+      j["replace"] = {
+          {"slot", rp->member},
+          {"pd_id", opt(pd_at_slot(dg.id, rp->member))},
+          {"new_path", rp->path},
+          {"percent", rp->total_bytes == 0 ? 100.0 : 100.0 * rp->copied_bytes / rp->total_bytes}};
+      if (j["state"] == "optimal") j["state"] = "replacing";
     }
     if (dg.rebuild) {
       // Background initialisation: pending (running, or waiting for an optimal DG) or none.

@@ -300,12 +300,7 @@ Result<json> Registry::replace_pd(const json& args) {
     return make_error(Errc::kUnsupported, "pd {} is not available: {}", to.id,
                       to.message.empty() ? "missing" : to.message);
   const std::uint32_t slot = *from.slot;
-  if (dg.array->member_health(slot) != MemberHealth::kFailed)
-    return make_error(Errc::kUnsupported,
-                      "pd {} is working: a hot replace of a working member is not built yet. Mark "
-                      "it offline first (graidctl edit pd {} marker offline; the dg runs degraded "
-                      "until the rebuild ends), then replace it",
-                      from.id, from.id);
+  if (dg.array->member_health(slot) != MemberHealth::kFailed) return hot_replace(dg, from, to);
   auto st = dg.array->replace_failed(slot, std::move(to.device));
   if (!st) {
     reopen(to);
@@ -320,6 +315,30 @@ Result<json> Registry::replace_pd(const json& args) {
   update_slot_map(dg);
   events_.add("pd_replaced", dg.id, to.id, std::nullopt,
               fmt::format("replaces pd {} in slot {}; rebuild follows", from.id, slot));
+  if (auto s = save(); !s) return s;
+  return dg_json(dg, true);
+}
+
+Result<json> Registry::hot_replace(Dg& dg, Pd& from, Pd& to) {
+  const std::uint32_t slot = *from.slot;
+  if (from.marker_offline) {
+    return make_error(Errc::kInvalidArgument, "pd {} is marked offline: replace it as failed",
+                      from.id);
+  }
+  auto st = dg.array->start_replace(slot, std::move(to.device));
+  if (!st) {
+    reopen(to);
+    return st;
+  }
+  to.global_spare = false;
+  to.dg_id = dg.id;
+  to.slot.reset();
+  to.replacing = true;
+  to.replacing_from = from.id;
+  events_.add("pd_replacing", dg.id, to.id, std::nullopt,
+              fmt::format("copies pd {} (slot {}) and then takes its place; the dg keeps its "
+                          "redundancy meanwhile",
+                          from.id, slot));
   if (auto s = save(); !s) return s;
   return dg_json(dg, true);
 }

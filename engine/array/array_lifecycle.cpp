@@ -58,6 +58,12 @@ std::string_view array_event_kind_name(ArrayEventKind kind) noexcept {
       return "journal-replayed";
     case ArrayEventKind::kInitStopped:
       return "init-stopped";
+    case ArrayEventKind::kReplaceStarted:
+      return "replace-started";
+    case ArrayEventKind::kReplaceFinished:
+      return "replace-finished";
+    case ArrayEventKind::kReplaceStopped:
+      return "replace-stopped";
   }
   return "unknown";
 }

@@ -82,6 +82,7 @@ struct ArrayQueue::Impl {
       Impl* q = nullptr;
       std::uint32_t member = 0;
       const MemberDevice* device = nullptr;
+      bool to_replacement = false;  // the member's hot replacement (hold_replacement)
       void on_done(std::int32_t res) override;
     };
     std::vector<Slot> slots;

@@ -10,8 +10,6 @@
 
 namespace graid {
 
-namespace {
-
 // What a device joining the array (as a spare or into a role) must pass: big enough, not the
 // storage of a member or spare under another name, no graid superblock unless `force`.
 Status check_new_device(const Array::State& s, MemberDevice& device, bool force)
@@ -27,11 +25,14 @@ Status check_new_device(const Array::State& s, MemberDevice& device, bool force)
     if (s.members[m] && !s.is_failed(m)) all.push_back(s.members[m].get());
   for (const auto& d : s.spares)
     if (d) all.push_back(d.get());
+  if (s.replacement_owner) all.push_back(s.replacement_owner.get());
   all.push_back(&device);
   GRAID_RETURN_IF_ERROR(refuse_same_storage(all));
   if (!force) GRAID_RETURN_IF_ERROR(refuse_graid_superblock(device));
   return Status::ok();
 }
+
+namespace {
 
 // Why failed role `member` cannot take a new device now, or ok.
 Status check_failed_role(const Array::State& s, std::uint32_t member) REQUIRES(s.control_mutex) {

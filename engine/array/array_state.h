@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "array/event_notifier.h"
@@ -71,6 +72,44 @@ struct Array::State {
   // or by the rebuild, read on every I/O.
   std::unique_ptr<std::atomic<std::uint8_t>[]> rebuilding;
   std::unique_ptr<std::atomic<std::uint64_t>[]> rebuilt;
+  // A hot replace (array/hot_replace.cpp): `replacement` is becoming a copy of active role
+  // replace_member (kNoReplace: none). Every member write that a stripe lock covers goes to it
+  // too (hold_replacement): journal-area writes always, data writes in stripes below
+  // replace_copied, which only grows, and only while the copy holds the locks of the stripes it
+  // moves past; flushes of the role flush it too. Published (device, then member) and withdrawn
+  // (member first, then waiting until replace_users is 0) under control_mutex.
+  static constexpr std::uint32_t kNoReplace = ~0u;
+  std::atomic<std::uint32_t> replace_member{kNoReplace};
+  std::atomic<std::uint64_t> replace_copied{0};
+  std::atomic<bool> replace_broken{false};  // a write or flush to the replacement failed
+  std::atomic<MemberDevice*> replacement{nullptr};
+  std::atomic<std::uint32_t> replace_users{0};  // I/Os holding `replacement` (hold_replacement)
+  // Serialises starting, swapping in and giving up a replace (taken before control_mutex; never
+  // by I/O threads, so it may be held while waiting for replace_users to drain).
+  Mutex replace_mutex;
+  std::shared_ptr<MemberDevice> replacement_owner GUARDED_BY(control_mutex);
+  meta::Uuid replacement_uuid GUARDED_BY(control_mutex){};
+
+  // The replacement a write to `member` at device byte `device_offset` (in `stripe`) must also
+  // go to, held until release_replacement(); null (nothing held) when none applies. Call it
+  // *before* loading members[member], and drop it (release) when it is that device: the swap
+  // puts the replacement into the role before withdrawing it, so one of the two loads sees it.
+  MemberDevice* hold_replacement(std::uint32_t member, std::uint64_t stripe,
+                                 std::uint64_t device_offset) noexcept {
+    if (replace_member.load(std::memory_order_relaxed) != member) return nullptr;
+    replace_users.fetch_add(1, std::memory_order_seq_cst);
+    if (replace_member.load(std::memory_order_seq_cst) == member &&
+        !replace_broken.load(std::memory_order_acquire) &&
+        (device_offset < data_offset || stripe < replace_copied.load(std::memory_order_acquire))) {
+      if (MemberDevice* dev = replacement.load(std::memory_order_acquire)) return dev;
+    }
+    release_replacement();
+    return nullptr;
+  }
+  void release_replacement() noexcept { replace_users.fetch_sub(1, std::memory_order_release); }
+  // A write or flush to the replacement failed: the replace is given up (the copy notices).
+  void replacement_failed(std::string_view what, std::int32_t result) noexcept;
+
   // A consistency check running now: the stripe it has got to, or kNoCheck.
   static constexpr std::uint64_t kNoCheck = ~std::uint64_t{0};
   std::atomic<std::uint64_t> check_at{kNoCheck};
@@ -235,6 +274,12 @@ struct Array::State {
   // Declared last: destroyed first, delivering what is queued while the rest still exists.
   EventNotifier events;
 };
+
+// What a device joining the array (a spare, a role's new device, a hot replacement) must pass:
+// big enough, not the storage of a member, spare or replacement under another name, no graid
+// superblock unless `force` (array_spares.cpp).
+Status check_new_device(const Array::State& s, MemberDevice& device, bool force)
+    REQUIRES(s.control_mutex);
 
 // Counts for an event about `member_bytes` bytes of every member (stripes rounded up).
 ArrayEventCounts byte_counts(const Geometry& geometry, std::uint64_t member_bytes);

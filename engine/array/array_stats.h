@@ -48,6 +48,15 @@ class TimedMemberRequest : public MemberRequest {
   std::int64_t submitted_ns = 0;  // steady clock
 };
 
+// Makes `req` a flush (no data, no offset, no FUA).
+inline void set_flush(MemberRequest& req) noexcept {
+  req.op = MemberOp::kFlush;
+  req.offset = 0;
+  req.buf = nullptr;
+  req.len = 0;
+  req.fua = false;
+}
+
 // Stamps `req` and submits it to `member` through `ctx`.
 void submit_timed(MemberDevice& member, IoContext& ctx, TimedMemberRequest& req);
 

@@ -111,8 +111,9 @@ class FlushOp {
     FlushOp* owner = nullptr;
     std::uint32_t member = 0;
     const MemberDevice* device = nullptr;  // where it went (see StripeMemberIo::device)
+    bool to_replacement = false;           // the member's hot replacement (hold_replacement)
     void on_done(std::int32_t res) override {
-      record_member_io(*owner->q, member, *this, res);
+      if (!to_replacement) record_member_io(*owner->q, member, *this, res);
       owner->slot_done(*this, res);
     }
   };
@@ -129,24 +130,43 @@ class FlushOp {
 
   void start() {
     Array::State& a = q->array;
-    slots.resize(a.geometry.members());
     left = 0;
     error = Status::ok();
     member_failed = false;
     // A flush is what makes idle regions' writes durable, so it is also when their bitmap bits
     // can go: candidates are marked now, cleared once every live member has flushed.
     clears_bitmap = a.begin_bitmap_clear();
+    // A hot replacement takes the writes of its role, so it is flushed with it (held before the
+    // roles' devices are loaded: see hold_replacement).
+    const std::uint32_t replaced = a.replace_member.load(std::memory_order_relaxed);
+    MemberDevice* copy =
+        replaced == Array::State::kNoReplace ? nullptr : a.hold_replacement(replaced, 0, 0);
+    slots.resize(a.geometry.members() + 1);
     for (std::uint32_t m = 0; m < a.geometry.members(); ++m) {
       if (!a.takes_writes(m)) continue;
       Slot& s = slots[left++];
       s.owner = this;
       s.member = m;
-      s.op = MemberOp::kFlush;
-      s.offset = 0;
-      s.buf = nullptr;
-      s.len = 0;
+      set_flush(s);
+      s.to_replacement = false;
     }
-    const std::uint32_t n = left;
+    const std::uint32_t roles = left;
+    if (copy != nullptr && copy != a.members[replaced].get()) {
+      Slot& s = slots[left++];
+      s.owner = this;
+      s.member = replaced;
+      set_flush(s);
+      s.to_replacement = true;
+      s.device = copy;
+    } else if (copy != nullptr) {
+      a.release_replacement();  // swapped in already: flushed as the role's device
+    }
+    std::uint32_t n = left;
+    if (roles == 0 && n > 0) {
+      // No role to flush: the replacement alone means nothing (the array has failed).
+      a.release_replacement();
+      left = n = 0;
+    }
     if (n == 0) {
       if (clears_bitmap) a.end_bitmap_clear(/*flushed=*/false);
       q->part_done(*io, make_error(Errc::kIoError, "no live member to flush"));
@@ -154,6 +174,10 @@ class FlushOp {
       return;
     }
     for (std::uint32_t i = 0; i < n; ++i) {
+      if (slots[i].to_replacement) {
+        submit_timed(*copy, q->ctx, slots[i]);
+        continue;
+      }
       MemberDevice& device = *a.members[slots[i].member];
       slots[i].device = &device;
       submit_timed(device, q->ctx, slots[i]);
@@ -161,6 +185,11 @@ class FlushOp {
   }
 
   void slot_done(Slot& s, std::int32_t res) {
+    if (s.to_replacement) {
+      if (res < 0) q->array.replacement_failed("flush", res);
+      q->array.release_replacement();
+      res = 0;
+    }
     // An old device's flush error (its role has a new device now) is no news: the failure that
     // replaced it is recorded, and writes to the new one came after this flush was asked for.
     if (res < 0 && q->array.members[s.member].get() == s.device) {

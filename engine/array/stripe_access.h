@@ -3,6 +3,7 @@
 // the parity backend, one scratch strip per member. For resync, check and rebuild.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -31,9 +32,21 @@ class ArrayStripeAccess final : public StripeAccess {
   Status read_strip(std::uint32_t member, std::uint64_t stripe, std::span<std::byte> buf) override {
     return s_->members[member]->read_sync(at(stripe), buf);
   }
+  // Also to the member's hot replacement, when one has been copied past `stripe`.
   Status write_strip(std::uint32_t member, std::uint64_t stripe,
                      std::span<const std::byte> buf) override {
-    return s_->members[member]->write_sync(at(stripe), buf);
+    MemberDevice* copy = s_->hold_replacement(member, stripe, at(stripe));
+    const std::shared_ptr<MemberDevice>& device = s_->members[member];
+    if (copy == device.get()) {
+      s_->release_replacement();
+      copy = nullptr;
+    }
+    Status st = device->write_sync(at(stripe), buf);
+    if (copy != nullptr) {
+      if (Status c = copy->write_sync(at(stripe), buf); !c) s_->replacement_failed("write", -EIO);
+      s_->release_replacement();
+    }
+    return st;
   }
   ParityBackend* parity() noexcept override { return s_->parity; }
   std::span<AlignedBuffer> scratch() noexcept override { return scratch_; }

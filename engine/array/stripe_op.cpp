@@ -13,7 +13,13 @@
 namespace graid {
 
 void StripeMemberIo::on_done(std::int32_t res) {
-  record_member_io(owner->queue(), member, *this, res);
+  if (to_replacement) {
+    if (res < 0) owner->queue().array.replacement_failed("write", res);
+    owner->queue().array.release_replacement();
+    res = 0;  // the operation's outcome is the member's
+  } else {
+    record_member_io(owner->queue(), member, *this, res);
+  }
   result = res;
   owner->member_io_done(*this);
 }
@@ -97,13 +103,37 @@ StripeMemberIo& StripeOp::new_io(std::uint32_t member) {
   io.member = member;
   io.result = 0;
   io.fua = false;
+  io.to_replacement = false;
   return io;
 }
 
 void StripeOp::submit_io(StripeMemberIo& io) {
+  Array::State& a = q_.array;
+  // A hot replace in progress: the write goes to the new device as well (held before the role's
+  // device is loaded: see hold_replacement).
+  MemberDevice* copy = nullptr;
+  if (io.op != MemberOp::kRead && io.op != MemberOp::kFlush)
+    copy = a.hold_replacement(io.member, stripe_, io.offset);
   ++ios_left_;
-  MemberDevice& device = *q_.array.members[io.member];
+  MemberDevice& device = *a.members[io.member];
   io.device = &device;
+  if (copy == &device) {
+    a.release_replacement();  // swapped in already: it is the role's device
+    copy = nullptr;
+  }
+  if (copy != nullptr) {
+    const StripeMemberIo& primary = io;
+    StripeMemberIo& dup = new_io(primary.member);
+    dup.op = primary.op;
+    dup.offset = primary.offset;
+    dup.buf = primary.buf;
+    dup.len = primary.len;
+    dup.fua = primary.fua;
+    dup.to_replacement = true;
+    dup.device = copy;
+    ++ios_left_;
+    submit_timed(*copy, q_.ctx, dup);
+  }
   submit_timed(device, q_.ctx, io);
 }
 void StripeOp::member_io_done(StripeMemberIo& /*io*/) {
@@ -164,7 +194,7 @@ Status StripeOp::absorb_member_errors(bool& replan) {
   Status request_error;
   for (std::size_t i = 0; i < ios_used_; ++i) {
     const StripeMemberIo& io = *ios_[i];
-    if (io.result >= 0) continue;
+    if (io.result >= 0 || io.to_replacement) continue;
     if (a.members[io.member].get() != io.device) {
       // The role has another device now (a spare took the failed one's place while this I/O
       // was in flight): plan the stripe again with it; the old device's error is no news.

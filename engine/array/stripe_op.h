@@ -60,6 +60,9 @@ class StripeMemberIo final : public TimedMemberRequest {
   // flight, and an error from the old device says nothing about the new one.
   const MemberDevice* device = nullptr;
   std::int32_t result = 0;
+  // A copy of another write of this operation to the member's hot replacement (see
+  // Array::State::hold_replacement): its error gives the replace up, never fails the member.
+  bool to_replacement = false;
   void on_done(std::int32_t res) override;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -14,6 +15,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -184,5 +187,64 @@ inline std::string make_pd_file(const TempDir& dir, const std::string& name, std
 inline std::string describe(const CtlRun& r) {
   return "exit " + std::to_string(r.exit) + "\nstdout: " + r.out + "\nstderr: " + r.err;
 }
+
+// A graidd on a temp state dir for each test, driven through graidctl.
+inline constexpr std::uint64_t kPdBytes = 64u << 20;
+
+class GraiddTest : public ::testing::Test {
+ protected:
+  using json = nlohmann::json;
+
+  void SetUp() override {
+    d_ = std::make_unique<Graidd>(dir_);
+    ASSERT_TRUE(d_->start()) << d_->log();
+  }
+  void TearDown() override {
+    if (HasFailure()) std::fprintf(stderr, "--- graidd log ---\n%s\n", d_->log().c_str());
+  }
+
+  // graidctl that must succeed; returns its JSON.
+  json ok(const std::vector<std::string>& args) {
+    const CtlRun r = d_->ctl(args);
+    EXPECT_EQ(r.exit, 0) << "graidctl " << ::testing::PrintToString(args) << "\n" << describe(r);
+    return r.json;
+  }
+  // describe of `object` `id` (dg, pd) every 50 ms until `done` says so or `tries` run out;
+  // the last answer.
+  json wait_for(const std::string& object, const std::string& id,
+                const std::function<bool(const json&)>& done, int tries = 600) {
+    json j;
+    for (int i = 0; i < tries; ++i) {
+      j = ok({"describe", object, id});
+      if (done(j)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return j;
+  }
+  // Registers `n` file PDs; returns their paths.
+  std::vector<std::string> make_pds(int n, std::uint64_t bytes = kPdBytes) {
+    std::vector<std::string> args = {"create", "pd"};
+    std::vector<std::string> paths;
+    for (int i = 0; i < n; ++i) {
+      paths.push_back(make_pd_file(dir_, "pd" + std::to_string(pd_files_++), bytes));
+      args.push_back(paths.back());
+    }
+    ok(args);
+    return paths;
+  }
+  std::string nbd_uri(const std::string& socket) const { return "nbd+unix:///?socket=" + socket; }
+  // Everything graidctl can list: what a refused command must leave as it was.
+  json snapshot() {
+    json s;
+    s["pd"] = ok({"list", "pd"});
+    s["dg"] = ok({"list", "dg"});
+    s["vd"] = ok({"list", "vd"});
+    return s;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Graidd> d_;
+  int pd_files_ = 0;
+};
 
 }  // namespace graid::testing

@@ -171,4 +171,15 @@ inline bool have_tool(const std::string& name) {
   return run_tool("sh -c 'command -v " + name + "'").status == 0;
 }
 
+// fio with crc32c verification over the NBD export at `uri`: 24 MiB in 4 KiB blocks at depth 16,
+// plus `extra` options (the workload: --rw=..., --verify_only=1).
+inline ToolRun fio_over_nbd(const std::string& uri, int seed, const std::string& extra,
+                            int timeout_s) {
+  return run_tool("fio --name=graid --ioengine=nbd --uri='" + uri +
+                      "' --bs=4k --size=24M --iodepth=16 --verify=crc32c --verify_fatal=1"
+                      " --verify_state_save=0 --randseed=" +
+                      std::to_string(seed) + " " + extra,
+                  timeout_s);
+}
+
 }  // namespace graid::testing

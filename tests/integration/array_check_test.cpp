@@ -200,11 +200,12 @@ TEST_P(ArrayCheckTest, ADegradedArraySkipsWhatItCannotCompare) {
   EXPECT_EQ(r->mismatches, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Levels, ArrayCheckTest,
-    ::testing::Values(Shape{RaidLevel::kRaid1, 2}, Shape{RaidLevel::kRaid10, 4},
-                      Shape{RaidLevel::kRaid5, 4}, Shape{RaidLevel::kRaid6, 5}),
-    shape_name);
+INSTANTIATE_TEST_SUITE_P(Levels, ArrayCheckTest,
+                         ::testing::Values(Shape{RaidLevel::kRaid1, 2},
+                                           Shape{RaidLevel::kRaid10, 4},
+                                           Shape{RaidLevel::kRaid5, 4},
+                                           Shape{RaidLevel::kRaid6, 5}),
+                         shape_name);
 
 }  // namespace
 }  // namespace graid::testing

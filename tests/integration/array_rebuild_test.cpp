@@ -10,157 +10,17 @@
 #include <cstring>
 
 #include "array_harness.h"
+#include "array_traffic.h"
 
 namespace graid::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr std::uint32_t kStrip = 4096;
-constexpr std::uint64_t kMemberBytes = 6u << 20;
-
-struct Shape {
-  RaidLevel level;
-  std::uint32_t members;
-};
-
-std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
-  return std::string(raid_level_name(info.param.level));
-}
-
-// Random verified I/O on the array from one thread until `stop`: writes of fresh data recorded
-// in `model`, reads compared with it. One batch of non-overlapping requests at a time.
-class Traffic {
- public:
-  Traffic(Array& array, std::vector<std::byte>& model, std::uint64_t seed)
-      : array_(array), model_(model), thread_([this, seed] { run(seed); }) {}
-  ~Traffic() { finish(); }
-  void finish() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  std::uint64_t ios() const { return ios_.load(); }
-  std::uint64_t mismatches() const { return mismatches_.load(); }
-  std::uint64_t errors() const { return errors_.load(); }
-
- private:
-  void run(std::uint64_t seed) {
-    auto ctx = std::move(*IoContext::create(64));
-    auto queue = std::move(*array_.attach(*ctx));
-    std::mt19937_64 rng(seed);
-    const std::uint64_t blocks = array_.capacity() / 4096;
-    constexpr std::uint32_t kBatch = 8, kMaxBlocks = 8;
-    std::vector<TestIo> ios(kBatch);
-    auto buf = std::move(*AlignedBuffer::allocate(kBatch * kMaxBlocks * 4096, 4096));
-    while (!stop_.load()) {
-      // Non-overlapping: each request in its own slice of the array.
-      const std::uint64_t slice = blocks / kBatch;
-      std::vector<TestIo*> batch;
-      for (std::uint32_t i = 0; i < kBatch; ++i) {
-        TestIo& io = ios[i];
-        const std::uint32_t n = 1 + static_cast<std::uint32_t>(rng() % kMaxBlocks);
-        io.kind = rng() % 2 == 0 ? IoKind::kWrite : IoKind::kRead;
-        io.offset = (i * slice + rng() % (slice - n)) * 4096;
-        io.len = n * 4096;
-        io.buf = buf.data() + i * kMaxBlocks * 4096;
-        if (io.kind == IoKind::kWrite) {
-          for (std::uint32_t w = 0; w < io.len / 8; ++w) {
-            const std::uint64_t v = rng();
-            std::memcpy(io.buf + w * 8, &v, 8);
-          }
-        }
-        batch.push_back(&io);
-      }
-      run_all(*queue, batch);
-      for (TestIo* io : batch) {
-        ++ios_;
-        if (!io->status) {
-          ++errors_;
-          continue;
-        }
-        std::byte* at = model_.data() + io->offset;
-        if (io->kind == IoKind::kWrite) {
-          std::memcpy(at, io->buf, io->len);
-        } else if (std::memcmp(at, io->buf, io->len) != 0) {
-          ++mismatches_;
-        }
-      }
-    }
-  }
-
-  Array& array_;
-  std::vector<std::byte>& model_;
-  std::atomic<bool> stop_{false};
-  std::atomic<std::uint64_t> ios_{0}, mismatches_{0}, errors_{0};
-  std::thread thread_;
-};
-
-class ArrayRebuildTest : public ::testing::TestWithParam<Shape> {
+class ArrayRebuildTest : public ArrayJobTest {
  protected:
-  void SetUp() override { parity_ = std::move(*make_parity_backend("cpu")); }
-
-  ArrayOptions options() {
-    ArrayOptions o;
-    o.parity = parity_.get();
-    return o;
-  }
-  // Members (and `spares` more files, opened separately) of kMemberBytes.
-  std::unique_ptr<Array> make(std::uint32_t spares = 1) {
-    auto devs = files_.open(GetParam().members + spares, kMemberBytes, true);
-    EXPECT_TRUE(devs.is_ok());
-    for (std::uint32_t i = 0; i < spares; ++i) {
-      spare_devs_.push_back(std::move(devs->back()));
-      devs->pop_back();
-    }
-    CreateOptions c;
-    c.level = GetParam().level;
-    c.strip_bytes = kStrip;
-    c.bitmap_region_bytes = 1u << 20;
-    c.name = "rebuild";
-    auto array = Array::create(std::move(*devs), c, options());
-    EXPECT_TRUE(array.is_ok()) << array.status().to_string();
-    return array.is_ok() ? std::move(*array) : nullptr;
-  }
-  // Fills the array with random data and the model with the same.
-  void fill(Array& array, std::uint64_t seed) {
-    model_ = random_bytes(array.capacity(), seed);
-    auto ctx = std::move(*IoContext::create(64));
-    auto queue = std::move(*array.attach(*ctx));
-    auto buf = std::move(*AlignedBuffer::allocate(1u << 20, 4096));
-    for (std::uint64_t at = 0; at < array.capacity(); at += buf.size()) {
-      const auto len =
-          static_cast<std::uint32_t>(std::min<std::uint64_t>(buf.size(), array.capacity() - at));
-      std::memcpy(buf.data(), model_.data() + at, len);
-      ASSERT_TRUE(run_one(*queue, IoKind::kWrite, at, len, buf.data()).is_ok());
-    }
-  }
-  // Reads the whole array and compares it with the model.
-  void verify(Array& array, const char* when) {
-    auto ctx = std::move(*IoContext::create(64));
-    auto queue = std::move(*array.attach(*ctx));
-    auto buf = std::move(*AlignedBuffer::allocate(1u << 20, 4096));
-    for (std::uint64_t at = 0; at < array.capacity(); at += buf.size()) {
-      const auto len =
-          static_cast<std::uint32_t>(std::min<std::uint64_t>(buf.size(), array.capacity() - at));
-      Status st = run_one(*queue, IoKind::kRead, at, len, buf.data());
-      ASSERT_TRUE(st.is_ok()) << when << ": " << st.to_string();
-      ASSERT_EQ(std::memcmp(buf.data(), model_.data() + at, len), 0)
-          << when << ": data differs in array bytes [" << at << ", +" << len << ")";
-    }
-  }
-  // A member other than `except` whose failure the array survives with `failed` already gone.
-  std::uint32_t other_member(const Array& array, std::uint32_t except, std::uint64_t failed) {
-    for (std::uint32_t m = 0; m < array.member_count(); ++m) {
-      if (m == except || (failed >> m & 1u) != 0) continue;
-      if (array.geometry().survives(failed | std::uint64_t{1} << m)) return m;
-    }
-    return array.member_count();
-  }
-
-  ArrayFiles files_;
-  std::vector<std::unique_ptr<MemberDevice>> spare_devs_;
-  std::vector<std::byte> model_;
-  std::unique_ptr<ParityBackend> parity_;
+  // Members and `spares` more files, opened separately (extra_).
+  std::unique_ptr<Array> make(std::uint32_t spares = 1) { return make_array(spares, "rebuild"); }
 };
 
 TEST_P(ArrayRebuildTest, SpareTakesOverAndRebuildsUnderVerifiedIo) {
@@ -168,7 +28,7 @@ TEST_P(ArrayRebuildTest, SpareTakesOverAndRebuildsUnderVerifiedIo) {
   ASSERT_TRUE(array);
   fill(*array, 11);
   const std::uint32_t victim = 1;
-  ASSERT_TRUE(array->add_spare(std::move(spare_devs_[0])).is_ok());
+  ASSERT_TRUE(array->add_spare(std::move(extra_[0])).is_ok());
   EXPECT_EQ(array->take_spare(victim).code(), Errc::kInvalidArgument) << "member not failed";
   ASSERT_TRUE(array->fail_member(victim, "test").is_ok());
   ASSERT_EQ(array->health(), ArrayHealth::kDegraded);
@@ -217,7 +77,7 @@ TEST_P(ArrayRebuildTest, StoppedRebuildResumesFromItsCheckpointAfterACrash) {
   fill(*array, 12);
   const std::uint32_t victim = 0;
   ASSERT_TRUE(array->fail_member(victim, "test").is_ok());
-  ASSERT_TRUE(array->replace_failed(victim, std::move(spare_devs_[0])).is_ok());
+  ASSERT_TRUE(array->replace_failed(victim, std::move(extra_[0])).is_ok());
   std::atomic<bool> stop{false};
   RebuildControl control;
   control.stop = &stop;
@@ -300,11 +160,11 @@ TEST_P(ArrayRebuildTest, TakenBackMemberIsRebuiltInFull) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, ArrayRebuildTest,
-                         ::testing::Values(Shape{RaidLevel::kRaid1, 2},
-                                           Shape{RaidLevel::kRaid10, 4},
-                                           Shape{RaidLevel::kRaid5, 4},
-                                           Shape{RaidLevel::kRaid6, 5}),
-                         shape_name);
+                         ::testing::Values(LevelShape{RaidLevel::kRaid1, 2},
+                                           LevelShape{RaidLevel::kRaid10, 4},
+                                           LevelShape{RaidLevel::kRaid5, 4},
+                                           LevelShape{RaidLevel::kRaid6, 5}),
+                         level_shape_name);
 
 class ArrayRebuildFailureTest : public ArrayRebuildTest {};
 
@@ -312,7 +172,7 @@ TEST_P(ArrayRebuildFailureTest, SecondFailureDuringARaid6RebuildIsSurvived) {
   auto array = make();
   ASSERT_TRUE(array);
   fill(*array, 13);
-  ASSERT_TRUE(array->add_spare(std::move(spare_devs_[0])).is_ok());
+  ASSERT_TRUE(array->add_spare(std::move(extra_[0])).is_ok());
   ASSERT_TRUE(array->fail_member(2, "test").is_ok());
   ASSERT_TRUE(array->take_spare(2).is_ok());
   Traffic traffic(*array, model_, 23);
@@ -339,7 +199,7 @@ TEST_P(ArrayRebuildFailureTest, SecondFailureDuringARaid6RebuildIsSurvived) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Raid6, ArrayRebuildFailureTest,
-                         ::testing::Values(Shape{RaidLevel::kRaid6, 5}), shape_name);
+                         ::testing::Values(LevelShape{RaidLevel::kRaid6, 5}), level_shape_name);
 
 class ArrayRebuildRaid5Test : public ArrayRebuildTest {};
 
@@ -348,7 +208,7 @@ TEST_P(ArrayRebuildRaid5Test, UnreadableSurvivorFailsTheRebuildAndTheArrayCleanl
   ASSERT_TRUE(array);
   fill(*array, 14);
   ASSERT_TRUE(array->fail_member(3, "test").is_ok());
-  ASSERT_TRUE(array->replace_failed(3, std::move(spare_devs_[0])).is_ok());
+  ASSERT_TRUE(array->replace_failed(3, std::move(extra_[0])).is_ok());
   // Member 1 cannot be read in the second half of its data area: nothing left to rebuild from.
   const std::uint64_t data = array->member_data_offset();
   files_.faulty[1]->fail_range(data + kMemberBytes / 2, kMemberBytes);
@@ -362,7 +222,7 @@ TEST_P(ArrayRebuildRaid5Test, UnreadableSurvivorFailsTheRebuildAndTheArrayCleanl
 }
 
 INSTANTIATE_TEST_SUITE_P(Raid5, ArrayRebuildRaid5Test,
-                         ::testing::Values(Shape{RaidLevel::kRaid5, 4}), shape_name);
+                         ::testing::Values(LevelShape{RaidLevel::kRaid5, 4}), level_shape_name);
 
 // A member pulled with I/O in flight: its errors come back after a spare has taken its role
 // (graidd's rebuild job is that quick). They must not fail the spare: the VM found it did.
@@ -370,7 +230,7 @@ TEST_P(ArrayRebuildRaid5Test, ErrorsFromTheReplacedDeviceDoNotFailTheSpare) {
   auto array = make();
   ASSERT_TRUE(array);
   fill(*array, 16);
-  ASSERT_TRUE(array->add_spare(std::move(spare_devs_[0])).is_ok());
+  ASSERT_TRUE(array->add_spare(std::move(extra_[0])).is_ok());
   auto ctx = std::move(*IoContext::create(64));
   auto queue = std::move(*array->attach(*ctx));
   const std::uint32_t bytes = 4 * array->geometry().stripe_data_bytes();  // member 1 holds data
@@ -413,7 +273,7 @@ TEST_P(ArrayRebuildRaid5Test, ReplacementIsRefusedWhenItCannotServe) {
   EXPECT_EQ(array->replace_failed(0, std::move(*same)).code(), Errc::kInvalidArgument)
       << "member 1's storage";
   ASSERT_TRUE(array->fail_member(1, "second").is_ok());
-  EXPECT_EQ(array->replace_failed(1, std::move(spare_devs_[0])).code(), Errc::kIoError)
+  EXPECT_EQ(array->replace_failed(1, std::move(extra_[0])).code(), Errc::kIoError)
       << "array failed: nothing to rebuild from";
   EXPECT_EQ(array->member_slot(1)->state, MemberSlotState::kFailed);
 }

@@ -119,6 +119,9 @@ TEST(RenderTest, DgProgressLineForWatch) {
   EXPECT_EQ(dg_progress_line(dg), "dg 0 initialising [#.............................]   3%\n");
   dg = {{"dg_id", 1}, {"state", "checking"}, {"check", {{"running", true}, {"percent", 100.0}}}};
   EXPECT_EQ(dg_progress_line(dg), "dg 1 checking [##############################] 100%\n");
+  dg = {{"dg_id", 3}, {"state", "replacing"}, {"replace", {{"slot", 1}, {"percent", 20.0}}}};
+  EXPECT_TRUE(dg_job_running(dg));
+  EXPECT_EQ(dg_progress_line(dg), "dg 3 replacing [######........................]  20%\n");
   dg = {{"dg_id", 1}, {"state", "optimal"}};
   EXPECT_FALSE(dg_job_running(dg));
   EXPECT_EQ(dg_progress_line(dg), "dg 1 optimal\n");

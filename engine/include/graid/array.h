@@ -446,6 +446,9 @@ enum class ArrayEventKind : std::uint8_t {
   kCheckStopped,      // stopped before the end (asked to, or failed: message says which)
   kJournalReplayed,   // assembly replayed write-hole journal records (message: how many)
   kInitStopped,       // background initialisation paused (stopped, or a member failed): why
+  kReplaceStarted,    // a hot replace of working `member` began copying (message: onto what)
+  kReplaceFinished,   // the copy took `member`'s role; the old device is out (message: which)
+  kReplaceStopped,    // a hot replace was given up (message: why); `member` is unchanged
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
 
@@ -610,6 +613,33 @@ class Array {
   // shortcut yet). Refuses what take_spare() refuses; kIoError when the device cannot take its
   // superblock (it stays failed).
   Status readd_failed(std::uint32_t member);
+  // Hot replace of a working member (md's want_replacement): `device` starts as a copy of
+  // active role `member` that every write to the role also goes to once the copy has passed its
+  // stripe; replace() then copies window by window and, at the end, swaps it into the role (new
+  // member UUID) and erases the old device's superblock. Redundancy never drops meanwhile: the
+  // old member serves until the swap. One replace at a time, not recorded on disk: a stop or a
+  // crash gives it up (start it again). Refuses, changing nothing: RAID0 (kUnsupported: it has no
+  // locked write path to copy under), a role that is not active (kInvalidArgument: replace a
+  // failed member with replace_failed()), a replace already pending (kBusy), and what
+  // add_spare() refuses for `device`.
+  Status start_replace(std::uint32_t member, std::unique_ptr<MemberDevice> device,
+                       bool force = false);
+  struct ReplaceProgress {
+    std::uint32_t member = 0;
+    std::string path;                // the device being filled
+    std::uint64_t copied_bytes = 0;  // member data bytes copied so far
+    std::uint64_t total_bytes = 0;   // data_size()
+  };
+  // The pending hot replace, if any.
+  std::optional<ReplaceProgress> replace_progress() const;
+  // Copies the pending replacement and swaps it in (see start_replace()), paced and stoppable as
+  // a rebuild. True when it was swapped in (or none was pending); false when `control.stop`
+  // stopped it (given up). kIoError when the copy failed: a write to the new device failed, or
+  // the old member failed, and the replace is given up (event kReplaceStopped) with the array as
+  // it was. Blocking: run it on a thread of its own (graidd's redundancy job).
+  Result<bool> replace(const RebuildControl& control = {});
+  // Gives the pending replace up; true when there was one. The device is closed.
+  bool cancel_replace();
   // Roles being rebuilt now (kRebuilding with a device).
   std::vector<std::uint32_t> rebuilding_members() const;
   // Rebuilds every kRebuilding member from its checkpoint, one after the other, window by

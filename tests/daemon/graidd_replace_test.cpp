@@ -1,0 +1,126 @@
+// graidctl replace pd end to end: of a failed member (a rebuild onto the new PD) and of a working
+// one (a hot replace: the new PD is copied while fio verifies through NBD, takes the slot, and
+// the old PD is out), with the refusals and a hot replace given up when its source fails.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "graidd_harness.h"
+#include "nbd_harness.h"
+
+namespace graid::testing {
+namespace {
+
+using nlohmann::json;
+
+// graidctl replace pd of a failed member: a free PD takes its place and is rebuilt; a PD of no
+// DG, a PD of the DG and a PD replacing itself are refused, changing nothing.
+TEST_F(GraiddTest, ReplaceFailedMemberRebuildsOntoTheNewPd) {
+  make_pds(6);
+  ok({"create", "dg", "raid5", "0-3", "--strip", "16K"});
+  const json before = snapshot();
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"replace", "pd", "0", "4", "5"},  // pd 4 is no member
+                                             {"replace", "pd", "0", "1", "2"},  // pd 2 is in the dg
+                                             {"replace", "pd", "0", "1", "1"},
+                                             {"replace", "pd", "0", "1"}}) {
+    const CtlRun r = d_->ctl(bad);
+    EXPECT_NE(r.exit, 0) << ::testing::PrintToString(bad);
+  }
+  EXPECT_EQ(snapshot(), before) << "refusals change nothing";
+  ok({"edit", "pd", "1", "marker", "offline"});
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "degraded");
+  ok({"replace", "pd", "0", "1", "4"});
+  const json dg = wait_for("dg", "0", [](const json& j) { return j["state"] == "optimal"; });
+  EXPECT_EQ(dg["state"], "optimal") << dg.dump();
+  const json pd4 = ok({"describe", "pd", "4"});
+  EXPECT_EQ(pd4["state"], "member");
+  EXPECT_EQ(pd4["slot"], 1);
+  EXPECT_EQ(ok({"describe", "pd", "1"})["slot"], nullptr);
+  // It survives a restart: the superblocks record pd 4 in slot 1.
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "optimal");
+  EXPECT_EQ(ok({"describe", "pd", "4"})["slot"], 1);
+}
+
+// A hot replace of a working member while fio writes through NBD: describe dg says
+// "replacing" with its progress and the DG stays optimal; at the end the new PD holds the slot,
+// the old one is "replaced" (free after a restart: its superblock is erased), fio verifies every
+// block, also with another member offline (so the copy's data is what answers). A second hot
+// replace whose source is taken offline is given up, and its PD is free again.
+TEST_F(GraiddTest, HotReplaceCopiesAWorkingMemberThenTakesItsSlot) {
+  if (!have_tool("fio")) GTEST_SKIP() << "fio not installed (Debian: fio)";
+  make_pds(6);
+  ok({"create", "dg", "raid5", "0-3", "--strip", "16K", "--assume-clean"});
+  ok({"create", "vd", "0", "--size", "24M"});
+  const std::string sock = dir_.file("fio.sock");
+  ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
+  const auto fio = [&](const std::string& extra) {
+    return fio_over_nbd(nbd_uri(sock), 17, extra, 120);
+  };
+
+  ToolRun w = fio("--rw=randwrite");
+  ASSERT_EQ(w.status, 0) << w.output;
+  ok({"edit", "dg", "0", "rebuild_speed", "low"});  // 10 MB/s: the copy takes seconds
+
+  json dg = ok({"replace", "pd", "0", "1", "4"});
+  EXPECT_EQ(dg["state"], "replacing") << dg.dump();
+  ASSERT_TRUE(dg.contains("replace")) << dg.dump();
+  EXPECT_EQ(dg["replace"]["slot"], 1);
+  EXPECT_EQ(ok({"describe", "pd", "4"})["state"], "replacing");
+  EXPECT_EQ(ok({"describe", "pd", "1"})["state"], "member");
+  EXPECT_NE(d_->ctl({"replace", "pd", "0", "2", "5"}).exit, 0) << "one hot replace at a time";
+  EXPECT_EQ(ok({"describe", "pd", "5"})["state"], "free");
+  // Writes while the copy runs, then the copy must end with the slot taken.
+  w = fio("--rw=randwrite");
+  ASSERT_EQ(w.status, 0) << w.output;
+  bool saw_progress = false;
+  dg = wait_for(
+      "dg", "0",
+      [&](const json& j) {
+        if (j.contains("replace") && j["replace"]["percent"].get<double>() > 0) saw_progress = true;
+        return !j.contains("replace");
+      },
+      1200);
+  EXPECT_TRUE(saw_progress);
+  ASSERT_FALSE(dg.contains("replace")) << dg.dump();
+  EXPECT_EQ(dg["state"], "optimal") << dg.dump();
+  json pd4 = ok({"describe", "pd", "4"});
+  EXPECT_EQ(pd4["state"], "member") << pd4.dump();
+  EXPECT_EQ(pd4["slot"], 1);
+  json pd1 = ok({"describe", "pd", "1"});
+  EXPECT_EQ(pd1["state"], "replaced") << pd1.dump();
+  EXPECT_EQ(pd1["slot"], nullptr);
+  const json events = ok({"list", "event"})["events"];  // a copy: ok()'s result is a temporary
+  bool started = false, finished = false;
+  for (const auto& e : events) {
+    started |= e["kind"] == "pd_replacing";
+    finished |= e["kind"] == "replace_finished";
+  }
+  EXPECT_TRUE(started && finished) << events.dump(1);
+  ToolRun v = fio("--rw=randwrite --verify_only=1");
+  EXPECT_EQ(v.status, 0) << v.output;
+
+  // A second hot replace, given up when its source goes offline: pd 5 is free again.
+  ok({"replace", "pd", "0", "2", "5"});
+  ok({"edit", "pd", "2", "marker", "offline"});
+  const json pd5 = wait_for("pd", "5", [](const json& j) { return j["state"] == "free"; });
+  EXPECT_EQ(pd5["state"], "free") << pd5.dump();
+  dg = ok({"describe", "dg", "0"});
+  EXPECT_EQ(dg["state"], "degraded") << dg.dump();
+  EXPECT_FALSE(dg.contains("replace")) << dg.dump();
+  // Degraded with pd 2 out: pd 4's copy answers for its stripes' reconstruction.
+  v = fio("--rw=randwrite --verify_only=1");
+  EXPECT_EQ(v.status, 0) << v.output;
+
+  // After a restart pd 1 carries no superblock: a free PD.
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  pd1 = ok({"describe", "pd", "1"});
+  EXPECT_EQ(pd1["state"], "free") << pd1.dump();
+  EXPECT_EQ(ok({"describe", "pd", "4"})["slot"], 1);
+}
+
+}  // namespace
+}  // namespace graid::testing
