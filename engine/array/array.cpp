@@ -136,7 +136,8 @@ Status Array::stop() {
       (void)fs;
     }
   }
-  if (s.bitmap) {
+  if (s.bitmap && s.failed_count.load(std::memory_order_acquire) == 0) {
+    // Degraded: the bits stay, as while running (begin_bitmap_clear).
     std::vector<std::uint32_t> failed_members;
     Status st = s.bitmap->clear_idle(&failed_members);
     for (std::uint32_t m : failed_members) {

@@ -393,6 +393,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
                   array_health_name(state->health()), n - state->failed_count.load(), n, events,
                   rep.was_clean ? "" : fmt::format(", re-synced {} bytes", rep.resynced_bytes));
   spdlog::info("graid: {}", started);
+  // A member that failed during assembly (its re-sync or replay) may lack what that wrote with
+  // no bit kept for it: a re-add rebuilds it in full (failed_here counts only from here on).
+  for (std::uint32_t m = 0; m < n; ++m)
+    state->failed_here[m].store(0, std::memory_order_release);
   state->emit(ArrayEventKind::kStarted, std::nullopt, started);
   return std::unique_ptr<Array>(new Array(std::move(state)));
 }

@@ -27,6 +27,9 @@ Status Array::State::bitmap_begin(std::uint64_t member_offset, std::uint64_t len
 
 bool Array::State::begin_bitmap_clear() {
   if (!bitmap) return false;
+  // While a member is failed or rebuilding the bits are what it missed: a re-add of the same
+  // drive rebuilds only those regions (bitmap_resync), so none is cleared until it is whole.
+  if (failed_count.load(std::memory_order_acquire) != 0) return false;
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::steady_clock::now().time_since_epoch())
                                .count();

@@ -58,9 +58,11 @@ Status check_failed_role(const Array::State& s, std::uint32_t member) REQUIRES(s
 }
 
 // Puts `device` (member uuid `uuid`) into failed role `member` as kRebuilding from 0 and records
-// it. The device that held the role stays open until the array goes (member_table.h).
+// it; with `by_bitmap` (its own device back) it lacks only what the bitmap marks (bitmap_resync).
+// The device that held the role stays open until the array goes (member_table.h).
 Status install_locked(Array::State& s, std::uint32_t member, std::shared_ptr<MemberDevice> device,
-                      const meta::Uuid& uuid, const std::string& how) REQUIRES(s.control_mutex) {
+                      const meta::Uuid& uuid, const std::string& how, bool by_bitmap = false)
+    REQUIRES(s.control_mutex) {
   const std::string path = device->path();
   if (Status st = clear_journal_area(*device, s.sb.journal_offset, s.sb.journal_bytes); !st) {
     return make_error(st.code(), "{}: clearing its journal area: {}; nothing was changed", path,
@@ -69,6 +71,7 @@ Status install_locked(Array::State& s, std::uint32_t member, std::shared_ptr<Mem
   s.members.set(member, std::move(device));
   s.sb.members[member] = meta::MemberEntry{uuid, meta::MemberState::kRebuilding, 0, 0};
   s.rebuilt[member].store(0, std::memory_order_release);
+  s.bitmap_resync[member].store(by_bitmap ? 1 : 0, std::memory_order_release);
   s.rebuilding[member].store(1, std::memory_order_release);
   Status st = s.write_superblocks_locked();
   if (!st) return st;
@@ -146,7 +149,20 @@ Status Array::readd_failed(std::uint32_t member) {
   }
   auto uuid = meta::Uuid::generate();  // a new identity: its old superblock no longer counts
   if (!uuid) return uuid.status();
-  return install_locked(s, member, std::move(device), *uuid, "taken back, rebuilt in full");
+  // It failed while this array ran, so every write it missed has its bit kept in the bitmap:
+  // only those regions are rebuilt. Otherwise (failed before assembly) all of it.
+  const bool by_bitmap = s.bitmap && s.failed_here[member].load(std::memory_order_acquire) != 0;
+  std::string how = "taken back, rebuilt in full";
+  if (by_bitmap) {
+    std::uint64_t dirty = 0;
+    for (std::uint64_t r = 0; r < s.bitmap->region_count(); ++r)
+      dirty += s.bitmap->is_dirty(r) ? 1 : 0;
+    how = fmt::format(
+        "taken back, rebuilt where the bitmap marks writes it missed ({} of {} "
+        "regions so far)",
+        dirty, s.bitmap->region_count());
+  }
+  return install_locked(s, member, std::move(device), *uuid, how, by_bitmap);
 }
 
 Status Array::replace_failed(std::uint32_t member, std::unique_ptr<MemberDevice> device,

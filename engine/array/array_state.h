@@ -72,6 +72,14 @@ struct Array::State {
   // or by the rebuild, read on every I/O.
   std::unique_ptr<std::atomic<std::uint8_t>[]> rebuilding;
   std::unique_ptr<std::atomic<std::uint64_t>[]> rebuilt;
+  // 1 = a re-added member (readd_failed) that lacks only what the write-intent bitmap marks:
+  // above rebuilt[m] it is valid in every region whose bit is clear. Sound because no bit is
+  // cleared while a member is failed or rebuilding (begin_bitmap_clear, stop, assembly), so
+  // every write it missed since it failed, and every later write planned around it, has its
+  // bit set before its member writes go out.
+  std::unique_ptr<std::atomic<std::uint8_t>[]> bitmap_resync;
+  // 1 = failed while this array object ran (so the bits of everything it missed are kept).
+  std::unique_ptr<std::atomic<std::uint8_t>[]> failed_here;
   // A hot replace (array/hot_replace.cpp): `replacement` is becoming a copy of active role
   // replace_member (kNoReplace: none). Every member write that a stripe lock covers goes to it
   // too (hold_replacement): journal-area writes always, data writes in stripes below
@@ -188,11 +196,15 @@ struct Array::State {
     return rebuilding[member].load(std::memory_order_acquire) != 0;
   }
   // Whether `member` holds nothing valid in `stripe`: failed, and not a rebuilding member that
-  // has been rebuilt past it. What every plan for one stripe asks (a stripe lock held, or a
-  // read that may race only with the rebuild moving forward, which makes no valid strip dead).
+  // has been rebuilt past it or (re-added) did not miss a write there. What every plan for one
+  // stripe asks (a stripe lock held, or a read that may race only with the rebuild moving forward,
+  // which makes no valid strip dead).
   bool dead_at(std::uint32_t member, std::uint64_t stripe) const noexcept {
-    return is_failed(member) &&
-           !(is_rebuilding(member) && stripe < rebuilt[member].load(std::memory_order_acquire));
+    if (!is_failed(member)) return false;
+    if (!is_rebuilding(member)) return true;
+    if (stripe < rebuilt[member].load(std::memory_order_acquire)) return false;
+    if (bitmap_resync[member].load(std::memory_order_acquire) == 0) return true;
+    return bitmap->is_dirty(bitmap->region_of(stripe * geometry.strip_bytes()));
   }
   // Whether `member` takes writes (and so flushes): in sync, or being rebuilt.
   bool takes_writes(std::uint32_t member) const noexcept {
@@ -203,6 +215,8 @@ struct Array::State {
     failed = std::make_unique<std::atomic<std::uint8_t>[]>(n);
     rebuilding = std::make_unique<std::atomic<std::uint8_t>[]>(n);
     rebuilt = std::make_unique<std::atomic<std::uint64_t>[]>(n);
+    bitmap_resync = std::make_unique<std::atomic<std::uint8_t>[]>(n);
+    failed_here = std::make_unique<std::atomic<std::uint8_t>[]>(n);
   }
   // Members failed now, bit m for member m.
   std::uint64_t failed_mask() const noexcept;

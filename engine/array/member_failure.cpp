@@ -18,6 +18,7 @@ bool Array::State::mark_failed_locked(std::uint32_t member) {
     failures_marked.fetch_add(1, std::memory_order_acq_rel);
     rebuilding[member].store(0, std::memory_order_release);
     rebuilt[member].store(0, std::memory_order_release);
+    bitmap_resync[member].store(0, std::memory_order_release);
     sb.members[member].state = meta::MemberState::kFailed;
     sb.members[member].rebuild_offset = 0;
     return true;
@@ -28,6 +29,7 @@ bool Array::State::mark_failed_locked(std::uint32_t member) {
   // and knows a superblock update is owed before it may acknowledge.
   failures_marked.fetch_add(1, std::memory_order_acq_rel);
   failed[member].store(1, std::memory_order_release);
+  failed_here[member].store(1, std::memory_order_release);
   failed_count.fetch_add(1);
   sb.members[member].state = meta::MemberState::kFailed;
   if (bitmap) bitmap->drop_member(member);

@@ -80,6 +80,8 @@ Status finish_member(Array::State& s, std::uint32_t m) {
   s.failed_count.fetch_sub(1);
   s.rebuilding[m].store(0, std::memory_order_release);
   s.rebuilt[m].store(0, std::memory_order_release);
+  s.bitmap_resync[m].store(0, std::memory_order_release);
+  s.failed_here[m].store(0, std::memory_order_release);
   s.sb.members[m].state = meta::MemberState::kActive;
   s.sb.members[m].rebuild_offset = 0;
   Status st = s.write_superblocks_locked();
@@ -212,6 +214,16 @@ bool rebuild_window_in_bulk(Array::State& s, WindowAccess& w, std::uint64_t firs
   return w.store();
 }
 
+// Whether a re-added member m (bitmap_resync) may lack something in stripes [first, +count):
+// a region there has its bit set.
+bool window_dirty(const Array::State& s, std::uint64_t first, std::uint64_t count) {
+  const std::uint64_t strip = s.geometry.strip_bytes();
+  const std::uint64_t last = s.bitmap->region_of((first + count) * strip - 1);
+  for (std::uint64_t r = s.bitmap->region_of(first * strip); r <= last; ++r)
+    if (s.bitmap->is_dirty(r)) return true;
+  return false;
+}
+
 // Rebuilds member m from its checkpoint. True: done; false: stopped.
 Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildControl& control) {
   const Geometry& g = s.geometry;
@@ -243,6 +255,8 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
   const Clock::time_point started = Clock::now();
   Clock::time_point last_checkpoint = started;
   BackgroundPace pace(control.bytes_per_second, control.rate, from * strip);
+  std::uint64_t moved = from * strip;  // member bytes rebuilt (windows skipped not counted)
+  std::uint64_t skipped = 0;           // stripes a re-added member did not need
   std::uint64_t next_tenth = (from * 10 / std::max<std::uint64_t>(stripes, 1) + 1);
   StripeRangeLock lock(s.locks);
   for (std::uint64_t first = from; first < stripes;) {
@@ -254,6 +268,15 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
       return false;
     }
     const std::uint64_t count = std::min(window, stripes - first);
+    if (s.bitmap_resync[m].load(std::memory_order_acquire) != 0 && !window_dirty(s, first, count)) {
+      // A re-added member missed no write here (no bit set, and none is cleared while it
+      // rebuilds): it holds what the others do. Moving past needs no lock, since dead_at() is
+      // false here on both sides of the move.
+      s.rebuilt[m].store(first + count, std::memory_order_release);
+      first += count;
+      skipped += count;
+      continue;
+    }
     lock.lock(first, count);
     const bool bulk = window_access && rebuild_window_in_bulk(s, *window_access, first, count);
     for (std::uint64_t stripe = first; !bulk && stripe < first + count; ++stripe) {
@@ -292,14 +315,21 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
       GRAID_RETURN_IF_ERROR(record_checkpoint(s, m));
       last_checkpoint = Clock::now();
     }
-    pace.after(first * strip);
+    moved += count * strip;
+    pace.after(moved);
   }
   GRAID_RETURN_IF_ERROR(finish_member(s, m));
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  spdlog::info("graid: array '{}': member {} ({}) rebuilt: {} MiB in {:.1f} s", s.name, m, path,
-               (stripes - from) * strip >> 20, seconds);
-  s.emit(ArrayEventKind::kRebuildFinished, m, fmt::format("{} rebuilt in {:.1f} s", path, seconds),
-         byte_counts(g, (stripes - from) * strip));
+  const std::uint64_t rebuilt_stripes = stripes - from - skipped;
+  const std::string not_needed =
+      skipped == 0 ? std::string()
+                   : fmt::format(", {} MiB skipped: the bitmap shows no write it missed there",
+                                 skipped * strip >> 20);
+  spdlog::info("graid: array '{}': member {} ({}) rebuilt: {} MiB in {:.1f} s{}", s.name, m, path,
+               rebuilt_stripes * strip >> 20, seconds, not_needed);
+  s.emit(ArrayEventKind::kRebuildFinished, m,
+         fmt::format("{} rebuilt in {:.1f} s{}", path, seconds, not_needed),
+         byte_counts(g, rebuilt_stripes * strip));
   return true;
 }
 

@@ -21,16 +21,6 @@ class ArrayHotReplaceTest : public ArrayJobTest {
  protected:
   // Members plus two files opened separately (extra_).
   std::unique_ptr<Array> make() { return make_array(2, "replace"); }
-  // Members other than `except`, as many as the level tolerates losing, failed.
-  void fail_others(Array& array, std::uint32_t except) {
-    std::uint64_t failed = 0;
-    for (std::uint32_t round = 0; round < array.geometry().failures_tolerated(); ++round) {
-      const std::uint32_t m = other_member(array, except, failed);
-      ASSERT_LT(m, array.member_count());
-      ASSERT_TRUE(array.fail_member(m, "test").is_ok());
-      failed |= std::uint64_t{1} << m;
-    }
-  }
 };
 
 TEST_P(ArrayHotReplaceTest, CopiesUnderVerifiedIoThenTakesTheRole) {

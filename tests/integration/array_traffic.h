@@ -172,6 +172,17 @@ class ArrayJobTest : public ::testing::TestWithParam<LevelShape> {
     return array.member_count();
   }
 
+  // Members other than `except`, as many as the level tolerates losing, failed.
+  void fail_others(Array& array, std::uint32_t except) {
+    std::uint64_t failed = 0;
+    for (std::uint32_t round = 0; round < array.geometry().failures_tolerated(); ++round) {
+      const std::uint32_t m = other_member(array, except, failed);
+      ASSERT_LT(m, array.member_count());
+      ASSERT_TRUE(array.fail_member(m, "test").is_ok());
+      failed |= std::uint64_t{1} << m;
+    }
+  }
+
   ArrayFiles files_;
   std::vector<std::unique_ptr<MemberDevice>> extra_;
   std::uint32_t extra_count_ = 0;

@@ -609,9 +609,13 @@ class Array {
   Status replace_failed(std::uint32_t member, std::unique_ptr<MemberDevice> device,
                         bool force = false);
   // Takes failed role `member`'s own device back (a drive marked offline, or one whose errors
-  // were transient): it becomes kRebuilding from 0 and rebuild() rewrites all of it (no bitmap
-  // shortcut yet). Refuses what take_spare() refuses; kIoError when the device cannot take its
-  // superblock (it stays failed).
+  // were transient): it becomes kRebuilding from 0. When it failed while this array object ran
+  // (so the write-intent bitmap kept a bit for every write it missed: none is cleared while a
+  // member is failed), it is valid at once wherever no bit is set, and rebuild() rewrites only
+  // the regions whose bit is set; otherwise (failed before assembly, no bitmap) all of it. A
+  // crash during that rebuild resumes as a full one from the checkpoint. Refuses what
+  // take_spare() refuses; kIoError when the device cannot take its superblock (it stays
+  // failed).
   Status readd_failed(std::uint32_t member);
   // Hot replace of a working member (md's want_replacement): `device` starts as a copy of
   // active role `member` that every write to the role also goes to once the copy has passed its
