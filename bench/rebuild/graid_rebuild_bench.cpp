@@ -8,6 +8,10 @@
 //   rebuild        a member failed, a fresh file put in its place, Array::rebuild unthrottled:
 //                  member bytes rebuilt per second, idle and with a foreground thread doing
 //                  random 4 KiB writes and reads (whose IOPS is reported too)
+//   hot replace    a working member copied to a fresh file and swapped in (Array::replace), idle
+//   re-add         a member failed, 1% of the array written, the same file taken back
+//                  (Array::readd_failed): the bitmap-limited rebuild's time, as member bytes
+//                  per second (what it did not have to rebuild counts as done)
 //   check          Array::check unthrottled over the same array, idle
 //
 // CPU: process CPU seconds (getrusage) per GiB of member data rebuilt or checked, foreground
@@ -116,7 +120,29 @@ void foreground(Array& array, const std::atomic<bool>& stop, std::atomic<std::ui
     (*queue)->context().poll(true);
 }
 
+// One request on `queue`, waited for.
+Status sync_io(ArrayQueue& queue, IoKind kind, std::uint64_t offset, std::uint32_t len,
+               std::byte* buf) {
+  struct Io final : ArrayIo {
+    bool done = false;
+    Status status;
+    void on_complete(Status s) override {
+      done = true;
+      status = std::move(s);
+    }
+  } io;
+  io.kind = kind;
+  io.offset = offset;
+  io.len = len;
+  io.buf = buf;
+  queue.submit(io);
+  while (!io.done)
+    queue.context().poll(true);
+  return io.status;
+}
+
 struct JobFigures {
+  double seconds = 0;
   double mb_per_s = 0;
   double cpu_s_per_gib = 0;
   double fg_iops = 0;
@@ -183,26 +209,28 @@ int run(const Options& o) {
         const std::uint64_t v = rng();
         std::memcpy(buf->data() + w * 8, &v, 8);
       }
-      struct Io final : ArrayIo {
-        bool done = false;
-        Status status;
-        void on_complete(Status s) override {
-          done = true;
-          status = std::move(s);
-        }
-      } io;
-      io.kind = IoKind::kWrite;
-      io.offset = at;
-      io.len = static_cast<std::uint32_t>(std::min<std::uint64_t>(buf->size(), a.capacity() - at));
-      io.buf = buf->data();
-      (*queue)->submit(io);
-      while (!io.done)
-        (*queue)->context().poll(true);
-      if (!io.status) return std::fprintf(stderr, "%s\n", io.status.message().c_str()), 1;
+      const auto len =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(buf->size(), a.capacity() - at));
+      Status st = sync_io(**queue, IoKind::kWrite, at, len, buf->data());
+      if (!st) return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
     }
   }
   const double gib = static_cast<double>(a.member_data_bytes()) / (1u << 30);
 
+  // Runs one job (a rebuild, a replace) and measures it: member bytes per second (the whole
+  // member's, even where a job had nothing to do), CPU seconds per GiB.
+  auto measure = [&](const auto& job) -> Result<JobFigures> {
+    const double cpu0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    auto done = job();
+    JobFigures f;
+    f.seconds = seconds_since(t0);
+    const double cpu = cpu_seconds() - cpu0;
+    if (!done) return done.status();
+    f.mb_per_s = static_cast<double>(a.member_data_bytes()) / f.seconds / 1e6;
+    f.cpu_s_per_gib = cpu / gib;
+    return f;
+  };
   auto rebuild_once = [&](std::uint32_t victim, bool load) -> Result<JobFigures> {
     GRAID_RETURN_IF_ERROR(a.fail_member(victim, "benchmark"));
     auto fresh = open_file(fmt::format("{}/new{}-{}", base, victim, load), member_bytes);
@@ -212,24 +240,54 @@ int run(const Options& o) {
     std::atomic<std::uint64_t> fg{0};
     std::thread fg_thread;
     if (load) fg_thread = std::thread([&] { foreground(a, stop, fg); });
-    const double cpu0 = cpu_seconds();
-    const auto t0 = Clock::now();
-    auto done = a.rebuild();
-    const double secs = seconds_since(t0);
-    const double cpu = cpu_seconds() - cpu0;
+    auto f = measure([&] { return a.rebuild(); });
     stop = true;
     if (fg_thread.joinable()) fg_thread.join();
-    if (!done) return done.status();
-    JobFigures f;
-    f.mb_per_s = static_cast<double>(a.member_data_bytes()) / secs / 1e6;
-    f.cpu_s_per_gib = cpu / gib;
-    f.fg_iops = static_cast<double>(fg.load()) / secs;
+    if (f) f->fg_iops = static_cast<double>(fg.load()) / f->seconds;
     return f;
+  };
+  // Hot replace of a working member (copy, then swap), idle.
+  auto replace_once = [&](std::uint32_t victim) -> Result<JobFigures> {
+    auto fresh = open_file(fmt::format("{}/copy{}", base, victim), member_bytes);
+    if (!fresh) return fresh.status();
+    GRAID_RETURN_IF_ERROR(a.start_replace(victim, std::move(*fresh)));
+    return measure([&] { return a.replace(); });
+  };
+  // The same drive taken back after `share` of the array was written while it was out: the
+  // rebuild covers only the bitmap's dirty regions.
+  auto readd_once = [&](std::uint32_t victim, double share) -> Result<JobFigures> {
+    {
+      auto ctx = IoContext::create(64);
+      if (!ctx) return ctx.status();
+      auto queue = a.attach(**ctx);
+      if (!queue) return queue.status();
+      // Bits left by the jobs before clear with a flush after the clear interval.
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      GRAID_RETURN_IF_ERROR(sync_io(**queue, IoKind::kFlush, 0, 0, nullptr));
+      GRAID_RETURN_IF_ERROR(a.fail_member(victim, "benchmark: marked offline"));
+      auto buf = AlignedBuffer::allocate(1u << 20, 4096);
+      if (!buf) return buf.status();
+      std::memset(buf->data(), 0x3c, buf->size());
+      const std::uint64_t bytes = std::max<std::uint64_t>(
+          static_cast<std::uint64_t>(static_cast<double>(a.capacity()) * share) >> 20 << 20,
+          buf->size());
+      for (std::uint64_t at = 0; at < bytes; at += buf->size()) {
+        const auto len =
+            static_cast<std::uint32_t>(std::min<std::uint64_t>(buf->size(), bytes - at));
+        GRAID_RETURN_IF_ERROR(sync_io(**queue, IoKind::kWrite, at, len, buf->data()));
+      }
+    }
+    GRAID_RETURN_IF_ERROR(a.readd_failed(victim));
+    return measure([&] { return a.rebuild(); });
   };
   auto idle = rebuild_once(1, false);
   if (!idle) return std::fprintf(stderr, "%s\n", idle.status().message().c_str()), 1;
   auto loaded = rebuild_once(0, true);  // another member (RAID1 x2 has only 0 and 1)
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.status().message().c_str()), 1;
+  auto replaced = replace_once(o.members - 1);
+  if (!replaced) return std::fprintf(stderr, "%s\n", replaced.status().message().c_str()), 1;
+  auto readded = readd_once(1, 0.01);
+  if (!readded) return std::fprintf(stderr, "%s\n", readded.status().message().c_str()), 1;
   const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
   auto checked = a.check();
@@ -250,16 +308,18 @@ int run(const Options& o) {
   };
   row("rebuild, idle", *idle, false);
   row("rebuild, 4K fg load", *loaded, true);
+  row("hot replace, idle", *replaced, false);
+  row("re-add, 1% written", *readded, false);
   JobFigures check;
   check.mb_per_s = static_cast<double>(a.member_data_bytes()) / check_secs / 1e6;
   check.cpu_s_per_gib = check_cpu / gib;
   row("check, idle", check, false);
   if (checked->mismatches != 0) {
-    std::printf("check found %llu mismatched stripes: the rebuilds were wrong\n",
+    std::printf("check found %llu mismatched stripes: the jobs were wrong\n",
                 static_cast<unsigned long long>(checked->mismatches));
     return 1;
   }
-  std::puts("check after both rebuilds: consistent");
+  std::puts("check after the rebuilds, the replace and the re-add: consistent");
   (void)a.stop();
   return 0;
 }

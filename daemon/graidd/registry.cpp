@@ -105,10 +105,21 @@ void Registry::sync_slots(Dg& dg) {
               pd.id, dg.id);
         }
       } else if (!replace || replace->path != pd.path) {
-        // Given up (a write failed, a stop): the array closed it; it is free again.
-        pd.replacing = false;
-        pd.dg_id.reset();
+        // Given up (a write failed, a stop): the array let it go; it is free again once held
+        // here. I/O threads whose rings registered its file drop it at their next poll (a
+        // round of calls makes that happen), and the copy may still be letting go: until it
+        // can be opened it stays `replacing` and the next refresh tries again.
+        for (int round = 0; round < 2; ++round)
+          for (std::uint32_t t = 0; t < threads_.count(); ++t)
+            threads_.call(t, [](IoContext&) {});
         reopen(pd);
+        if (pd.device || !pd.busy) {
+          pd.replacing = false;  // free, or missing (the drive went away)
+          pd.dg_id.reset();
+        } else {
+          pd.missing = false;  // not gone: still held by the DG's copy
+          pd.message = "being released by dg " + std::to_string(dg.id) + ": " + pd.message;
+        }
       }
       continue;
     }

@@ -162,6 +162,8 @@ Result<json> Registry::delete_dg(const json& args) {
     pd.dg_id.reset();
     pd.slot.reset();
     pd.marker_offline = false;
+    pd.replacing = false;  // a hot replace given up with the DG
+    pd.replaced = false;
     pd.superblock = false;
     pd.sb_uuid.clear();
     pd.message.clear();

@@ -152,6 +152,12 @@ Result<json> Registry::delete_pd(const json& args) {
   for (const auto v : list) {
     auto pd = find_pd(json{{"pd_id", v}});
     if (!pd.is_ok()) return pd.status();
+    if ((*pd)->replaced) {
+      return make_error(Errc::kBusy,
+                        "pd {} was replaced in dg {}, which holds it open until it stops or graidd "
+                        "restarts: delete it then",
+                        (*pd)->id, *(*pd)->dg_id);
+    }
     if ((*pd)->dg_id)
       return make_error(Errc::kBusy, "pd {} belongs to dg {}: delete the dg first", (*pd)->id,
                         *(*pd)->dg_id);

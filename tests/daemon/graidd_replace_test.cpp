@@ -92,6 +92,9 @@ TEST_F(GraiddTest, HotReplaceCopiesAWorkingMemberThenTakesItsSlot) {
   json pd1 = ok({"describe", "pd", "1"});
   EXPECT_EQ(pd1["state"], "replaced") << pd1.dump();
   EXPECT_EQ(pd1["slot"], nullptr);
+  const CtlRun held = d_->ctl({"delete", "pd", "1"});
+  EXPECT_NE(held.exit, 0);
+  EXPECT_NE(describe(held).find("restarts"), std::string::npos) << describe(held);
   const json events = ok({"list", "event"})["events"];  // a copy: ok()'s result is a temporary
   bool started = false, finished = false;
   for (const auto& e : events) {
@@ -120,6 +123,7 @@ TEST_F(GraiddTest, HotReplaceCopiesAWorkingMemberThenTakesItsSlot) {
   pd1 = ok({"describe", "pd", "1"});
   EXPECT_EQ(pd1["state"], "free") << pd1.dump();
   EXPECT_EQ(ok({"describe", "pd", "4"})["slot"], 1);
+  ok({"delete", "pd", "1"});
 }
 
 }  // namespace
