@@ -69,12 +69,14 @@ const json& array_field(const json& object, std::string_view key) {
   return it != object.end() && it->is_array() ? *it : kEmpty;
 }
 
-// The JSON object of the job a state names ("rebuild", "init", "check", "replace"), or null.
+// The JSON object of the job a state names ("rebuild", "init", "check", "replace", "resync"), or
+// null.
 const char* job_key(const std::string& state) {
   return state == "rebuilding"     ? "rebuild"
          : state == "checking"     ? "check"
          : state == "initialising" ? "init"
          : state == "replacing"    ? "replace"
+         : state == "resyncing"    ? "resync"
                                    : nullptr;
 }
 
@@ -233,10 +235,10 @@ std::string describe_pd(const json& pd) {
 }
 
 std::string describe_dg(const json& dg) {
-  std::string out = block(dg, {"dg_id",        "name",        "uuid",     "level",   "strip",
-                               "member_count", "spare_count", "state",    "rebuild", "replace",
-                               "init",         "check",       "capacity", "free",    "vd_count",
-                               "clean",        "init_method", "settings", "journal", "message"});
+  std::string out = block(
+      dg, {"dg_id", "name",     "uuid",    "level",       "strip",    "member_count", "spare_count",
+           "state", "rebuild",  "replace", "resync",      "init",     "check",        "capacity",
+           "free",  "vd_count", "clean",   "init_method", "settings", "journal",      "message"});
   if (dg.contains("members")) out += "\nmembers:\n" + member_table(array_field(dg, "members"));
   if (dg.contains("vds")) out += "\nvds:\n" + vd_table(array_field(dg, "vds"));
   return out;

@@ -37,7 +37,7 @@ void DgObserver::on_event(const ArrayEvent& e) {
       break;
     case ArrayEventKind::kResyncStarted:
       kind = "resync_started";
-      message = fmt::format("re-syncing {} stripes after an unclean stop", e.counts.stripes);
+      message = fmt::format("{}: {} stripes to re-sync", e.message, e.counts.stripes);
       break;
     case ArrayEventKind::kResyncFinished:
       kind = "resync_finished";
@@ -53,7 +53,7 @@ void DgObserver::on_event(const ArrayEvent& e) {
       break;
     case ArrayEventKind::kStopped:
       kind = "dg_stopped";
-      message = "stopped clean";
+      message = fmt::format("stopped, {}", e.message);
       break;
     case ArrayEventKind::kMemberReplaced:
       kind = "member_replaced";
@@ -106,6 +106,9 @@ void DgObserver::on_event(const ArrayEvent& e) {
     case ArrayEventKind::kReplaceStopped:
       kind = "replace_stopped";
       message = fmt::format("member slot {}: {}", e.member.value_or(0), e.message);
+      break;
+    case ArrayEventKind::kResyncStopped:
+      kind = "resync_stopped";
       break;
   }
   log_.add(kind, dg_id_, pd, std::nullopt, message);

@@ -53,28 +53,65 @@ RebuildStatus RebuildJob::status() const {
   return out;
 }
 
-InitStatus RebuildJob::init_status() const {
+InitStatus RebuildJob::pending_status(const PendingJob& job, std::uint64_t total,
+                                      std::uint64_t done) {
   InitStatus out;
-  const auto done = array_.init_progress();
-  if (!done) return out;
   out.pending = true;
-  std::uint64_t started_offset = 0;
-  std::chrono::steady_clock::time_point started_at;
-  {
-    MutexLock lock(mutex_);
-    out.running = init_running_;
-    out.paused = init_paused_;
-    started_offset = init_started_offset_;
-    started_at = init_started_at_;
-  }
-  const JobProgress p =
-      out.running ? job_progress(array_.member_data_bytes(), *done, started_offset, started_at)
-                  : job_progress(array_.member_data_bytes(), *done, *done,
-                                 std::chrono::steady_clock::now());
+  out.running = job.running;
+  out.paused = job.paused;
+  const JobProgress p = job.running
+                            ? job_progress(total, done, job.started_offset, job.started_at)
+                            : job_progress(total, done, done, std::chrono::steady_clock::now());
   out.percent = p.percent;
   out.bytes_per_second = p.bytes_per_second;
   out.eta_seconds = p.eta_seconds;
   return out;
+}
+
+InitStatus RebuildJob::init_status() const {
+  const auto done = array_.init_progress();
+  if (!done) return {};
+  PendingJob job;
+  {
+    MutexLock lock(mutex_);
+    job = init_;
+  }
+  return pending_status(job, array_.member_data_bytes(), *done);
+}
+
+InitStatus RebuildJob::resync_status() const {
+  const auto progress = array_.resync_progress();
+  if (!progress) return {};
+  PendingJob job;
+  {
+    MutexLock lock(mutex_);
+    job = resync_;
+  }
+  return pending_status(job, progress->total, progress->done);
+}
+
+void RebuildJob::run_resync() {
+  const auto from = array_.resync_progress();
+  if (!from) return;
+  {
+    MutexLock lock(mutex_);
+    resync_.running = true;
+    resync_.started_offset = from->done;
+    resync_.started_at = std::chrono::steady_clock::now();
+  }
+  InitControl control;
+  control.stop = &stop_;
+  control.rate = [this] { return background_speed_bytes(array_.settings().resync_speed); };
+  auto done = array_.resync(control);
+  MutexLock lock(mutex_);
+  resync_.running = false;
+  if (!done.is_ok()) {
+    resync_.paused = done.status().message();
+    spdlog::error("dg {}: re-sync failed: {}", dg_id_, resync_.paused);
+  } else {
+    resync_.paused = done->paused;
+    if (done->finished) spdlog::info("dg {}: re-sync finished", dg_id_);
+  }
 }
 
 void RebuildJob::run_init() {
@@ -82,21 +119,21 @@ void RebuildJob::run_init() {
   if (!from || array_.health() != ArrayHealth::kOptimal) return;
   {
     MutexLock lock(mutex_);
-    init_running_ = true;
-    init_started_offset_ = *from;
-    init_started_at_ = std::chrono::steady_clock::now();
+    init_.running = true;
+    init_.started_offset = *from;
+    init_.started_at = std::chrono::steady_clock::now();
   }
   InitControl control;
   control.stop = &stop_;
   control.rate = [this] { return background_speed_bytes(array_.settings().init_speed); };
   auto done = array_.initialise(control);
   MutexLock lock(mutex_);
-  init_running_ = false;
+  init_.running = false;
   if (!done.is_ok()) {
-    init_paused_ = done.status().message();
-    spdlog::error("dg {}: initialisation failed: {}", dg_id_, init_paused_);
+    init_.paused = done.status().message();
+    spdlog::error("dg {}: initialisation failed: {}", dg_id_, init_.paused);
   } else {
-    init_paused_ = done->paused;
+    init_.paused = done->paused;
     if (done->finished) spdlog::info("dg {}: initialisation finished", dg_id_);
   }
 }
@@ -137,6 +174,8 @@ void RebuildJob::loop() {
         lock.wait(cv_);
       woken_ = false;
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    run_resync();
     if (stop_.load(std::memory_order_acquire)) return;
     take_spares();
     const auto members = array_.rebuilding_members();

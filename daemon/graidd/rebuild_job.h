@@ -1,5 +1,6 @@
-// A DG's redundancy job: a thread of its own that puts hot spares into failed roles and runs
-// Array::rebuild() at the DG's rebuild speed, then a pending hot replace (Array::replace), then,
+// A DG's redundancy job: a thread of its own that re-syncs what an unclean stop left (Array::resync
+// at the DG's resync speed), puts hot spares into failed roles and runs Array::rebuild() at the
+// DG's rebuild speed, then a pending hot replace (Array::replace), then,
 // with every member in sync, a pending background initialisation (Array::initialise) at the DG's
 // init speed. Woken by the array's events (a member failed, a spare was added, a replacement took a
 // role, a rebuild finished) and at start (a rebuild or an initialisation to resume). Stopped, its
@@ -41,6 +42,14 @@ struct InitStatus {
   std::string paused;                 // why the last run stopped early (a failure, a stop)
 };
 
+// A job that may stay pending across runs (initialisation, re-sync): its last run.
+struct PendingJob {
+  bool running = false;
+  std::uint64_t started_offset = 0;  // bytes done when this run started
+  std::chrono::steady_clock::time_point started_at;
+  std::string paused;  // why the last run stopped early
+};
+
 class RebuildJob {
  public:
   RebuildJob(Array& array, std::uint32_t dg_id);
@@ -54,11 +63,18 @@ class RebuildJob {
   void stop() EXCLUDES(mutex_);
   RebuildStatus status() const EXCLUDES(mutex_);
   InitStatus init_status() const EXCLUDES(mutex_);
+  // The background re-sync after an unclean stop, in the same terms.
+  InitStatus resync_status() const EXCLUDES(mutex_);
 
  private:
   void loop() EXCLUDES(mutex_);
   void take_spares();
+  // `job`'s status with `done` of `total` bytes done (a copy taken under mutex_).
+  static InitStatus pending_status(const PendingJob& job, std::uint64_t total, std::uint64_t done);
   void run_init() EXCLUDES(mutex_);
+  // A re-sync after an unclean stop (Array::resync), at the DG's resync speed, before anything
+  // else: a rebuild or a copy through stripes not yet re-synced would carry their stale parity.
+  void run_resync() EXCLUDES(mutex_);
   // A hot replace pending (Array::start_replace): its copy and swap, at the rebuild speed, once
   // no member needs a rebuild.
   void run_replace() EXCLUDES(mutex_);
@@ -74,10 +90,8 @@ class RebuildJob {
   std::uint64_t started_offset_ GUARDED_BY(mutex_) = 0;
   std::chrono::steady_clock::time_point started_at_ GUARDED_BY(mutex_);
   std::string last_error_ GUARDED_BY(mutex_);
-  bool init_running_ GUARDED_BY(mutex_) = false;
-  std::uint64_t init_started_offset_ GUARDED_BY(mutex_) = 0;
-  std::chrono::steady_clock::time_point init_started_at_ GUARDED_BY(mutex_);
-  std::string init_paused_ GUARDED_BY(mutex_);
+  PendingJob init_ GUARDED_BY(mutex_);
+  PendingJob resync_ GUARDED_BY(mutex_);
   std::thread thread_;  // last: starts once the rest exists
 };
 

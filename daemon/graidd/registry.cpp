@@ -290,6 +290,7 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
   AssembleOptions ao;
   ao.allow_degraded = true;
   ao.force = force;
+  ao.background_resync = true;  // the DG's redundancy job re-syncs at its resync speed
   AssembleReport report;
   auto array = Array::assemble(std::move(devices), array_options(*dg.observer), ao, &report);
   if (!array.is_ok()) {
@@ -319,8 +320,12 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
   update_slot_map(dg);
   start_jobs(dg);
   std::string how = report.was_clean ? "clean" : "after an unclean stop";
-  if (!report.was_clean)
+  if (report.resync_pending_bytes > 0) {
+    how += fmt::format(", re-syncing {} MiB per member in the background",
+                       (report.resync_pending_bytes + (1u << 20) - 1) >> 20);
+  } else if (!report.was_clean) {
     how += fmt::format(", re-synced {} bytes per member", report.resynced_bytes);
+  }
   if (!report.stale_members.empty())
     how += fmt::format(", stale members not used: {}", fmt::join(report.stale_members, ", "));
   if (!report.failed_members.empty())

@@ -188,6 +188,11 @@ Result<nlohmann::json> Registry::start_check(const nlohmann::json& args) {
     return make_error(Errc::kInvalidArgument, "dg {} is RAID0: there is nothing to check", dg.id);
   if (!dg.array->rebuilding_members().empty())
     return make_error(Errc::kBusy, "dg {} is rebuilding; check it once the rebuild is done", dg.id);
+  if (dg.array->resync_progress())
+    return make_error(Errc::kBusy,
+                      "dg {} is re-syncing after an unclean stop (graidctl describe dg {} shows "
+                      "how far); check it once that is done",
+                      dg.id, dg.id);
   if (dg.array->init_progress())
     return make_error(Errc::kBusy,
                       "dg {} is initialising (graidctl describe dg {} shows how far); check it "

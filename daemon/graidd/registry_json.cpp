@@ -76,6 +76,16 @@ json Registry::settings_json(const Dg& dg) const {
 
 namespace {
 
+// A job that stays pending across runs (initialisation, re-sync).
+json pending_json(const InitStatus& in) {
+  json j = {{"running", in.running},
+            {"percent", in.percent},
+            {"bytes_per_second", in.bytes_per_second},
+            {"eta_seconds", in.eta_seconds ? json(*in.eta_seconds) : json(nullptr)}};
+  if (!in.paused.empty()) j["paused"] = in.paused;
+  return j;
+}
+
 json check_json(const CheckStatus& c) {
   json j = {{"running", c.running}};
   if (c.running) {
@@ -142,14 +152,18 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
       if (j["state"] == "optimal") j["state"] = "replacing";
     }
     if (dg.rebuild) {
+      // Re-sync after an unclean stop: pending (running, or waiting its turn) or none.
+      const InitStatus rs = dg.rebuild->resync_status();
+      if (rs.pending) {
+        j["resync"] = pending_json(rs);
+        if (j["state"] == "optimal") j["state"] = "resyncing";
+      }
+    }
+    if (dg.rebuild) {
       // Background initialisation: pending (running, or waiting for an optimal DG) or none.
       const InitStatus in = dg.rebuild->init_status();
       if (in.pending) {
-        j["init"] = {{"running", in.running},
-                     {"percent", in.percent},
-                     {"bytes_per_second", in.bytes_per_second},
-                     {"eta_seconds", in.eta_seconds ? json(*in.eta_seconds) : json(nullptr)}};
-        if (!in.paused.empty()) j["init"]["paused"] = in.paused;
+        j["init"] = pending_json(in);
         if (j["state"] == "optimal") j["state"] = "initialising";
       }
     }

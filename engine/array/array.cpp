@@ -149,12 +149,17 @@ Status Array::stop() {
   if (s.array_failed()) {
     return make_error(Errc::kIoError, "array '{}' has failed; not marked clean", s.name);
   }
-  s.sb.array_flags |= meta::kArrayClean;
-  // No journal record written before a clean stop is ever replayed: a build that runs the array
-  // next without journalling (an older one) cannot have its writes undone by them.
+  // A background re-sync still pending: not clean (as md's resync_offset), so the next assembly
+  // re-syncs what is left (its bits are pinned) and treats the array as dirty if degraded.
+  const bool resync_left = s.resync_done.load(std::memory_order_acquire) != State::kAllInitialised;
+  if (!resync_left) s.sb.array_flags |= meta::kArrayClean;
+  // No journal record written before a stop is ever replayed: every write has completed and
+  // was flushed, and a build that runs the array next without journalling (an older one)
+  // cannot have its writes undone by them.
   if (s.sb.journal_bytes != 0) ++s.sb.journal_epoch;
   GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
-  s.emit(ArrayEventKind::kStopped, std::nullopt, "marked clean");
+  s.emit(ArrayEventKind::kStopped, std::nullopt,
+         resync_left ? "not marked clean: a background re-sync is pending" : "marked clean");
   return Status::ok();
 }
 

@@ -6,6 +6,7 @@
 
 #include "array/array_settings.h"
 #include "array/array_state.h"
+#include "array/background_resync.h"
 #include "array/consistency.h"
 #include "array/device_checks.h"
 #include "array/journal_replay.h"
@@ -102,8 +103,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   const bool degraded_on_disk =
       std::any_of(sb.members.begin(), sb.members.begin() + sb.member_count,
                   [](const meta::MemberEntry& e) { return e.state != meta::MemberState::kActive; });
+  // A re-sync left pending by an earlier run (sb.resync_checkpoint) covers stripes written
+  // before this run's journal records: the journal does not make those whole.
   const bool journal_covered =
-      sb.journal_bytes != 0 &&
+      sb.journal_bytes != 0 && !sb.resync_checkpoint.has_value() &&
       (policy_on_disk == JournalPolicy::kAlways ||
        (policy_on_disk == JournalPolicy::kDegradedOnly && degraded_on_disk));
   auto geometry = sb.geometry();
@@ -318,10 +321,19 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     }
   }
 
+  // The regions the bitmap marks, re-synced by Array::resync() while the array is in use.
+  const bool background_resync =
+      !rep.was_clean && assemble.background_resync && state->bitmap.has_value();
+  if (background_resync) rep.resync_pending_bytes = plan_background_resync(*state);
+
   // Open the array: not clean until stop(), and record any members found missing.
   std::optional<std::uint64_t> init_checkpoint;
   {
     MutexLock guard(state->control_mutex);
+    if (rep.resync_pending_bytes > 0) {
+      state->sb.resync_checkpoint =
+          state->resync_done.load(std::memory_order_relaxed) * geometry->strip_bytes();
+    }
     // Records written before now are never replayed again: a new epoch.
     if (state->sb.journal_bytes != 0) ++state->sb.journal_epoch;
     state->sb.array_flags &= ~meta::kArrayClean;
@@ -344,7 +356,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     state->init_done.store(std::min(*init_checkpoint, sb.data_size) / geometry->strip_bytes(),
                            std::memory_order_release);
   }
-  if (state->bitmap) {
+  if (rep.resync_pending_bytes > 0) {
+    spdlog::info("graid: array '{}': {} bytes per member to re-sync in the background", sb.name,
+                 rep.resync_pending_bytes);
+  } else if (state->bitmap && !background_resync) {
     // After a crash the bitmap names the regions that may have writes half done.
     std::uint64_t unsynced = 0;
     const auto dirty = state->bitmap->dirty_ranges();
@@ -381,6 +396,12 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
       }
     }
     GRAID_RETURN_IF_ERROR(state->bitmap->clear_idle());
+    MutexLock guard(state->control_mutex);
+    if (state->sb.resync_checkpoint.has_value()) {
+      // A background re-sync an earlier run left pending: done now with the rest.
+      state->sb.resync_checkpoint.reset();
+      GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
+    }
   }
   std::uint64_t events = 0;
   {

@@ -64,6 +64,8 @@ std::string_view array_event_kind_name(ArrayEventKind kind) noexcept {
       return "replace-finished";
     case ArrayEventKind::kReplaceStopped:
       return "replace-stopped";
+    case ArrayEventKind::kResyncStopped:
+      return "resync-stopped";
   }
   return "unknown";
 }

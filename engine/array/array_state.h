@@ -7,8 +7,10 @@
 // superblock updates, stop) take `control_mutex`.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -129,8 +131,27 @@ struct Array::State {
   static constexpr std::uint64_t kAllInitialised = ~std::uint64_t{0};
   std::atomic<std::uint64_t> init_done{kAllInitialised};
   std::atomic<bool> init_running{false};  // one initialisation at a time
+  // Background re-sync after an unclean stop (Array::resync, background_resync.cpp): the stripes
+  // the write-intent bitmap marked at assembly, as [first, last) ranges ascending (set before the
+  // state is shared, never changed after), and the stripe the re-sync has got to: stripes below
+  // resync_done are done (kAllInitialised: none pending). resync_done moves only while
+  // Array::resync() holds the locks of the stripes it moves past, as init_done. A stripe pending
+  // counts as not initialised: no read-modify-write trusts its parity, and mirror reads take the
+  // copy the re-sync copies from, so a read never sees a copy the re-sync then overwrites.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> resync_ranges;
+  std::atomic<std::uint64_t> resync_done{kAllInitialised};
+  std::atomic<bool> resync_running{false};  // one re-sync at a time
+  bool resync_pending(std::uint64_t stripe) const noexcept {
+    const std::uint64_t done = resync_done.load(std::memory_order_acquire);
+    if (done == kAllInitialised || stripe < done) return false;
+    auto after = std::upper_bound(
+        resync_ranges.begin(), resync_ranges.end(), stripe,
+        [](std::uint64_t value, const auto& range) { return value < range.first; });
+    return after != resync_ranges.begin() && stripe < std::prev(after)->second;
+  }
+
   bool initialised(std::uint64_t stripe) const noexcept {
-    return stripe < init_done.load(std::memory_order_acquire);
+    return stripe < init_done.load(std::memory_order_acquire) && !resync_pending(stripe);
   }
 
   StripeLockTable locks;

@@ -58,6 +58,13 @@ Result<CheckReport> Array::check(const CheckControl& control) {
     return make_error(Errc::kBusy,
                       "array '{}' is initialising; a check can run once that has finished", s.name);
   }
+  if (s.resync_done.load() != State::kAllInitialised || s.resync_running.load()) {
+    // Stripes written around the crash would be false mismatches until re-synced.
+    return make_error(Errc::kBusy,
+                      "array '{}' is re-syncing after an unclean stop; a check can run once "
+                      "that has finished",
+                      s.name);
+  }
   const std::uint64_t strip = g.strip_bytes();
   const std::uint64_t stripes = g.stripes(s.data_size);
   std::optional<std::uint64_t> checkpoint;

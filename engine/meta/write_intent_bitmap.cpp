@@ -234,6 +234,8 @@ struct WriteIntentBitmap::State {
   std::unique_ptr<std::atomic<std::uint64_t>[]> candidates;
   // Writes in flight per region.
   std::unique_ptr<std::atomic<std::uint32_t>[]> counters;
+  // Regions whose bits no clear may take (pin_dirty): a re-sync has yet to pass them.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> pinned;
 
   // Locks, outermost first. Only a page's own mutex (and the header's) is held across the I/O
   // that writes it, so a member that is slow to take page p delays only writers of page p: an
@@ -292,6 +294,7 @@ struct WriteIntentBitmap::State {
     // Value-initialised: every atomic starts at zero.
     s->bits = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
     s->candidates = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
+    s->pinned = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
     s->counters = std::make_unique<std::atomic<std::uint32_t>[]>(s->region_count);
     s->pages = std::make_unique<Page[]>(s->page_count);
     return s;
@@ -680,7 +683,7 @@ std::uint64_t WriteIntentBitmap::mark_clear_candidates() {
   MutexLock lock(st.clear_mutex);
   std::uint64_t count = 0;
   for (std::uint64_t w = 0; w < st.word_count(); ++w) {
-    const std::uint64_t set = st.bits[w].load(std::memory_order_relaxed);
+    const std::uint64_t set = st.bits[w].load(std::memory_order_relaxed) & ~st.pinned[w].load();
     // Publish the candidates before reading the counters: a begin_write() that counted after
     // our read sees the candidate bit and withdraws it.
     st.candidates[w].store(set);
@@ -811,6 +814,40 @@ std::uint64_t WriteIntentBitmap::region_of(std::uint64_t member_offset) const no
 std::uint32_t WriteIntentBitmap::in_flight(std::uint64_t region) const noexcept {
   if (region >= state_->region_count) return 0;
   return state_->counters[region].load();
+}
+
+// ---- Pins ---------------------------------------------------------------------------------------
+
+std::uint64_t WriteIntentBitmap::pin_dirty() {
+  State& st = *state_;
+  MutexLock lock(st.clear_mutex);  // no clear cycle is between its two phases
+  std::uint64_t count = 0;
+  for (std::uint64_t w = 0; w < st.word_count(); ++w) {
+    const std::uint64_t set = st.bits[w].load(std::memory_order_acquire);
+    st.pinned[w].fetch_or(set);
+    st.candidates[w].fetch_and(~set);
+    count += static_cast<std::uint64_t>(std::popcount(set));
+  }
+  return count;
+}
+
+void WriteIntentBitmap::unpin_below(std::uint64_t member_offset) {
+  State& st = *state_;
+  // Regions that end at or below member_offset (the last one ends at data_size).
+  const std::uint64_t whole = member_offset >= st.data_size
+                                  ? st.region_count
+                                  : std::min(st.region_count, member_offset >> st.region_shift);
+  for (std::uint64_t w = 0; w * 64 < whole; ++w) {
+    const std::uint64_t regions = std::min<std::uint64_t>(64, whole - w * 64);
+    const std::uint64_t mask =
+        regions == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << regions) - 1;
+    if ((st.pinned[w].load(std::memory_order_relaxed) & mask) != 0) st.pinned[w].fetch_and(~mask);
+  }
+}
+
+bool WriteIntentBitmap::is_pinned(std::uint64_t region) const noexcept {
+  if (region >= state_->region_count) return false;
+  return (state_->pinned[region / 64].load() >> (region % 64)) & 1;
 }
 
 bool WriteIntentBitmap::is_dirty(std::uint64_t region) const noexcept {

@@ -246,6 +246,16 @@ class WriteIntentBitmap {
   // stop, or the end of a resync with writes quiesced).
   Status clear_idle(std::vector<std::uint32_t>* failed = nullptr);
 
+  // Pins every region whose bit is set now: no clear (clear_candidates, clear_idle) takes a
+  // pinned bit, so it stays set on disk until unpinned. For a re-sync that runs in the
+  // background: the regions it has yet to pass keep their bits through a stop or a crash, and
+  // the next assembly re-syncs them again. Returns the regions pinned.
+  std::uint64_t pin_dirty();
+  // Unpins the regions that end at or below member byte `member_offset` (the re-sync has
+  // passed them); data_size or more unpins every region. Their bits clear as usual from then on.
+  void unpin_below(std::uint64_t member_offset);
+  bool is_pinned(std::uint64_t region) const noexcept;
+
   // The member byte ranges (relative to data_offset) whose bits are set, as {offset, length},
   // ascending, adjacent regions merged, the last clipped to data_size: what a resync covers.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> dirty_ranges() const;

@@ -361,16 +361,22 @@ TEST_F(GraiddTest, SigkillDuringNbdWritesKeepsAcknowledgedWrites) {
   writer.join();
 
   ASSERT_TRUE(d_->start()) << d_->log();
-  const json dg = ok({"describe", "dg", "0"});
-  EXPECT_EQ(dg["state"], "optimal");
-  EXPECT_EQ(dg["clean"], false);  // it was killed: the assembly re-synced
-  bool resynced = false;
+  // It was killed: the DG's job re-syncs what the bitmap marks, in the background.
+  const json dg = wait_for("dg", "0", [](const json& j) { return !j.contains("resync"); });
+  EXPECT_EQ(dg["state"], "optimal") << dg.dump(1);
+  EXPECT_EQ(dg["clean"], false);
+  bool unclean = false, resync_started = false, resync_finished = false;
   const json events = ok({"list", "event"});
-  for (const auto& e : events["events"])
-    if (e["kind"] == "dg_assembled" &&
-        e["message"].get<std::string>().find("unclean") != std::string::npos)
-      resynced = true;
-  EXPECT_TRUE(resynced) << events.dump(1);
+  for (const auto& e : events["events"]) {
+    const std::string kind = e["kind"];
+    const std::string message = e["message"];
+    unclean |= kind == "dg_assembled" && message.find("unclean") != std::string::npos &&
+               message.find("in the background") != std::string::npos;
+    resync_started |= kind == "resync_started";
+    resync_finished |=
+        kind == "resync_finished" && message.find(", 0 could not be") != std::string::npos;
+  }
+  EXPECT_TRUE(unclean && resync_started && resync_finished) << events.dump(1);
   NbdTestClient c;
   ASSERT_TRUE(c.connect_unix(sock));
   ASSERT_TRUE(c.handshake("", false));

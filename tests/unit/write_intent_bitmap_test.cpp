@@ -597,6 +597,42 @@ TEST_F(BitmapTest, TwoPhaseClearSkipsRegionsWrittenSinceTheMark) {
   EXPECT_EQ(total_writes(), writes);
 }
 
+TEST_F(BitmapTest, PinnedRegionsKeepTheirBitsUntilTheyAreUnpinned) {
+  WriteIntentBitmap bm = fresh();
+  for (const std::uint64_t r : {3, 4, 70}) {
+    ASSERT_TRUE(bm.begin_write(r * kMiB, 4096).is_ok());
+    bm.end_write(r * kMiB, 4096);
+  }
+  EXPECT_EQ(bm.pin_dirty(), 3u);
+  // A region written after the pin clears as usual.
+  ASSERT_TRUE(bm.begin_write(9 * kMiB, 4096).is_ok());
+  bm.end_write(9 * kMiB, 4096);
+  ASSERT_TRUE(bm.clear_idle().is_ok());
+  EXPECT_FALSE(bm.is_dirty(9));
+  for (const std::uint64_t r : {3, 4, 70}) {
+    EXPECT_TRUE(bm.is_dirty(r)) << r;
+    EXPECT_TRUE(bm.is_pinned(r)) << r;
+    EXPECT_TRUE(file_bit(0, r)) << r;
+  }
+  // The two-phase clear leaves them too.
+  EXPECT_EQ(bm.mark_clear_candidates(), 0u);
+  // Unpinned only where the whole region lies below the offset: 4 MiB + 1 frees region 3, and
+  // region 4 (which ends at 5 MiB) stays.
+  bm.unpin_below(4 * kMiB + 1);
+  EXPECT_FALSE(bm.is_pinned(3));
+  EXPECT_TRUE(bm.is_pinned(4));
+  ASSERT_TRUE(bm.clear_idle().is_ok());
+  EXPECT_FALSE(bm.is_dirty(3));
+  EXPECT_FALSE(file_bit(0, 3));
+  EXPECT_TRUE(bm.is_dirty(4));
+  EXPECT_TRUE(file_bit(0, 4));
+  // Past the end: every region, the last one included.
+  bm.unpin_below(~std::uint64_t{0});
+  EXPECT_FALSE(bm.is_pinned(70));
+  ASSERT_TRUE(bm.clear_idle().is_ok());
+  EXPECT_TRUE(bm.dirty_ranges().empty());
+}
+
 TEST_F(BitmapTest, FailedClearIsRetriedByTheNextClear) {
   WriteIntentBitmap bm = fresh();
   ASSERT_TRUE(bm.begin_write(30 * kMiB, 4096).is_ok());

@@ -176,6 +176,12 @@ struct AssembleOptions {
   // dirty degraded array starts. Every override is named in AssembleReport::overrides and the
   // log.
   bool force = false;
+  // After an unclean stop, re-sync the regions the write-intent bitmap marks in the background
+  // (Array::resync(), paced by the caller) instead of before assemble() returns. Until the
+  // re-sync passes a stripe, writes to it do not trust its parity and mirror reads of it take
+  // the copy the re-sync copies from; its bitmap bits stay set through a stop or a crash (the
+  // next assembly re-syncs what is left); stop() does not mark the array clean.
+  bool background_resync = false;
 };
 
 // What assemble() found and did, for logs and the CLI.
@@ -187,6 +193,7 @@ struct AssembleReport {
   bool was_clean = true;                    // false: the array was not stopped cleanly
   std::uint64_t resynced_bytes = 0;         // member bytes per member re-synced after unclean stop
   std::uint64_t unsynced_stripes = 0;       // dirty stripes that could not be re-synced
+  std::uint64_t resync_pending_bytes = 0;   // background_resync: member bytes left to re-sync
   std::uint64_t journal_records = 0;        // write-hole journal records replayed
   std::vector<std::string> overrides;       // what `force` (or start_dirty_degraded) overrode
 };
@@ -396,6 +403,20 @@ struct InitReport {
   std::string paused;             // why it stopped early, when it did not finish
 };
 
+// What one background re-sync run did (Array::resync).
+struct ResyncReport {
+  bool finished = false;               // false: stopped or paused (the rest stays pending)
+  std::uint64_t stripes = 0;           // stripes re-synced in this run
+  std::uint64_t unsynced_stripes = 0;  // stripes it could not re-sync (a data strip lost)
+  std::string paused;                  // why it stopped early, when it did not finish
+};
+
+// Where a background re-sync stands, in member bytes per member.
+struct ResyncProgress {
+  std::uint64_t done = 0;
+  std::uint64_t total = 0;
+};
+
 // The rate a BackgroundSpeed allows, per member, in bytes per second (0 = unthrottled).
 std::uint64_t background_speed_bytes(BackgroundSpeed speed) noexcept;
 
@@ -449,6 +470,7 @@ enum class ArrayEventKind : std::uint8_t {
   kReplaceStarted,    // a hot replace of working `member` began copying (message: onto what)
   kReplaceFinished,   // the copy took `member`'s role; the old device is out (message: which)
   kReplaceStopped,    // a hot replace was given up (message: why); `member` is unchanged
+  kResyncStopped,     // a background re-sync paused (stopped, or failed: message says which)
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
 
@@ -731,6 +753,17 @@ class Array {
   Result<InitReport> initialise(const InitControl& control = {});
   // Member data bytes initialised (live), or nullopt when no initialisation is pending.
   std::optional<std::uint64_t> init_progress() const;
+
+  // The background re-sync after an unclean stop (AssembleOptions::background_resync): makes
+  // parity (or mirror copies) agree with the data in the regions the bitmap marked, window by
+  // window under stripe locks while I/O goes on, paced as `control` says, its position recorded
+  // in the superblocks (sb.resync_checkpoint). A member that fails meanwhile is failed and the
+  // re-sync goes on without it; stripes it cannot re-sync are counted (the write hole) and
+  // reported. Stopped (control.stop) it returns with finished = false and the rest pending.
+  // kBusy while another re-sync or a check runs. Nothing pending: finished at once.
+  Result<ResyncReport> resync(const InitControl& control = {});
+  // Where the background re-sync stands, or nullopt when none is pending.
+  std::optional<ResyncProgress> resync_progress() const;
 
   struct State;  // internal (engine/array/array_state.h)
 

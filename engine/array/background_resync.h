@@ -1,0 +1,16 @@
+// The background re-sync after an unclean stop (Array::resync in background_resync.cpp): what
+// assembly sets up for it.
+#pragma once
+
+#include <cstdint>
+
+#include "array/array_state.h"
+
+namespace graid {
+
+// At assembly, before the state is shared: makes the stripes of the regions the write-intent
+// bitmap marks pending (State::resync_ranges, resync_done) and pins their bits, so none clears
+// before Array::resync() has passed it. Returns the member bytes per member pending (0: none).
+std::uint64_t plan_background_resync(Array::State& state);
+
+}  // namespace graid
