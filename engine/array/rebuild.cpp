@@ -3,14 +3,18 @@
 //
 // Order per window: lock the stripes, rebuild each (read the others, reconstruct, write the new
 // member), move rebuilt[m] past them (plans for those stripes now read and write the member),
-// unlock. Every checkpoint_interval the new member is flushed and then rebuild_offset recorded
+// unlock. With bulk I/O two windows overlap: window N's write is in flight, its lock held, while
+// window N+1 is locked and read; N comes alive and is unlocked once its write is done. Parity
+// levels rebuild a window's stripes in one parity batch, from and into the window's buffers. Every checkpoint_interval the new member is flushed and then rebuild_offset recorded
 // in the superblocks, so what they record is always on stable storage: a crash resumes there,
 // and writes that landed above it are redone by the rebuild. At the end the member joins the
 // write-intent bitmap (its pages written) and becomes active in one superblock update.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <memory>
 #include <optional>
 
 #include "array/array_state.h"
@@ -115,19 +119,51 @@ class WindowAccess final : public StripeAccess {
   // Reads [first, first + count) of every member that is alive in all of it (the others are
   // dead in the whole window, or partly: those are read too, as far as alive, strip by strip
   // by the caller's fallback). False on any error.
-  bool load(std::uint64_t first, std::uint64_t count) {
+  // start_load() submits, finish() waits (false on any error): a window's reads may be in
+  // flight while another WindowAccess on the same ring writes its window.
+  void start_load(std::uint64_t first, std::uint64_t count) {
     first_ = first;
     count_ = count;
     for (std::uint32_t m = 0; m < s_.geometry.members(); ++m) {
       if (m != target_ && alive_throughout(m)) submit(m, MemberOp::kRead);
     }
-    return wait();
   }
-  // Writes the target's window. False on an error.
-  bool store() {
-    submit(target_, MemberOp::kWrite);
-    return wait();
+  bool finish() { return wait(); }
+  std::uint64_t first() const noexcept { return first_; }
+  std::uint64_t count() const noexcept { return count_; }
+  // Parity levels: every stripe of the loaded window rebuilt in one parity batch, straight from
+  // and into the window's buffers (no copies): one kReconstruct job per stripe, the target's
+  // chunk and those of members dead there missing. False when that cannot be done (a member
+  // alive in part of the window only, more missing than parity gives back, the batch failed):
+  // the caller then does the window stripe by stripe.
+  bool reconstruct_window() {
+    const Geometry& g = s_.geometry;
+    const std::uint32_t chunks = g.data_strips() + g.parity_strips();
+    jobs_.clear();
+    for (std::uint64_t stripe = first_; stripe < first_ + count_; ++stripe) {
+      StripeJob job;
+      job.op = ParityOp::kReconstruct;
+      job.scheme = g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+      job.k = g.data_strips();
+      job.len = strip_;
+      for (std::uint32_t c = 0; c < chunks; ++c) {
+        const std::uint32_t m = g.chunk_member(stripe, c);
+        const bool missing = m == target_ || s_.dead_at(m, stripe);
+        if (!missing && !alive_throughout(m)) return false;  // not read for this window
+        auto view = ChunkView::adopt(at(m, stripe), strip_);
+        if (!view) return false;
+        job.chunk[c] = *view;
+        if (!missing) continue;
+        if (job.missing_count == g.parity_strips()) return false;
+        job.missing[job.missing_count++] = static_cast<std::uint8_t>(c);
+      }
+      jobs_.push_back(job);
+    }
+    return s_.parity != nullptr && s_.parity->execute(jobs_).is_ok();
   }
+
+  // Submits the write of the target's window; finish() waits for it.
+  void start_store() { submit(target_, MemberOp::kWrite); }
 
   bool is_failed(std::uint32_t member, std::uint64_t stripe) const noexcept override {
     return member != target_ && s_.dead_at(member, stripe);
@@ -199,19 +235,19 @@ class WindowAccess final : public StripeAccess {
   std::uint64_t first_ = 0, count_ = 0;
   std::vector<AlignedBuffer> bufs_, scratch_;
   std::vector<Req> reqs_;
+  std::vector<StripeJob> jobs_;
 };
 
-// The window in bulk (WindowAccess); false when that did not work out and the window must be done
-// strip by strip.
-bool rebuild_window_in_bulk(Array::State& s, WindowAccess& w, std::uint64_t first,
-                            std::uint64_t count) {
+// The loaded window rebuilt in w's buffers (the target's write not yet submitted); false when
+// that did not work out and the window must be done strip by strip.
+bool rebuild_loaded_window(Array::State& s, WindowAccess& w) {
   const Geometry& g = s.geometry;
-  if (!w.load(first, count)) return false;
-  for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
+  if (g.redundancy() == Redundancy::kParity) return w.reconstruct_window();
+  for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
     StripeOutcome r = g.module().process_stripe(StripeTask::kRebuild, g, w, stripe);
     if (!r.status || r.skipped) return false;
   }
-  return w.store();
+  return true;
 }
 
 // Whether a re-added member m (bitmap_resync) may lack something in stripes [first, +count):
@@ -232,13 +268,19 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
   auto access = ArrayStripeAccess::make(s, m);
   if (!access) return access.status();
-  // Bulk I/O per window where an io_uring can be had; strip by strip otherwise.
-  auto ctx = IoContext::create(member_ring_options(2 * g.members()));
-  std::optional<WindowAccess> window_access;
+  // Bulk I/O per window where an io_uring can be had; strip by strip otherwise. Two windows in
+  // turn, so one window's write is in flight while the next one's reads are (both locked).
+  auto ctx = IoContext::create(member_ring_options(4 * g.members()));
+  std::array<std::optional<WindowAccess>, 2> windows;
   if (ctx) {
-    window_access.emplace(s, m, window, **ctx);
-    if (!window_access->usable()) window_access.reset();
+    for (auto& w : windows)
+      w.emplace(s, m, window, **ctx);
+    if (!windows[0]->usable() || !windows[1]->usable()) {
+      for (auto& w : windows)
+        w.reset();
+    }
   }
+  const bool bulk = windows[0].has_value();
   const std::uint64_t from = s.rebuilt[m].load(std::memory_order_acquire);
   const std::string path = s.members[m]->path();
   spdlog::info("graid: array '{}': rebuilding member {} ({}) from stripe {} of {}", s.name, m, path,
@@ -252,34 +294,10 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
     s.emit(ArrayEventKind::kRebuildStopped, m, std::move(why),
            byte_counts(g, s.rebuilt[m].load() * strip));
   };
-  const Clock::time_point started = Clock::now();
-  Clock::time_point last_checkpoint = started;
-  BackgroundPace pace(control.bytes_per_second, control.rate, from * strip);
-  std::uint64_t moved = from * strip;  // member bytes rebuilt (windows skipped not counted)
-  std::uint64_t skipped = 0;           // stripes a re-added member did not need
-  std::uint64_t next_tenth = (from * 10 / std::max<std::uint64_t>(stripes, 1) + 1);
-  StripeRangeLock lock(s.locks);
-  for (std::uint64_t first = from; first < stripes;) {
-    if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
-      Status st = record_checkpoint(s, m);
-      stopped(st ? "stopped; it resumes from its checkpoint"
-                 : fmt::format("stopped; checkpoint not recorded: {}", st.message()));
-      if (!st) return st;
-      return false;
-    }
-    const std::uint64_t count = std::min(window, stripes - first);
-    if (s.bitmap_resync[m].load(std::memory_order_acquire) != 0 && !window_dirty(s, first, count)) {
-      // A re-added member missed no write here (no bit set, and none is cleared while it
-      // rebuilds): it holds what the others do. Moving past needs no lock, since dead_at() is
-      // false here on both sides of the move.
-      s.rebuilt[m].store(first + count, std::memory_order_release);
-      first += count;
-      skipped += count;
-      continue;
-    }
-    lock.lock(first, count);
-    const bool bulk = window_access && rebuild_window_in_bulk(s, *window_access, first, count);
-    for (std::uint64_t stripe = first; !bulk && stripe < first + count; ++stripe) {
+  // Stripe by stripe with blocking I/O (the window locked by the caller): the fallback, and what
+  // finds the member at fault when bulk I/O failed.
+  auto rebuild_stripes = [&](std::uint64_t first, std::uint64_t count) -> Status {
+    for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
       StripeOutcome r = process_stripe_failing_members(s, *access, StripeTask::kRebuild, stripe,
                                                        fmt::format("rebuild of member {}", m));
       if (!r.status && r.status.code() == Errc::kIoError) {
@@ -294,14 +312,71 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
                               stripe);
       }
       if (!r.status) {
-        lock.unlock();
         stopped(fmt::format("failed at stripe {}: {}", stripe, r.status.message()));
         return r.status;
       }
     }
+    return Status::ok();
+  };
+  std::array<std::unique_ptr<StripeRangeLock>, 2> locks = {
+      std::make_unique<StripeRangeLock>(s.locks), std::make_unique<StripeRangeLock>(s.locks)};
+  // The window whose write is in flight (bulk), its lock still held: the write finished (or,
+  // failed, the window redone strip by strip), the member comes alive there and it is unlocked.
+  std::optional<std::size_t> held;
+  auto finish_held = [&]() -> Status {
+    if (!held) return Status::ok();
+    WindowAccess& w = *windows[*held];
+    const std::size_t h = *held;
+    held.reset();
+    Status st = w.finish() ? Status::ok() : rebuild_stripes(w.first(), w.count());
     // Under the window's locks: no plan for these stripes is in flight while they come alive.
-    s.rebuilt[m].store(first + count, std::memory_order_release);
-    lock.unlock();
+    if (st) s.rebuilt[m].store(w.first() + w.count(), std::memory_order_release);
+    locks[h]->unlock();
+    return st;
+  };
+
+  const Clock::time_point started = Clock::now();
+  Clock::time_point last_checkpoint = started;
+  BackgroundPace pace(control.bytes_per_second, control.rate, from * strip);
+  std::uint64_t moved = from * strip;  // member bytes rebuilt (windows skipped not counted)
+  std::uint64_t skipped = 0;           // stripes a re-added member did not need
+  std::uint64_t next_tenth = (from * 10 / std::max<std::uint64_t>(stripes, 1) + 1);
+  std::size_t turn = 0;
+  for (std::uint64_t first = from; first < stripes;) {
+    if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
+      GRAID_RETURN_IF_ERROR(finish_held());
+      Status st = record_checkpoint(s, m);
+      stopped(st ? "stopped; it resumes from its checkpoint"
+                 : fmt::format("stopped; checkpoint not recorded: {}", st.message()));
+      if (!st) return st;
+      return false;
+    }
+    const std::uint64_t count = std::min(window, stripes - first);
+    if (s.bitmap_resync[m].load(std::memory_order_acquire) != 0 && !window_dirty(s, first, count)) {
+      // A re-added member missed no write here (no bit set, and none is cleared while it
+      // rebuilds): it holds what the others do. Moving past needs no lock, since dead_at() is
+      // false here on both sides of the move (once the window before has come alive).
+      GRAID_RETURN_IF_ERROR(finish_held());
+      s.rebuilt[m].store(first + count, std::memory_order_release);
+      first += count;
+      skipped += count;
+      continue;
+    }
+    // Ascending, as every range lock: the held window lies below this one.
+    locks[turn]->lock(first, count);
+    if (bulk) windows[turn]->start_load(first, count);
+    Status done_before = finish_held();
+    const bool loaded = bulk && windows[turn]->finish();  // waited for even after an error
+    if (!done_before) return done_before;
+    if (loaded && rebuild_loaded_window(s, *windows[turn])) {
+      windows[turn]->start_store();
+      held = turn;
+      turn ^= 1;
+    } else {
+      GRAID_RETURN_IF_ERROR(rebuild_stripes(first, count));
+      s.rebuilt[m].store(first + count, std::memory_order_release);
+      locks[turn]->unlock();
+    }
     first += count;
 
     if (first * 10 >= next_tenth * stripes && first < stripes) {
@@ -312,12 +387,16 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
     }
     const Clock::time_point now = Clock::now();
     if (now - last_checkpoint >= control.checkpoint_interval && first < stripes) {
+      // The window in flight first: nothing may be in flight when this returns early, and the
+      // checkpoint then covers it too.
+      GRAID_RETURN_IF_ERROR(finish_held());
       GRAID_RETURN_IF_ERROR(record_checkpoint(s, m));
       last_checkpoint = Clock::now();
     }
     moved += count * strip;
     pace.after(moved);
   }
+  GRAID_RETURN_IF_ERROR(finish_held());
   GRAID_RETURN_IF_ERROR(finish_member(s, m));
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   const std::uint64_t rebuilt_stripes = stripes - from - skipped;
