@@ -3,10 +3,11 @@
 //
 // Copy: window by window under stripe locks, the old member's strips are read and written to the
 // new device (a strip the old member cannot read is reconstructed from the others instead), then
-// replace_copied moves past the window. Every write that a stripe lock covers goes to the new
-// device as well once the copy has passed its stripe (StripeOp::submit_io, ArrayStripeAccess), and
-// journal-area writes and flushes of the role go to it throughout (array_state.h,
-// hold_replacement), so at the end it holds what the old member holds.
+// replace_copied moves past the window. Two windows overlap: N's write to the new device is in
+// flight, its locks held, while N+1 is locked and read. Every write that a stripe lock covers goes
+// to the new device as well once the copy has passed its stripe (StripeOp::submit_io,
+// ArrayStripeAccess), and journal-area writes and flushes of the role go to it throughout
+// (array_state.h, hold_replacement), so at the end it holds what the old member holds.
 //
 // Swap: the new device is flushed, joins the write-intent bitmap in the role, and takes the role
 // with a new member UUID in one superblock update; only then is the replacement withdrawn (an I/O
@@ -16,7 +17,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "array/array_state.h"
@@ -272,6 +277,49 @@ bool Array::cancel_replace() {
   return give_up(s, s.replace_member.load(std::memory_order_acquire), "cancelled");
 }
 
+namespace {
+
+// One window's read or write in the copy: through the copy's own io_uring, or (no ring could be
+// had) with blocking I/O at once.
+struct CopyIo final : MemberRequest {
+  bool done = true;
+  std::int32_t result = 0;
+  void on_done(std::int32_t res) override {
+    result = res;
+    done = true;
+  }
+};
+
+struct Copier {
+  IoContext* ctx = nullptr;
+
+  void start(MemberDevice& dev, CopyIo& io, MemberOp op, std::uint64_t at,
+             std::span<std::byte> bytes) {
+    io.op = op;
+    io.offset = at;
+    io.buf = bytes.data();
+    io.len = static_cast<std::uint32_t>(bytes.size());
+    io.fua = false;
+    io.result = 0;
+    io.done = false;
+    if (ctx != nullptr) {
+      dev.submit(*ctx, io);
+      return;
+    }
+    const Status st = op == MemberOp::kRead ? dev.read_sync(at, bytes) : dev.write_sync(at, bytes);
+    io.result = st ? static_cast<std::int32_t>(bytes.size()) : -EIO;
+    io.done = true;
+  }
+  // Waits for `io`; true when it succeeded.
+  bool finish(CopyIo& io) {
+    while (!io.done)
+      ctx->poll(true);
+    return io.result >= 0;
+  }
+};
+
+}  // namespace
+
 Result<bool> Array::replace(const RebuildControl& control) {
   State& s = *state_;
   std::uint32_t m = State::kNoReplace;
@@ -287,19 +335,56 @@ Result<bool> Array::replace(const RebuildControl& control) {
   const std::uint64_t strip = g.strip_bytes();
   const std::uint64_t stripes = g.stripes(s.data_size);
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  auto buf = AlignedBuffer::allocate(window * strip, 4096);
-  if (!buf) {
-    give_up(s, m, "no memory for the copy");
-    return buf.status();
+  // Two windows in turn: window N's write to the new device is in flight (its locks held) while
+  // window N+1 is locked and read from the old member.
+  std::array<AlignedBuffer, 2> bufs;
+  for (auto& buf : bufs) {
+    auto b = AlignedBuffer::allocate(window * strip, 4096);
+    if (!b) {
+      give_up(s, m, "no memory for the copy");
+      return b.status();
+    }
+    buf = std::move(*b);
   }
+  auto ctx = IoContext::create(member_ring_options(4));
+  Copier copier;
+  if (ctx) copier.ctx = ctx->get();
+  std::array<CopyIo, 2> reads, writes;
+  std::array<std::unique_ptr<StripeRangeLock>, 2> locks = {
+      std::make_unique<StripeRangeLock>(s.locks), std::make_unique<StripeRangeLock>(s.locks)};
+  std::array<std::uint64_t, 2> window_first{}, window_count{};
+  std::optional<std::size_t> held;  // the window whose write is in flight
+  // Waits for the held window's write; done, the copy has passed it (still under its locks:
+  // no write to these stripes is in flight while they start to go to the replacement too).
+  auto finish_held = [&]() -> Status {
+    if (!held) return Status::ok();
+    const std::size_t h = *held;
+    held.reset();
+    const bool ok = copier.finish(writes[h]);
+    if (ok) s.replace_copied.store(window_first[h] + window_count[h], std::memory_order_release);
+    locks[h]->unlock();
+    if (ok) return Status::ok();
+    return make_error(Errc::kIoError, "copy of stripes {}..{}: write to {}: {}", window_first[h],
+                      window_first[h] + window_count[h] - 1, target->path(),
+                      std::strerror(-writes[h].result));
+  };
+  auto failed = [&](const std::string& why) -> Status {
+    give_up(s, m, why);
+    return make_error(Errc::kIoError, "hot replace of member {} of array '{}': {}", m, s.name, why);
+  };
+
   const std::string path = target->path();
   const Clock::time_point started = Clock::now();
   spdlog::info("graid: array '{}': copying member {} to {}", s.name, m, path);
   BackgroundPace pace(control.bytes_per_second, control.rate, 0);
-  StripeRangeLock lock(s.locks);
+  std::size_t turn = 0;
   for (std::uint64_t first = s.replace_copied.load(std::memory_order_acquire); first < stripes;) {
-    if (s.replacement.load(std::memory_order_acquire) != target) return false;  // cancelled
+    if (s.replacement.load(std::memory_order_acquire) != target) {
+      (void)finish_held();
+      return false;  // cancelled
+    }
     if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
+      (void)finish_held();
       give_up(s, m, "stopped (a hot replace does not resume: start it again)");
       return false;
     }
@@ -309,35 +394,41 @@ Result<bool> Array::replace(const RebuildControl& control) {
       why = fmt::format("{} failed a write", path);
     if (s.array_failed()) why = "the array failed";
     if (!why.empty()) {
-      give_up(s, m, why);
-      return make_error(Errc::kIoError, "hot replace of member {} of array '{}': {}", m, s.name,
-                        why);
+      (void)finish_held();
+      return failed(why);
     }
     const std::uint64_t count = std::min(window, stripes - first);
-    lock.lock(first, count);
+    // Ascending, as every range lock: the held window lies below this one.
+    locks[turn]->lock(first, count);
+    window_first[turn] = first;
+    window_count[turn] = count;
     const std::uint64_t at = s.device_offset(first * strip);
-    const std::span<std::byte> bytes = buf->span().first(count * strip);
-    Status st = s.members[m]->read_sync(at, bytes);
-    if (st) {
-      st = target->write_sync(at, bytes);
+    const std::span<std::byte> bytes = bufs[turn].span().first(count * strip);
+    copier.start(*s.members[m], reads[turn], MemberOp::kRead, at, bytes);
+    const Status before = finish_held();
+    const bool read = copier.finish(reads[turn]);  // waited for even after an error
+    if (!before) {
+      locks[turn]->unlock();
+      return failed(before.message());
+    }
+    if (read) {
+      copier.start(*target, writes[turn], MemberOp::kWrite, at, bytes);
+      held = turn;
+      turn ^= 1;
     } else {
-      st = copy_strips(s, m, *target, first, count, bytes.first(strip));
+      // Strip by strip, reconstructing what the old member cannot read.
+      if (Status st = copy_strips(s, m, *target, first, count, bytes.first(strip)); !st) {
+        locks[turn]->unlock();
+        return failed(
+            fmt::format("copy of stripes {}..{}: {}", first, first + count - 1, st.message()));
+      }
+      s.replace_copied.store(first + count, std::memory_order_release);
+      locks[turn]->unlock();
     }
-    if (!st) {
-      lock.unlock();
-      const std::string reason =
-          fmt::format("copy of stripes {}..{}: {}", first, first + count - 1, st.message());
-      give_up(s, m, reason);
-      return make_error(Errc::kIoError, "hot replace of member {} of array '{}': {}", m, s.name,
-                        reason);
-    }
-    // Under the window's locks: no write to these stripes is in flight while they start to go
-    // to the replacement too.
-    s.replace_copied.store(first + count, std::memory_order_release);
-    lock.unlock();
     first += count;
     pace.after(first * strip);
   }
+  if (Status st = finish_held(); !st) return failed(st.message());
   std::string old_path;
   if (Status st = swap_in(s, m, old_path); !st) {
     if (st.code() == Errc::kNotFound) return false;
