@@ -158,8 +158,6 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
         j["resync"] = pending_json(rs);
         if (j["state"] == "optimal") j["state"] = "resyncing";
       }
-    }
-    if (dg.rebuild) {
       // Background initialisation: pending (running, or waiting for an optimal DG) or none.
       const InitStatus in = dg.rebuild->init_status();
       if (in.pending) {

@@ -350,8 +350,7 @@ Result<bool> Array::replace(const RebuildControl& control) {
   Copier copier;
   if (ctx) copier.ctx = ctx->get();
   std::array<CopyIo, 2> reads, writes;
-  std::array<std::unique_ptr<StripeRangeLock>, 2> locks = {
-      std::make_unique<StripeRangeLock>(s.locks), std::make_unique<StripeRangeLock>(s.locks)};
+  std::array<StripeRangeLock, 2> locks{{StripeRangeLock(s.locks), StripeRangeLock(s.locks)}};
   std::array<std::uint64_t, 2> window_first{}, window_count{};
   std::optional<std::size_t> held;  // the window whose write is in flight
   // Waits for the held window's write; done, the copy has passed it (still under its locks:
@@ -362,7 +361,7 @@ Result<bool> Array::replace(const RebuildControl& control) {
     held.reset();
     const bool ok = copier.finish(writes[h]);
     if (ok) s.replace_copied.store(window_first[h] + window_count[h], std::memory_order_release);
-    locks[h]->unlock();
+    locks[h].unlock();
     if (ok) return Status::ok();
     return make_error(Errc::kIoError, "copy of stripes {}..{}: write to {}: {}", window_first[h],
                       window_first[h] + window_count[h] - 1, target->path(),
@@ -399,7 +398,7 @@ Result<bool> Array::replace(const RebuildControl& control) {
     }
     const std::uint64_t count = std::min(window, stripes - first);
     // Ascending, as every range lock: the held window lies below this one.
-    locks[turn]->lock(first, count);
+    locks[turn].lock(first, count);
     window_first[turn] = first;
     window_count[turn] = count;
     const std::uint64_t at = s.device_offset(first * strip);
@@ -408,7 +407,7 @@ Result<bool> Array::replace(const RebuildControl& control) {
     const Status before = finish_held();
     const bool read = copier.finish(reads[turn]);  // waited for even after an error
     if (!before) {
-      locks[turn]->unlock();
+      locks[turn].unlock();
       return failed(before.message());
     }
     if (read) {
@@ -418,12 +417,12 @@ Result<bool> Array::replace(const RebuildControl& control) {
     } else {
       // Strip by strip, reconstructing what the old member cannot read.
       if (Status st = copy_strips(s, m, *target, first, count, bytes.first(strip)); !st) {
-        locks[turn]->unlock();
+        locks[turn].unlock();
         return failed(
             fmt::format("copy of stripes {}..{}: {}", first, first + count - 1, st.message()));
       }
       s.replace_copied.store(first + count, std::memory_order_release);
-      locks[turn]->unlock();
+      locks[turn].unlock();
     }
     first += count;
     pace.after(first * strip);

@@ -5,10 +5,11 @@
 // member), move rebuilt[m] past them (plans for those stripes now read and write the member),
 // unlock. With bulk I/O two windows overlap: window N's write is in flight, its lock held, while
 // window N+1 is locked and read; N comes alive and is unlocked once its write is done. Parity
-// levels rebuild a window's stripes in one parity batch, from and into the window's buffers. Every checkpoint_interval the new member is flushed and then rebuild_offset recorded
-// in the superblocks, so what they record is always on stable storage: a crash resumes there,
-// and writes that landed above it are redone by the rebuild. At the end the member joins the
-// write-intent bitmap (its pages written) and becomes active in one superblock update.
+// levels rebuild a window's stripes in one parity batch, from and into the window's buffers. Every
+// checkpoint_interval the new member is flushed and then rebuild_offset recorded in the
+// superblocks, so what they record is always on stable storage: a crash resumes there, and writes
+// that landed above it are redone by the rebuild. At the end the member joins the write-intent
+// bitmap (its pages written) and becomes active in one superblock update.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -318,8 +319,7 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
     }
     return Status::ok();
   };
-  std::array<std::unique_ptr<StripeRangeLock>, 2> locks = {
-      std::make_unique<StripeRangeLock>(s.locks), std::make_unique<StripeRangeLock>(s.locks)};
+  std::array<StripeRangeLock, 2> locks{{StripeRangeLock(s.locks), StripeRangeLock(s.locks)}};
   // The window whose write is in flight (bulk), its lock still held: the write finished (or,
   // failed, the window redone strip by strip), the member comes alive there and it is unlocked.
   std::optional<std::size_t> held;
@@ -331,7 +331,7 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
     Status st = w.finish() ? Status::ok() : rebuild_stripes(w.first(), w.count());
     // Under the window's locks: no plan for these stripes is in flight while they come alive.
     if (st) s.rebuilt[m].store(w.first() + w.count(), std::memory_order_release);
-    locks[h]->unlock();
+    locks[h].unlock();
     return st;
   };
 
@@ -363,7 +363,7 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
       continue;
     }
     // Ascending, as every range lock: the held window lies below this one.
-    locks[turn]->lock(first, count);
+    locks[turn].lock(first, count);
     if (bulk) windows[turn]->start_load(first, count);
     Status done_before = finish_held();
     const bool loaded = bulk && windows[turn]->finish();  // waited for even after an error
@@ -375,7 +375,7 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
     } else {
       GRAID_RETURN_IF_ERROR(rebuild_stripes(first, count));
       s.rebuilt[m].store(first + count, std::memory_order_release);
-      locks[turn]->unlock();
+      locks[turn].unlock();
     }
     first += count;
 

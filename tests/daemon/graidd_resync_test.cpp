@@ -14,21 +14,27 @@ namespace {
 
 using nlohmann::json;
 
+constexpr std::uint32_t kChunk = 128u << 10;
+
+// What write_all() puts at VD byte `at` (a chunk).
+void pattern(std::uint64_t at, std::vector<std::byte>& buf) {
+  std::mt19937_64 g(at);
+  for (std::size_t i = 0; i < buf.size(); i += 8) {
+    const std::uint64_t v = g();
+    std::memcpy(&buf[i], &v, 8);
+  }
+}
+
 // Writes `bytes` of the export at `sock` in 128 KiB requests, block i holding fill(i); waits for
 // every reply. No flush: the regions' write-intent bits stay set.
 void write_all(const std::string& sock, std::uint64_t bytes) {
   NbdTestClient c;
   ASSERT_TRUE(c.connect_unix(sock));
   ASSERT_TRUE(c.handshake("", false));
-  constexpr std::uint32_t kChunk = 128u << 10;
   std::vector<std::byte> buf(kChunk);
   std::uint64_t handle = 1;
   for (std::uint64_t at = 0; at < bytes; at += kChunk, ++handle) {
-    std::mt19937_64 g(at);
-    for (std::size_t i = 0; i < buf.size(); i += 8) {
-      const std::uint64_t v = g();
-      std::memcpy(&buf[i], &v, 8);
-    }
+    pattern(at, buf);
     ASSERT_TRUE(c.send_request(nbd::kCmdWrite, 0, handle, at, kChunk, buf));
     auto reply = c.recv_reply([](std::uint64_t) { return 0; });
     ASSERT_TRUE(reply.has_value());
@@ -41,15 +47,10 @@ void verify_all(const std::string& sock, std::uint64_t bytes) {
   NbdTestClient c;
   ASSERT_TRUE(c.connect_unix(sock));
   ASSERT_TRUE(c.handshake("", false));
-  constexpr std::uint32_t kChunk = 128u << 10;
   std::vector<std::byte> want(kChunk);
   std::uint64_t handle = 1;
   for (std::uint64_t at = 0; at < bytes; at += kChunk, ++handle) {
-    std::mt19937_64 g(at);
-    for (std::size_t i = 0; i < want.size(); i += 8) {
-      const std::uint64_t v = g();
-      std::memcpy(&want[i], &v, 8);
-    }
+    pattern(at, want);
     ASSERT_TRUE(c.send_request(nbd::kCmdRead, 0, handle, at, kChunk, {}));
     auto reply = c.recv_reply([](std::uint64_t) { return kChunk; });
     ASSERT_TRUE(reply.has_value());
