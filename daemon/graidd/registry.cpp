@@ -85,6 +85,7 @@ void Registry::sync_slots(Dg& dg) {
     }
     bool found = false;
     for (const auto& s : slots) {
+      if (s.state == MemberSlotState::kReplacement) continue;  // the copy's slot: not a role yet
       if (!s.path.empty() && s.path == pd.path) {
         pd.dg_id = dg.id;
         pd.slot = s.slot;
@@ -317,6 +318,17 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
       pd->message = "stale superblock: not used by the drive group";
     }
   }
+  if (const auto rp = dg.array->replace_progress()) {
+    // A hot replace recorded in the superblocks resumes: its PD is the copy, in no slot yet.
+    for (Pd* pd : members) {
+      if (pd->path != rp->path) continue;
+      pd->slot.reset();
+      pd->replacing = true;
+      pd->global_spare = false;
+      pd->message.clear();
+      if (const auto from = pd_at_slot(dg_id, rp->member)) pd->replacing_from = *from;
+    }
+  }
   update_slot_map(dg);
   start_jobs(dg);
   std::string how = report.was_clean ? "clean" : "after an unclean stop";
@@ -325,6 +337,10 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
                        (report.resync_pending_bytes + (1u << 20) - 1) >> 20);
   } else if (!report.was_clean) {
     how += fmt::format(", re-synced {} bytes per member", report.resynced_bytes);
+  }
+  if (const auto rp = dg.array->replace_progress()) {
+    how += fmt::format(", the hot replace of slot {} resumes at {} MiB", rp->member,
+                       rp->copied_bytes >> 20);
   }
   if (!report.stale_members.empty())
     how += fmt::format(", stale members not used: {}", fmt::join(report.stale_members, ", "));

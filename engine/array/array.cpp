@@ -145,6 +145,10 @@ Status Array::stop() {
       (void)fs;
     }
   }
+  // A hot replace stays recorded, with how far its copy got: the next assembly resumes it.
+  if (Status st = s.record_replace_checkpoint(); !st) {
+    spdlog::warn("graid: array '{}': hot replace checkpoint at stop: {}", s.name, st.message());
+  }
   MutexLock guard(s.control_mutex);
   if (s.array_failed()) {
     return make_error(Errc::kIoError, "array '{}' has failed; not marked clean", s.name);

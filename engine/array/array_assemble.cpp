@@ -62,6 +62,47 @@ std::string member_list(const std::vector<std::string>& names) {
   return out.empty() ? "none" : out;
 }
 
+// A hot replace the superblocks record (hot_replace.cpp) resumes when its device is here and the
+// role it copies is active: from its checkpoint, or after an unclean stop from below the first
+// region the bitmap marks dirty (a write in flight at the crash may have reached only one of the
+// two devices). Otherwise the record is dropped and the device stays a hot spare in its slot.
+void resume_replace_locked(Array::State& s, bool was_clean) REQUIRES(s.control_mutex) {
+  if (!s.sb.replace) return;
+  const meta::ReplaceRecord r = *s.sb.replace;
+  const auto n = static_cast<std::uint32_t>(s.members.size());
+  std::string why;
+  if (r.events != s.sb.events) {
+    why = "a build that does not know hot replace has updated the array since";
+  } else if (r.slot - n >= s.spares.size() || !s.spares[r.slot - n]) {
+    why = "its device is missing";
+  } else if (s.is_failed(r.role)) {
+    why = fmt::format("member {} is not active", r.role);
+  }
+  if (!why.empty()) {
+    spdlog::warn(
+        "graid: array '{}': the hot replace of member {} does not resume ({}); slot {} "
+        "stays a hot spare",
+        s.name, r.role, why, r.slot);
+    s.sb.replace.reset();
+    return;
+  }
+  const std::uint64_t strip = s.geometry.strip_bytes();
+  std::uint64_t copied = r.copied / strip;
+  if (!was_clean && s.bitmap) {
+    for (const auto& range : s.bitmap->dirty_ranges())
+      copied = std::min(copied, range.first / strip);
+  }
+  s.replacement_owner = std::move(s.spares[r.slot - n]);
+  s.replacement_uuid = s.sb.members[r.slot].uuid;
+  s.replace_copied.store(copied, std::memory_order_release);
+  s.replace_broken.store(false, std::memory_order_release);
+  s.replacement.store(s.replacement_owner.get(), std::memory_order_release);
+  s.replace_member.store(r.role, std::memory_order_seq_cst);
+  spdlog::info("graid: array '{}': hot replace of member {} by {} resumes at {} MiB{}", s.name,
+               r.role, s.replacement_owner->path(), (copied * strip) >> 20,
+               copied * strip < r.copied ? " (below the regions written around the crash)" : "");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<MemberDevice>> devices,
@@ -334,6 +375,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
       state->sb.resync_checkpoint =
           state->resync_done.load(std::memory_order_relaxed) * geometry->strip_bytes();
     }
+    resume_replace_locked(*state, rep.was_clean);
     // Records written before now are never replayed again: a new epoch.
     if (state->sb.journal_bytes != 0) ++state->sb.journal_epoch;
     state->sb.array_flags &= ~meta::kArrayClean;

@@ -84,6 +84,8 @@ std::string_view member_slot_state_name(MemberSlotState state) noexcept {
       return "removed";
     case MemberSlotState::kEmpty:
       return "empty";
+    case MemberSlotState::kReplacement:
+      return "replacement";
   }
   return "unknown";
 }
@@ -114,6 +116,10 @@ MemberSlot slot_of(const meta::Superblock& sb, std::uint32_t slot) {
   out.slot = slot;
   out.state = slot_state(e.state);
   out.rebuild_offset = e.rebuild_offset;
+  if (sb.replace && sb.replace->slot == slot && sb.replace->events == sb.events) {
+    out.state = MemberSlotState::kReplacement;
+    out.rebuild_offset = sb.replace->copied;
+  }
   if (!e.uuid.is_nil()) out.uuid = e.uuid.to_string();
   return out;
 }
@@ -172,6 +178,8 @@ std::vector<std::shared_ptr<MemberDevice>> Array::State::superblock_targets() co
   }
   for (const auto& spare : spares)
     out.push_back(spare);
+  // A hot replace's device holds a spare slot (null in `spares`).
+  if (sb.replace && sb.replace->slot < out.size()) out[sb.replace->slot] = replacement_owner;
   return out;
 }
 
@@ -210,6 +218,11 @@ Result<MemberSlot> Array::member_slot(std::uint32_t slot) const {
   const MemberDevice* dev = slot < n                     ? s.members[slot].get()
                             : slot - n < s.spares.size() ? s.spares[slot - n].get()
                                                          : nullptr;
+  if (s.sb.replace && s.sb.replace->slot == slot) {
+    dev = s.replacement_owner.get();
+    out.rebuild_offset = std::min(
+        s.data_size, s.replace_copied.load(std::memory_order_acquire) * s.geometry.strip_bytes());
+  }
   if (dev != nullptr) out.path = dev->path();
   if (slot < n && s.is_rebuilding(slot)) {
     // Live progress: the superblocks record the last checkpoint, memory how far it has got.

@@ -97,8 +97,14 @@ struct Array::State {
   // Serialises starting, swapping in and giving up a replace (taken before control_mutex; never
   // by I/O threads, so it may be held while waiting for replace_users to drain).
   Mutex replace_mutex;
+  // The replacement's device and member UUID. It holds spare slot sb.replace->slot (null in
+  // `spares`; superblock_targets() writes it there), and sb.replace->copied is the copy's last
+  // checkpoint: the replacement was flushed holding every stripe below it.
   std::shared_ptr<MemberDevice> replacement_owner GUARDED_BY(control_mutex);
   meta::Uuid replacement_uuid GUARDED_BY(control_mutex){};
+  // Flushes the replacement and records replace_copied in sb.replace (a superblock update), so
+  // a later assembly resumes the copy there. Ok when no replace is pending.
+  Status record_replace_checkpoint() EXCLUDES(control_mutex);
 
   // The replacement a write to `member` at device byte `device_offset` (in `stripe`) must also
   // go to, held until release_replacement(); null (nothing held) when none applies. Call it

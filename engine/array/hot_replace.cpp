@@ -12,8 +12,14 @@
 // Swap: the new device is flushed, joins the write-intent bitmap in the role, and takes the role
 // with a new member UUID in one superblock update; only then is the replacement withdrawn (an I/O
 // holding it, or loading the role after the swap, writes the new device either way), and the old
-// device's superblock erased so it never assembles again. The replace is not recorded on disk
-// before the swap: a crash or a stop gives it up, leaving the array as it was.
+// device's superblock erased so it never assembles again.
+//
+// On disk: start_replace puts the new device in a spare slot and records the replace
+// (meta::ReplaceRecord) in one superblock update; the copy records how far it has got
+// (record_replace_checkpoint: the new device flushed first) every checkpoint_interval, when
+// stopped, and Array::stop() does too. Assembly resumes a recorded replace from there
+// (array_assemble.cpp). Giving up drops the record and the slot, and erases the new device's
+// superblock; the swap drops them in the update that gives it the role.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -53,6 +59,19 @@ void withdraw(Array::State& s) REQUIRES(s.replace_mutex) EXCLUDES(s.control_mute
   s.replacement.store(nullptr, std::memory_order_release);
 }
 
+// Drops the replace's record and the slot its device held (one superblock update; a failure is
+// logged: the members that failed it are failed by it).
+void drop_record_locked(Array::State& s) REQUIRES(s.control_mutex) {
+  if (!s.sb.replace) return;
+  const std::uint32_t slot = s.sb.replace->slot;
+  s.sb.replace.reset();
+  s.drop_spare_locked(slot);
+  if (Status st = s.write_superblocks_locked(); !st) {
+    spdlog::warn("graid: array '{}': recording the end of the hot replace: {}", s.name,
+                 st.message());
+  }
+}
+
 // Gives the pending replace up, closing its device (once the copy, if one runs, lets go of it);
 // the array is as it was. False when none was pending.
 bool give_up(Array::State& s, std::uint32_t member, const std::string& why) {
@@ -66,8 +85,13 @@ bool give_up(Array::State& s, std::uint32_t member, const std::string& why) {
   {
     MutexLock guard(s.control_mutex);
     dev = std::move(s.replacement_owner);
+    drop_record_locked(s);
   }
   const std::string path = dev->path();
+  // Out of the table now: its superblock would only name it as a spare of this array.
+  if (Status e = Array::erase_superblock(*dev); !e) {
+    spdlog::warn("graid: array '{}': {}: erasing its superblock: {}", s.name, path, e.message());
+  }
   dev.reset();  // never in the bitmap or a role before the swap succeeds
   spdlog::warn("graid: array '{}': hot replace of member {} by {} given up: {}", s.name, member,
                path, why);
@@ -151,6 +175,9 @@ Status put_in_role(Array::State& s, std::uint32_t member, const std::shared_ptr<
   if (s.is_failed(member)) return make_error(Errc::kIoError, "member {} failed", member);
   if (s.replace_broken.load(std::memory_order_acquire))
     return make_error(Errc::kIoError, "{} failed a write", dev->path());
+  if (!s.sb.replace || s.sb.replace->role != member) {
+    return make_error(Errc::kInternal, "the replace's record is gone");
+  }
   old = s.members[member];
   if (s.bitmap) {
     // Every bit set now is written to it, and from now on the role's bitmap writes go to it.
@@ -161,6 +188,9 @@ Status put_in_role(Array::State& s, std::uint32_t member, const std::shared_ptr<
   }
   s.members.set(member, dev);  // before the withdrawal: see hold_replacement
   s.sb.members[member] = meta::MemberEntry{s.replacement_uuid, meta::MemberState::kActive, 0, 0};
+  const std::uint32_t slot = s.sb.replace->slot;
+  s.sb.replace.reset();
+  s.drop_spare_locked(slot);  // in the same update: the device holds the role instead
   recorded = s.write_superblocks_locked();
   return Status::ok();
 }
@@ -224,6 +254,7 @@ Status Array::start_replace(std::uint32_t member, std::unique_ptr<MemberDevice> 
   }
   MutexLock replace_guard(s.replace_mutex);
   MutexLock guard(s.control_mutex);
+  const auto n = static_cast<std::uint32_t>(s.members.size());
   if (member >= s.members.size()) {
     return make_error(Errc::kOutOfRange, "array '{}' has no member {} (it has {})", s.name, member,
                       s.members.size());
@@ -238,6 +269,12 @@ Status Array::start_replace(std::uint32_t member, std::unique_ptr<MemberDevice> 
     return make_error(Errc::kBusy, "array '{}' is already replacing member {} by {}", s.name,
                       s.replace_member.load(), s.replacement_owner->path());
   }
+  if (n + s.sb.spare_count >= kMaxMembers) {
+    return make_error(Errc::kNoSpace,
+                      "array '{}' has {} members and spares, the most {}: no slot is free for "
+                      "the replacement; nothing was changed",
+                      s.name, n + s.sb.spare_count, kMaxMembers);
+  }
   GRAID_RETURN_IF_ERROR(check_new_device(s, *device, force));
   auto uuid = meta::Uuid::generate();
   if (!uuid) return uuid.status();
@@ -246,10 +283,29 @@ Status Array::start_replace(std::uint32_t member, std::unique_ptr<MemberDevice> 
                       device->path(), st.message());
   }
   const std::string path = device->path();
+  // Recorded first: the device takes a spare slot and the record names it, in one update.
+  const std::uint32_t slot = n + s.sb.spare_count;
+  s.sb.members[slot] = meta::MemberEntry{*uuid, meta::MemberState::kSpare, 0, 0};
+  ++s.sb.spare_count;
+  s.spares.push_back(nullptr);
+  s.sb.replace = meta::ReplaceRecord{member, slot, 0, 0};
   s.replacement_owner = std::shared_ptr<MemberDevice>(std::move(device));
   s.replacement_uuid = *uuid;
   s.replace_copied.store(0, std::memory_order_release);
   s.replace_broken.store(false, std::memory_order_release);
+  Status recorded = s.write_superblocks_locked();
+  if (!recorded || !s.sb.replace) {
+    // The device could not take its superblock (its slot is gone), or the update failed.
+    if (s.sb.replace) {
+      s.sb.replace.reset();
+      s.drop_spare_locked(slot);
+      (void)s.write_superblocks_locked();
+    }
+    s.replacement_owner.reset();
+    s.replace_broken.store(false, std::memory_order_release);
+    return make_error(Errc::kIoError, "{}: recording the hot replace: {}; not started", path,
+                      recorded ? "the device could not take its superblock" : recorded.message());
+  }
   s.replacement.store(s.replacement_owner.get(), std::memory_order_release);
   s.replace_member.store(member, std::memory_order_seq_cst);
   spdlog::info("graid: array '{}': hot replace of member {} ({}) by {}: copy pending", s.name,
@@ -257,6 +313,29 @@ Status Array::start_replace(std::uint32_t member, std::unique_ptr<MemberDevice> 
   s.emit(ArrayEventKind::kReplaceStarted, member,
          fmt::format("{} replaces {} (copy, then swap)", path, s.members[member]->path()));
   return Status::ok();
+}
+
+Status Array::State::record_replace_checkpoint() {
+  std::shared_ptr<MemberDevice> dev;
+  {
+    MutexLock guard(control_mutex);
+    if (!replacement_owner || !sb.replace) return Status::ok();
+    dev = replacement_owner;
+  }
+  // Read before the flush: every window below it was written (completed) by then.
+  const std::uint64_t copied =
+      std::min(data_size, replace_copied.load(std::memory_order_acquire) * geometry.strip_bytes());
+  if (Status st = dev->flush_sync(); !st) {
+    replacement_failed("flush", -EIO);
+    return make_error(st.code(), "{}: flush for the copy's checkpoint: {}", dev->path(),
+                      st.message());
+  }
+  MutexLock guard(control_mutex);
+  if (replacement_owner != dev || !sb.replace || sb.replace->copied >= copied) {
+    return Status::ok();
+  }
+  sb.replace->copied = copied;
+  return write_superblocks_locked();
 }
 
 std::optional<Array::ReplaceProgress> Array::replace_progress() const {
@@ -377,15 +456,30 @@ Result<bool> Array::replace(const RebuildControl& control) {
   spdlog::info("graid: array '{}': copying member {} to {}", s.name, m, path);
   BackgroundPace pace(control.bytes_per_second, control.rate, 0);
   std::size_t turn = 0;
-  for (std::uint64_t first = s.replace_copied.load(std::memory_order_acquire); first < stripes;) {
+  Clock::time_point last_checkpoint = started;
+  const std::uint64_t resumed_at = s.replace_copied.load(std::memory_order_acquire);
+  if (resumed_at > 0) {
+    spdlog::info("graid: array '{}': the copy of member {} resumes at its checkpoint ({} MiB)",
+                 s.name, m, (resumed_at * strip) >> 20);
+  }
+  for (std::uint64_t first = resumed_at; first < stripes;) {
     if (s.replacement.load(std::memory_order_acquire) != target) {
       (void)finish_held();
       return false;  // cancelled
     }
     if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
-      (void)finish_held();
-      give_up(s, m, "stopped (a hot replace does not resume: start it again)");
+      const Status done = finish_held();
+      const Status st = done ? s.record_replace_checkpoint() : done;
+      if (!st) return failed(st.message());
+      spdlog::info("graid: array '{}': copy of member {} stopped at {} MiB; it resumes there",
+                   s.name, m, (s.replace_copied.load() * strip) >> 20);
       return false;
+    }
+    if (Clock::now() - last_checkpoint >= control.checkpoint_interval) {
+      // Only what is written counts: the held window's write completes first.
+      if (Status st = finish_held(); !st) return failed(st.message());
+      if (Status st = s.record_replace_checkpoint(); !st) return failed(st.message());
+      last_checkpoint = Clock::now();
     }
     std::string why;
     if (s.is_failed(m)) why = fmt::format("member {} failed: it is rebuilt instead", m);

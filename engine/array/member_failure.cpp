@@ -2,6 +2,7 @@
 // and holding back the acknowledgement of writes that skipped it until that record is durable.
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "array/array_state.h"
@@ -51,6 +52,7 @@ Status Array::State::write_superblock_rounds_locked() {
   for (std::uint32_t round = 0; round <= geometry.members(); ++round) {
     ++sb.events;
     sb.utime_ns = wall_clock_ns();
+    if (sb.replace) sb.replace->events = sb.events;  // written by a build that knows it
     const std::vector<std::shared_ptr<MemberDevice>> targets = superblock_targets();
     const std::vector<Status> written = write_superblock_copies(targets, sb, metadata_timeout);
     bool any_failed = false;
@@ -62,6 +64,14 @@ Status Array::State::write_superblock_rounds_locked() {
       }
       spdlog::error("graid: member {} ({}) failed writing its superblock: {}", m,
                     targets[m]->path(), written[m].to_string());
+      if (sb.replace && sb.replace->slot == m) {
+        // The hot replace's device: the replace is given up (the copy notices), its slot goes.
+        sb.replace.reset();
+        replacement_failed("superblock write", -EIO);
+        drop_spare_locked(m);
+        any_failed = true;
+        continue;
+      }
       if (m >= members.size()) {
         emit(ArrayEventKind::kMemberFailed, m,
              fmt::format("spare {} failed writing its superblock and was dropped: {}",
@@ -122,6 +132,7 @@ void Array::State::drop_spare_locked(std::uint32_t slot) {
     sb.members[s] = sb.members[s + 1];
   sb.members[last] = meta::MemberEntry{};
   --sb.spare_count;
+  if (sb.replace && sb.replace->slot > slot) --sb.replace->slot;
   spares.erase(spares.begin() + (slot - n));
 }
 

@@ -50,7 +50,12 @@ constexpr std::size_t kOffJournalOffset = 184;  // minor 2: u64
 constexpr std::size_t kOffJournalBytes = 192;   // minor 2: u64
 constexpr std::size_t kOffJournalEpoch = 200;   // minor 2: u64
 constexpr std::size_t kJournalFieldBytes = 24;
-constexpr std::size_t kOffReserved1b = 208;   // 48 bytes reserved
+constexpr std::size_t kOffReplaceRole = 208;    // minor 3: u32, role + 1 (0: no replace)
+constexpr std::size_t kOffReplaceSlot = 212;    // minor 3: u32
+constexpr std::size_t kOffReplaceCopied = 216;  // minor 3: u64
+constexpr std::size_t kOffReplaceEvents = 224;  // minor 3: u64
+constexpr std::size_t kReplaceFieldBytes = 24;
+constexpr std::size_t kOffReserved1b = 232;   // 24 bytes reserved
 constexpr std::size_t kOffMemberTable = 256;  // kMaxMembers entries
 constexpr std::size_t kMemberEntrySize = 32;
 constexpr std::size_t kOffVdTable = kOffMemberTable + kMaxMembers * kMemberEntrySize;  // 1280
@@ -92,14 +97,16 @@ constexpr std::size_t reserved_total() {
 static_assert(kSuperblockSize % 4096 == 0, "the superblock must be O_DIRECT-sized");
 static_assert(kOffName + kNameField == kOffSettings);
 static_assert(kOffSettings + kSettingsBytes == kOffReserved1);
-static_assert(kOffJournalOffset + kJournalFieldBytes == kOffReserved1b);
+static_assert(kOffJournalOffset + kJournalFieldBytes == kOffReplaceRole);
+static_assert(kOffReplaceRole + kReplaceFieldBytes == kOffReserved1b);
 static_assert(kVeName + kVdNameField == kVdEntrySize);
 static_assert(kMeRebuild + 8 == kMemberEntrySize);
 static_assert(kOffVdTable == 1280 && kOffReserved2 == 2304);
 static_assert(reserved_total() == kReservedBytes, "Superblock::reserved must cover every gap");
 // Fields + reserved bytes account for the whole block: nothing is left undefined.
 static_assert(kOffReserved0 - 0 + (kOffSettings - kOffDataOffset) + kSettingsBytes +
-                  kJournalFieldBytes + (kOffReserved2 - kOffMemberTable) + reserved_total() ==
+                  kJournalFieldBytes + kReplaceFieldBytes + (kOffReserved2 - kOffMemberTable) +
+                  reserved_total() ==
               kSuperblockSize);
 
 // The settings bytes in on-disk order (from kOffSettings), with the largest code each knows.
@@ -119,6 +126,8 @@ constexpr std::array<SettingField, kSettingsBytes> kSettingFields = {{
 constexpr std::uint16_t kSettingsMinor = 1;
 // The minor version that gave bytes kOffJournalOffset.. their meaning.
 constexpr std::uint16_t kJournalMinor = 2;
+// The minor version that gave bytes kOffReplaceRole.. their meaning.
+constexpr std::uint16_t kReplaceMinor = 3;
 
 // On-disk value of a Checkpoint with no job pending.
 constexpr std::uint64_t kNoCheckpoint = std::numeric_limits<std::uint64_t>::max();
@@ -336,6 +345,24 @@ Status check(const Superblock& sb, Errc code) {
     return make_error(code, "member UUID {} is not the one in slot {}", sb.member_uuid.to_string(),
                       sb.member_index);
   }
+  if (sb.replace) {
+    const ReplaceRecord& r = *sb.replace;
+    if (r.role >= sb.member_count) {
+      return make_error(code, "hot replace of role {} >= member count {}", r.role, sb.member_count);
+    }
+    if (r.slot < sb.member_count || r.slot >= sb.member_count + sb.spare_count ||
+        sb.members[r.slot].state != MemberState::kSpare) {
+      return make_error(code, "hot replace device in slot {}, which is not a spare slot", r.slot);
+    }
+    if (r.copied > sb.data_size || r.copied % sb.strip_bytes != 0) {
+      return make_error(code, "hot replace checkpoint {} beyond data size {} or not whole strips",
+                        r.copied, sb.data_size);
+    }
+    if (r.events == 0 || r.events > sb.events) {
+      return make_error(code, "hot replace record of event {} in a superblock of event {}",
+                        r.events, sb.events);
+    }
+  }
 
   // VD table.
   const std::uint64_t capacity = geometry->data_capacity(sb.data_size);
@@ -533,6 +560,12 @@ Status encode(const Superblock& sb, std::span<std::byte> out) {
   put_le<std::uint64_t>(block, kOffJournalOffset, sb.journal_offset);
   put_le<std::uint64_t>(block, kOffJournalBytes, sb.journal_bytes);
   put_le<std::uint64_t>(block, kOffJournalEpoch, sb.journal_epoch);
+  if (sb.replace) {
+    put_le<std::uint32_t>(block, kOffReplaceRole, sb.replace->role + 1);
+    put_le<std::uint32_t>(block, kOffReplaceSlot, sb.replace->slot);
+    put_le<std::uint64_t>(block, kOffReplaceCopied, sb.replace->copied);
+    put_le<std::uint64_t>(block, kOffReplaceEvents, sb.replace->events);
+  }
 
   for (std::size_t i = 0; i < kMaxMembers; ++i) {
     const MemberEntry& m = sb.members[i];
@@ -648,6 +681,16 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
   sb.journal_offset = get_le<std::uint64_t>(block, kOffJournalOffset);
   sb.journal_bytes = get_le<std::uint64_t>(block, kOffJournalBytes);
   sb.journal_epoch = get_le<std::uint64_t>(block, kOffJournalEpoch);
+  // Reserved (zero) before minor 3: a copy of an older minor reads with no hot replace.
+  const bool replace_bytes = !is_zero(block.subspan(kOffReplaceRole, kReplaceFieldBytes));
+  if (const auto role = get_le<std::uint32_t>(block, kOffReplaceRole); role != 0) {
+    sb.replace = ReplaceRecord{role - 1, get_le<std::uint32_t>(block, kOffReplaceSlot),
+                               get_le<std::uint64_t>(block, kOffReplaceCopied),
+                               get_le<std::uint64_t>(block, kOffReplaceEvents)};
+  } else if (replace_bytes) {
+    return make_error(Errc::kCorrupt, "hot replace fields set (bytes {}..{}) without a role",
+                      kOffReplaceRole, kOffReplaceRole + kReplaceFieldBytes - 1);
+  }
 
   for (std::size_t i = 0; i < kMaxMembers; ++i) {
     MemberEntry& m = sb.members[i];
@@ -696,6 +739,13 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
                       "area since minor {})",
                       minor, kOffJournalOffset, kOffJournalOffset + kJournalFieldBytes - 1,
                       kJournalMinor);
+  }
+  if (minor < kReplaceMinor && replace_bytes) {
+    return make_error(Errc::kCorrupt,
+                      "reserved bytes not zero in a minor {} superblock (bytes {}..{}, hot "
+                      "replace since minor {})",
+                      minor, kOffReplaceRole, kOffReplaceRole + kReplaceFieldBytes - 1,
+                      kReplaceMinor);
   }
   return sb;
 }

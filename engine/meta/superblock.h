@@ -57,7 +57,8 @@ inline constexpr std::uint16_t kMajorVersion = 1;
 //   minor 1: drive-group settings (Superblock::settings) at bytes 176..180.
 //   minor 2: the write-hole journal area (journal_offset, journal_bytes, journal_epoch) at bytes
 //            184..207.
-inline constexpr std::uint16_t kMinorVersion = 2;
+//   minor 3: the hot replace record (Superblock::replace) at bytes 208..231.
+inline constexpr std::uint16_t kMinorVersion = 3;
 
 // The first 8 bytes of every superblock: ASCII "graid-sb".
 inline constexpr std::array<std::byte, 8> kSuperblockMagic = {
@@ -72,7 +73,7 @@ inline constexpr std::size_t kMaxVds = 16;
 inline constexpr std::size_t kMaxArrayNameLen = 31;
 inline constexpr std::size_t kMaxVdNameLen = 39;
 // Bytes kept verbatim for future minor versions (see Superblock::reserved).
-inline constexpr std::size_t kReservedBytes = 1847;
+inline constexpr std::size_t kReservedBytes = 1823;
 
 // A 16-byte identifier (RFC 4122 layout; generated ones are version 4, random). All-zero is the
 // nil UUID, which means "none" wherever a UUID is optional.
@@ -164,6 +165,24 @@ struct StoredSettings {
 // pending. Bounded by data_size.
 using Checkpoint = std::optional<std::uint64_t>;
 
+// A hot replace in progress (minor 3; engine/array/hot_replace.cpp): the new device sits in spare
+// slot `slot` (state kSpare, so a reader that does not know this record sees a hot spare, which is
+// safe: a spare's contents never matter) and is a valid copy of active role `role` below member
+// data offset `copied`, flushed before it was recorded. Writes to the role go to it as well, so a
+// restart resumes the copy from `copied`.
+struct ReplaceRecord {
+  std::uint32_t role = 0;    // < member_count
+  std::uint32_t slot = 0;    // member_count <= slot < member_count + spare_count, a kSpare entry
+  std::uint64_t copied = 0;  // a multiple of strip_bytes, <= data_size
+  // The superblock's `events` when this record was last written. A writer that knows the record
+  // rewrites it with every update; one of an older minor carries it forward unchanged while it
+  // bumps `events` and does not send the role's writes to the new device, so a record whose
+  // events differ from the superblock's is void (the device is then just a spare).
+  std::uint64_t events = 0;
+
+  friend bool operator==(const ReplaceRecord&, const ReplaceRecord&) = default;
+};
+
 // The decoded superblock. Array-wide fields are the same on every member at the same event
 // count; member_uuid and member_index say which member this copy came from.
 struct Superblock {
@@ -206,6 +225,8 @@ struct Superblock {
   Checkpoint init_checkpoint;    // initialisation (parity/mirror sync of a new array)
   Checkpoint resync_checkpoint;  // resync after an unclean stop
   Checkpoint check_checkpoint;   // consistency check
+  // A hot replace in progress (minor 3), or none.
+  std::optional<ReplaceRecord> replace;
 
   std::string name;  // the drive group's name; at most kMaxArrayNameLen bytes, no NUL
 

@@ -4,7 +4,8 @@
 // superblock, the array is optimal and consistent, and it serves every byte with the *other*
 // members failed, so the copy, and every write that went to it during the copy, is what answers;
 // it also assembles from the new set of devices. A replacement that fails a write, a member that
-// fails during the copy and a stop each give the replace up with the array unharmed. Refusals
+// fails during the copy and a cancel each give the replace up with the array unharmed; a stop,
+// a clean stop of the array and a crash keep it, and it resumes from its checkpoint. Refusals
 // change nothing.
 #include <algorithm>
 #include <cstring>
@@ -119,7 +120,7 @@ TEST_P(ArrayHotReplaceTest, ReplacementThatFailsAWriteIsGivenUp) {
   verify(*array, "degraded after the victim failed");
 }
 
-TEST_P(ArrayHotReplaceTest, StopGivesItUpAndRefusalsChangeNothing) {
+TEST_P(ArrayHotReplaceTest, StopKeepsItCancelGivesItUpAndRefusalsChangeNothing) {
   auto array = make();
   ASSERT_TRUE(array);
   fill(*array, 35);
@@ -136,25 +137,178 @@ TEST_P(ArrayHotReplaceTest, StopGivesItUpAndRefusalsChangeNothing) {
   ASSERT_TRUE(small.is_ok()) << small.status().to_string();
   EXPECT_EQ(array->start_replace(0, std::move(*small)).code(), Errc::kNoSpace);
   EXPECT_FALSE(array->replace_progress());
+  const std::uint32_t n = array->member_count();
+  EXPECT_EQ(array->member_slots().size(), n) << "refusals take no slot";
 
   const std::string path0 = extra_path(0);
   ASSERT_TRUE(array->start_replace(0, std::move(extra_[0])).is_ok());
+  // Recorded at once: the device holds the first spare slot, and carries the array's superblock.
+  auto slot = array->member_slot(n);
+  ASSERT_TRUE(slot.is_ok());
+  EXPECT_EQ(slot->state, MemberSlotState::kReplacement);
+  EXPECT_EQ(slot->path, path0);
   std::atomic<bool> stop{true};
   RebuildControl control;
   control.stop = &stop;
   auto done = array->replace(control);
   ASSERT_TRUE(done.is_ok());
   EXPECT_FALSE(*done) << "stopped";
-  EXPECT_FALSE(array->replace_progress());
+  ASSERT_TRUE(array->replace_progress()) << "a stop keeps the replace pending";
   EXPECT_EQ(array->member_slot(0)->path, files_.paths[0]);
-  // Given up: the same file can be used again, and a pending replace can be cancelled.
-  auto back = open_member(path0, {});
-  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  ASSERT_TRUE(array->start_replace(0, std::move(*back)).is_ok());
+  // Cancelled: the record and the slot go, the device's superblock is erased, and the same file
+  // can be used again.
   EXPECT_TRUE(array->cancel_replace());
   EXPECT_FALSE(array->cancel_replace());
+  EXPECT_FALSE(array->replace_progress());
+  EXPECT_EQ(array->member_slots().size(), n);
+  auto back = open_member(path0, {});
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(Array::examine(**back).status().code(), Errc::kNotFound);
+  ASSERT_TRUE(array->start_replace(0, std::move(*back)).is_ok());
+  EXPECT_TRUE(array->cancel_replace());
   EXPECT_EQ(*array->count_inconsistent_stripes(), 0u);
-  verify(*array, "after the stop");
+  verify(*array, "after the cancel");
+}
+
+// A replace stopped part way is recorded with its checkpoint. A clean stop and assembly resume it
+// there; a crash resumes it from below the regions the bitmap marks dirty, so a write that reached
+// only the new device (here: junk planted on it) is copied again. Writes go on throughout, and
+// the finished copy answers for what the others lose.
+TEST_P(ArrayHotReplaceTest, ResumesFromItsCheckpointAfterAStopAndAfterACrash) {
+  auto array = make();
+  ASSERT_TRUE(array);
+  fill(*array, 36);
+  const std::uint32_t victim = 1;
+  const std::uint32_t n = array->member_count();
+  const std::string path = extra_path(0);
+  ASSERT_TRUE(array->start_replace(victim, std::move(extra_[0])).is_ok());
+  std::atomic<bool> stop{false};
+  RebuildControl control;
+  control.stop = &stop;
+  control.window_stripes = 4;
+  control.bytes_per_second = 8u << 20;
+  std::uint64_t reached = 0;
+  {
+    Traffic traffic(*array, model_, 37);
+    std::thread stopper([&] {
+      while (array->replace_progress()->copied_bytes < kMemberBytes * 2 / 3)
+        std::this_thread::sleep_for(1ms);
+      stop = true;
+    });
+    auto done = array->replace(control);
+    stopper.join();
+    ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+    EXPECT_FALSE(*done) << "stopped";
+    reached = array->replace_progress()->copied_bytes;
+    EXPECT_GE(reached, kMemberBytes * 2 / 3);
+    EXPECT_EQ(array->member_slot(n)->rebuild_offset, reached);
+    std::this_thread::sleep_for(100ms);  // writes below the checkpoint go to both meanwhile
+    traffic.finish();
+    EXPECT_EQ(traffic.errors(), 0u);
+    EXPECT_EQ(traffic.mismatches(), 0u);
+  }
+  const std::uint64_t data_offset = array->member_data_offset();
+  ASSERT_TRUE(array->stop().is_ok());
+  array.reset();
+
+  auto assemble = [&](bool clean) {
+    std::vector<std::unique_ptr<MemberDevice>> devs;
+    for (std::uint32_t m = 0; m < n; ++m)
+      devs.push_back(std::move(*open_member(files_.paths[m], {})));
+    devs.push_back(std::move(*open_member(path, {})));
+    AssembleReport report;
+    auto a = Array::assemble(std::move(devs), options(), {}, &report);
+    EXPECT_TRUE(a.is_ok()) << a.status().to_string();
+    EXPECT_EQ(report.was_clean, clean);
+    return a.is_ok() ? std::move(*a) : nullptr;
+  };
+  array = assemble(true);
+  ASSERT_TRUE(array);
+  auto progress = array->replace_progress();
+  ASSERT_TRUE(progress) << "a clean stop keeps the replace";
+  EXPECT_EQ(progress->member, victim);
+  EXPECT_EQ(progress->path, path);
+  EXPECT_EQ(progress->copied_bytes, reached) << "resumes at the checkpoint recorded at the stop";
+  verify(*array, "assembled with the replace pending");
+
+  // Writes to the second bitmap region (1 MiB of member data; below the checkpoint), then a crash.
+  // The new device is then made to hold what a torn write could leave there.
+  const std::uint64_t strip = array->geometry().strip_bytes();
+  const std::uint64_t region = 1u << 20;
+  const std::uint64_t first_stripe = region / strip;
+  const std::uint64_t at = first_stripe * array->geometry().stripe_data_bytes();
+  const auto len = static_cast<std::uint32_t>(16 * array->geometry().stripe_data_bytes());
+  {
+    const std::vector<std::byte> fresh = random_bytes(len, 38);
+    std::copy(fresh.begin(), fresh.end(), model_.begin() + static_cast<std::ptrdiff_t>(at));
+    auto ctx = std::move(*IoContext::create(8));
+    auto queue = std::move(*array->attach(*ctx));
+    auto buf = std::move(*AlignedBuffer::allocate(len, 4096));
+    std::memcpy(buf.data(), fresh.data(), len);
+    ASSERT_TRUE(run_one(*queue, IoKind::kWrite, at, len, buf.data()).is_ok());
+  }
+  array.reset();  // a crash: nothing marks it clean, the region's bit stays set
+  {
+    auto junk_dev = open_member(path, {});
+    ASSERT_TRUE(junk_dev.is_ok());
+    auto junk = std::move(*AlignedBuffer::allocate(16 * strip, 4096));
+    std::memset(junk.data(), 0xA5, junk.size());
+    ASSERT_TRUE((*junk_dev)->write_sync(data_offset + region, junk.span()).is_ok());
+  }
+  array = assemble(false);
+  ASSERT_TRUE(array);
+  progress = array->replace_progress();
+  ASSERT_TRUE(progress) << "a crash keeps the replace";
+  EXPECT_LE(progress->copied_bytes, region) << "copied again from below the dirty region";
+  verify(*array, "assembled after the crash");
+
+  {
+    Traffic traffic(*array, model_, 39);
+    RebuildControl rest;
+    rest.window_stripes = 8;
+    auto done = array->replace(rest);
+    traffic.finish();
+    ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+    EXPECT_TRUE(*done);
+    EXPECT_EQ(traffic.errors(), 0u);
+    EXPECT_EQ(traffic.mismatches(), 0u);
+  }
+  EXPECT_FALSE(array->replace_progress());
+  EXPECT_EQ(array->member_slot(victim)->path, path);
+  EXPECT_EQ(array->member_slots().size(), n) << "the slot it held is gone with the swap";
+  EXPECT_EQ(*array->count_inconsistent_stripes(), 0u);
+  fail_others(*array, victim);
+  verify(*array, "resumed replace, the others failed");
+}
+
+// A recorded replace whose role is gone at assembly does not resume: the record is dropped and
+// the device stays a hot spare, which the failed role can take.
+TEST_P(ArrayHotReplaceTest, RecordWithoutItsRoleLeavesTheDeviceASpare) {
+  auto array = make();
+  ASSERT_TRUE(array);
+  fill(*array, 40);
+  const std::uint32_t victim = 0;
+  const std::uint32_t n = array->member_count();
+  ASSERT_TRUE(array->start_replace(victim, std::move(extra_[0])).is_ok());
+  ASSERT_TRUE(array->stop().is_ok());
+  array.reset();
+  std::vector<std::unique_ptr<MemberDevice>> devs;
+  for (std::uint32_t m = 1; m < n; ++m)
+    devs.push_back(std::move(*open_member(files_.paths[m], {})));
+  devs.push_back(std::move(*open_member(extra_path(0), {})));
+  AssembleOptions degraded;
+  degraded.allow_degraded = true;
+  auto again = Array::assemble(std::move(devs), options(), degraded);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_FALSE((*again)->replace_progress());
+  EXPECT_EQ((*again)->member_slot(n)->state, MemberSlotState::kSpare);
+  EXPECT_EQ((*again)->member_slot(n)->path, extra_path(0));
+  ASSERT_TRUE((*again)->take_spare(victim).is_ok());
+  auto rebuilt = (*again)->rebuild();
+  ASSERT_TRUE(rebuilt.is_ok()) << rebuilt.status().to_string();
+  EXPECT_TRUE(*rebuilt);
+  fail_others(**again, victim);
+  verify(**again, "the spare rebuilt into the role");
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, ArrayHotReplaceTest,

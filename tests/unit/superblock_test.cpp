@@ -50,6 +50,7 @@ Superblock full_superblock() {
   sb.journal_offset = 512 * 1024;
   sb.journal_bytes = 512 * 1024;
   sb.journal_epoch = 0x0A0B0C0D;
+  sb.replace = ReplaceRecord{3, 9, 5ull << 30, sb.events};  // slot 9 copies role 3
   for (std::uint32_t i = 0; i < 10; ++i) {
     sb.members[i].uuid = test_uuid(static_cast<std::uint8_t>(0x10 * (i + 1) % 0xA0 + i));
     sb.members[i].state = i < 8 ? MemberState::kActive : MemberState::kSpare;
@@ -129,8 +130,8 @@ constexpr std::size_t kMagicAt = 0, kMajorAt = 8, kMinorAt = 10, kCrcAt = 12, kS
                       kMemberCountAt = 88, kSpareCountAt = 92, kStripAt = 96, kRsvd0At = 100,
                       kDataOffsetAt = 104, kDataSizeAt = 112, kInitAt = 120, kResyncAt = 128,
                       kCheckAt = 136, kNameAt = 144, kSettingsAt = 176, kRsvd1At = 181,
-                      kJournalAt = 184, kRsvd1bAt = 208, kMembersAt = 256, kMemberSize = 32,
-                      kVdsAt = 1280, kVdSize = 64, kRsvd2At = 2304;
+                      kJournalAt = 184, kReplaceAt = 208, kRsvd1bAt = 232, kMembersAt = 256,
+                      kMemberSize = 32, kVdsAt = 1280, kVdSize = 64, kRsvd2At = 2304;
 constexpr std::size_t member_at(std::size_t i) {
   return kMembersAt + i * kMemberSize;
 }
@@ -266,7 +267,7 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   using V = std::vector<std::uint8_t>;
   EXPECT_EQ(bytes_at(kMagicAt, 8), (V{'g', 'r', 'a', 'i', 'd', '-', 's', 'b'}));
   EXPECT_EQ(bytes_at(kMajorAt, 2), (V{0x01, 0x00}));
-  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x02, 0x00}));
+  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x03, 0x00}));
   EXPECT_EQ(bytes_at(kSbSizeAt, 4), (V{0x00, 0x10, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kFlagsAt, 4), (V{0x01, 0x00, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kEventsAt, 8), (V{0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
@@ -296,7 +297,11 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   EXPECT_EQ(bytes_at(kJournalAt, 8), (V{0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kJournalAt + 8, 8), (V{0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kJournalAt + 16, 8), (V{0x0D, 0x0C, 0x0B, 0x0A, 0x00, 0x00, 0x00, 0x00}));
-  EXPECT_EQ(bytes_at(kRsvd1bAt, 48), V(48, 0));
+  // Hot replace (minor 3): role + 1, slot, copied, events.
+  EXPECT_EQ(bytes_at(kReplaceAt, 8), (V{0x04, 0, 0, 0, 0x09, 0, 0, 0}));
+  EXPECT_EQ(bytes_at(kReplaceAt + 8, 8), (V{0, 0, 0, 0x40, 0x01, 0, 0, 0}));
+  EXPECT_EQ(bytes_at(kReplaceAt + 16, 8), (V{0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
+  EXPECT_EQ(bytes_at(kRsvd1bAt, 24), V(24, 0));
   // Member table: slot 5 is rebuilding at 3 GiB, slot 8 is a spare.
   EXPECT_EQ(bytes_at(member_at(5), 16),
             V(reinterpret_cast<const std::uint8_t*>(sb.members[5].uuid.bytes.data()),
@@ -333,7 +338,7 @@ TEST(SuperblockLayout, GoldenBytes) {
                                  reinterpret_cast<const std::uint8_t*>(b.data()) + 120);
   const std::vector<std::uint8_t> expected = {
       'g',  'r',  'a',      'i',      'd',      '-',      's', 'b', 1,   0,
-      2,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
+      3,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
       0x00, 0x10, 0,        0,                                     // sb_size 4096
       0,    0,    0,        0,                                     // array flags
       1,    0,    0,        0,        0,        0,        0,   0,  // events 1
@@ -356,8 +361,8 @@ TEST(SuperblockLayout, GoldenBytes) {
   poke<std::uint32_t>(zeroed, kCrcAt, 0);
   EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), bitwise_crc32c(zeroed));
   // The crc covers every byte, so these pin the whole encoding of both test superblocks.
-  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0x0C9EBDE8u);
-  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0x2911064Fu);
+  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0x989BBC46u);
+  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0xBE5D0DBCu);
 }
 
 // ---- Decode errors, one crafted input per check
@@ -545,7 +550,7 @@ TEST(SuperblockDecode, TruncatedAtEveryLength) {
 // A newer minor version is accepted; its reserved bytes and flag bits are kept and written back.
 TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   EncodedSuperblock b = must_encode(full_superblock());
-  poke<std::uint16_t>(b, kMinorAt, 3);
+  poke<std::uint16_t>(b, kMinorAt, 4);
   b[kRsvd0At] = std::byte{0x11};
   b[kRsvd1At + 2] = std::byte{0x22};
   b[kRsvd1bAt + 5] = std::byte{0x55};
@@ -557,14 +562,14 @@ TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   refix_crc(b);
   Result<Superblock> r = decode(b);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-  EXPECT_EQ(r->minor_version, 3);
+  EXPECT_EQ(r->minor_version, 4);
   EXPECT_TRUE(r->clean());
   EXPECT_EQ(r->members[0].flags, 0x4u);
   EXPECT_TRUE(r->vds[0].in_use());
   EXPECT_EQ(r->reserved[0], std::byte{0x11});
   EXPECT_EQ(r->reserved[4 + 2], std::byte{0x22});
   EXPECT_EQ(r->reserved[4 + 3 + 5], std::byte{0x55});
-  EXPECT_EQ(r->reserved[4 + 3 + 48 + 1000], std::byte{0x33});
+  EXPECT_EQ(r->reserved[4 + 3 + 24 + 1000], std::byte{0x33});
   EXPECT_EQ(r->reserved[kReservedBytes - 1], std::byte{0x44});
   EXPECT_EQ(must_encode(*r), b);
 
@@ -620,6 +625,7 @@ TEST(SuperblockSettings, MinorZeroReadsUnsetAndIsUpgradedOnWrite) {
   Superblock sb = full_superblock();
   sb.settings = StoredSettings{};
   sb.journal_offset = sb.journal_bytes = sb.journal_epoch = 0;
+  sb.replace.reset();
   EncodedSuperblock minor0 = must_encode(sb);
   poke<std::uint16_t>(minor0, kMinorAt, 0);
   refix_crc(minor0);
@@ -674,6 +680,7 @@ TEST(SuperblockJournal, MinorOneWithJournalBytesIsCorrupt) {
   // A minor 1 copy (zero there) reads with no journal area.
   Superblock old = full_superblock();
   old.journal_offset = old.journal_bytes = old.journal_epoch = 0;
+  old.replace.reset();
   EncodedSuperblock ob = must_encode(old);
   poke<std::uint16_t>(ob, kMinorAt, 1);
   refix_crc(ob);
@@ -695,6 +702,63 @@ TEST(SuperblockJournal, ValidateRefusesAreasOutsideTheMetadata) {
   sb = full_superblock();
   sb.journal_bytes = 0;  // an offset without an area
   EXPECT_EQ(validate(sb).code(), Errc::kInvalidArgument);
+}
+
+// ---- Hot replace record (minor 3)
+// -------------------------------------------------------------------------------
+
+TEST(SuperblockReplace, RoundTripsAndOlderMinorsHaveNone) {
+  const Superblock sb = full_superblock();
+  Result<Superblock> back = decode(must_encode(sb));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  ASSERT_TRUE(back->replace.has_value());
+  EXPECT_EQ(*back->replace, *sb.replace);
+  Superblock none = sb;
+  none.replace.reset();
+  const EncodedSuperblock nb = must_encode(none);
+  EXPECT_EQ(peek<std::uint32_t>(nb, kReplaceAt), 0u);  // role + 1 = 0: no replace
+  Result<Superblock> nback = decode(nb);
+  ASSERT_TRUE(nback.is_ok()) << nback.status().to_string();
+  EXPECT_FALSE(nback->replace.has_value());
+
+  // A minor 2 copy with those bytes set is corrupt; with them zero it reads with no replace.
+  EncodedSuperblock b = must_encode(sb);
+  poke<std::uint16_t>(b, kMinorAt, 2);
+  refix_crc(b);
+  Result<Superblock> r = decode(b);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), Errc::kCorrupt);
+  EXPECT_NE(r.status().message().find("hot replace since minor 3"), std::string::npos)
+      << r.status().message();
+  EncodedSuperblock ob = nb;
+  poke<std::uint16_t>(ob, kMinorAt, 2);
+  refix_crc(ob);
+  EXPECT_TRUE(decode(ob).is_ok());
+  // Fields without a role are corrupt in any minor.
+  EncodedSuperblock orphan = nb;
+  poke<std::uint64_t>(orphan, kReplaceAt + 8, 4096);
+  refix_crc(orphan);
+  EXPECT_EQ(decode(orphan).status().code(), Errc::kCorrupt);
+}
+
+TEST(SuperblockReplace, ValidateRefusesRecordsThatDoNotFitTheTable) {
+  auto refused = [](auto change) {
+    Superblock sb = full_superblock();
+    change(*sb.replace, sb);
+    return validate(sb).code() == Errc::kInvalidArgument;
+  };
+  EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock&) { r.role = 8; }));   // not a role
+  EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock&) { r.slot = 7; }));   // a role's slot
+  EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock&) { r.slot = 10; }));  // beyond the spares
+  EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock& sb) {
+    sb.members[r.slot].state = MemberState::kFailed;  // not a spare entry
+  }));
+  EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock& sb) { r.copied = sb.data_size + 65536; }));
+  EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock&) { r.copied = 4096; }));  // part strip
+  EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock& sb) { r.events = sb.events + 1; }));
+  EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock&) { r.events = 0; }));
+  EXPECT_FALSE(refused([](ReplaceRecord& r, Superblock& sb) { r.copied = sb.data_size; }));
+  EXPECT_FALSE(refused([](ReplaceRecord& r, Superblock&) { r.events = 1; }));  // void, valid
 }
 
 TEST(SuperblockSettings, SettingsArePartOfTheArrayState) {

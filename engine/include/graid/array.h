@@ -303,12 +303,14 @@ struct ArrayStats {
 
 // State of a slot of the member table, as the superblocks record it (meta::MemberState).
 enum class MemberSlotState : std::uint8_t {
-  kActive,      // in sync, serving reads and writes
-  kFailed,      // failed: neither read nor written until replaced
-  kSpare,       // a hot spare (spare slots only)
-  kRebuilding,  // being rebuilt (rebuild_offset: done so far); see Array::member_slots()
-  kRemoved,     // the role has no device
-  kEmpty,       // unused
+  kActive,       // in sync, serving reads and writes
+  kFailed,       // failed: neither read nor written until replaced
+  kSpare,        // a hot spare (spare slots only)
+  kRebuilding,   // being rebuilt (rebuild_offset: done so far); see Array::member_slots()
+  kRemoved,      // the role has no device
+  kEmpty,        // unused
+  kReplacement,  // a hot replace's new device, copying a role (spare slots only; rebuild_offset:
+                 // member data bytes copied); see Array::start_replace()
 };
 std::string_view member_slot_state_name(MemberSlotState state) noexcept;
 
@@ -643,11 +645,16 @@ class Array {
   // active role `member` that every write to the role also goes to once the copy has passed its
   // stripe; replace() then copies window by window and, at the end, swaps it into the role (new
   // member UUID) and erases the old device's superblock. Redundancy never drops meanwhile: the
-  // old member serves until the swap. One replace at a time, not recorded on disk: a stop or a
-  // crash gives it up (start it again). Refuses, changing nothing: RAID0 (kUnsupported: it has no
-  // locked write path to copy under), a role that is not active (kInvalidArgument: replace a
-  // failed member with replace_failed()), a replace already pending (kBusy), and what
-  // add_spare() refuses for `device`.
+  // old member serves until the swap. One replace at a time. It is recorded in the superblocks
+  // (the device takes a spare slot, meta::ReplaceRecord), with how far the copy has got: a stop,
+  // a restart or a crash keeps it, and the assembly that finds every piece (the device, the role
+  // still active) resumes it from that checkpoint (after an unclean stop, from below the first
+  // region the write-intent bitmap marks dirty: what was in flight may have reached only one of
+  // the two). Otherwise the record is dropped there and the device stays a hot spare. Refuses,
+  // changing nothing: RAID0 (kUnsupported: it has no locked write path to copy under), a role
+  // that is not active (kInvalidArgument: replace a failed member with replace_failed()), a
+  // replace already pending (kBusy), no free slot (kNoSpace), and what add_spare() refuses for
+  // `device`; kIoError when the device cannot take its superblock.
   Status start_replace(std::uint32_t member, std::unique_ptr<MemberDevice> device,
                        bool force = false);
   struct ReplaceProgress {
@@ -660,11 +667,13 @@ class Array {
   std::optional<ReplaceProgress> replace_progress() const;
   // Copies the pending replacement and swaps it in (see start_replace()), paced and stoppable as
   // a rebuild. True when it was swapped in (or none was pending); false when `control.stop`
-  // stopped it (given up). kIoError when the copy failed: a write to the new device failed, or
-  // the old member failed, and the replace is given up (event kReplaceStopped) with the array as
-  // it was. Blocking: run it on a thread of its own (graidd's redundancy job).
+  // stopped it (its checkpoint recorded: a later call resumes) or it was cancelled. kIoError when
+  // the copy failed: a write to the new device failed, or the old member failed, and the replace is
+  // given up (event kReplaceStopped) with the array as it was. Blocking: run it on a thread of its
+  // own (graidd's redundancy job).
   Result<bool> replace(const RebuildControl& control = {});
-  // Gives the pending replace up; true when there was one. The device is closed.
+  // Gives the pending replace up; true when there was one. Its record and slot are dropped, its
+  // superblock erased and the device closed.
   bool cancel_replace();
   // Roles being rebuilt now (kRebuilding with a device).
   std::vector<std::uint32_t> rebuilding_members() const;
