@@ -7,7 +7,9 @@
 //                  the most it could reach per member
 //   rebuild        a member failed, a fresh file put in its place, Array::rebuild unthrottled:
 //                  member bytes rebuilt per second, idle and with a foreground thread doing
-//                  random 4 KiB writes and reads (whose IOPS is reported too)
+//                  random 4 KiB writes and reads (whose IOPS is reported too), and with that
+//                  load again while the rebuild may take only `normal`'s share of the time
+//                  (RebuildControl::share, 25 %), to show what the share gives the foreground
 //   hot replace    a working member copied to a fresh file and swapped in (Array::replace), idle
 //   re-add         a member failed, 1% of the array written, the same file taken back
 //                  (Array::readd_failed): the bitmap-limited rebuild's time, as member bytes
@@ -231,16 +233,21 @@ int run(const Options& o) {
     f.cpu_s_per_gib = cpu / gib;
     return f;
   };
-  auto rebuild_once = [&](std::uint32_t victim, bool load) -> Result<JobFigures> {
+  // `share`: the percent of the time the rebuild may take while the foreground runs (the
+  // speed setting's second limit; 100 = it never yields).
+  auto rebuild_once = [&](std::uint32_t victim, bool load,
+                          std::uint32_t share = 100) -> Result<JobFigures> {
     GRAID_RETURN_IF_ERROR(a.fail_member(victim, "benchmark"));
-    auto fresh = open_file(fmt::format("{}/new{}-{}", base, victim, load), member_bytes);
+    auto fresh = open_file(fmt::format("{}/new{}-{}-{}", base, victim, load, share), member_bytes);
     if (!fresh) return fresh.status();
     GRAID_RETURN_IF_ERROR(a.replace_failed(victim, std::move(*fresh)));
     std::atomic<bool> stop{false};
     std::atomic<std::uint64_t> fg{0};
     std::thread fg_thread;
     if (load) fg_thread = std::thread([&] { foreground(a, stop, fg); });
-    auto f = measure([&] { return a.rebuild(); });
+    RebuildControl control;
+    if (share < 100) control.share = [share] { return share; };
+    auto f = measure([&] { return a.rebuild(control); });
     stop = true;
     if (fg_thread.joinable()) fg_thread.join();
     if (f) f->fg_iops = static_cast<double>(fg.load()) / f->seconds;
@@ -284,6 +291,10 @@ int run(const Options& o) {
   if (!idle) return std::fprintf(stderr, "%s\n", idle.status().message().c_str()), 1;
   auto loaded = rebuild_once(0, true);  // another member (RAID1 x2 has only 0 and 1)
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.status().message().c_str()), 1;
+  // The same load with the rebuild held to `normal`'s share of the time (25 %), uncapped.
+  const std::uint32_t normal_share = background_busy_share(BackgroundSpeed::kNormal);
+  auto yielding = rebuild_once(1, true, normal_share);
+  if (!yielding) return std::fprintf(stderr, "%s\n", yielding.status().message().c_str()), 1;
   auto replaced = replace_once(o.members - 1);
   if (!replaced) return std::fprintf(stderr, "%s\n", replaced.status().message().c_str()), 1;
   auto readded = readd_once(1, 0.01);
@@ -308,6 +319,7 @@ int run(const Options& o) {
   };
   row("rebuild, idle", *idle, false);
   row("rebuild, 4K fg load", *loaded, true);
+  row(fmt::format("  same, {}% share", normal_share).c_str(), *yielding, true);
   row("hot replace, idle", *replaced, false);
   row("re-add, 1% written", *readded, false);
   JobFigures check;

@@ -41,6 +41,7 @@ void CheckJob::run(bool repair) {
   control.stop = &stop_;
   control.repair = repair;
   control.rate = [this] { return background_speed_bytes(array_.settings().check_speed); };
+  control.share = [this] { return background_busy_share(array_.settings().check_speed); };
   auto report = array_.check(control);
   MutexLock lock(mutex_);
   running_ = false;

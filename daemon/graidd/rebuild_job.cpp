@@ -102,6 +102,7 @@ void RebuildJob::run_resync() {
   InitControl control;
   control.stop = &stop_;
   control.rate = [this] { return background_speed_bytes(array_.settings().resync_speed); };
+  control.share = [this] { return background_busy_share(array_.settings().resync_speed); };
   auto done = array_.resync(control);
   MutexLock lock(mutex_);
   resync_.running = false;
@@ -126,6 +127,7 @@ void RebuildJob::run_init() {
   InitControl control;
   control.stop = &stop_;
   control.rate = [this] { return background_speed_bytes(array_.settings().init_speed); };
+  control.share = [this] { return background_busy_share(array_.settings().init_speed); };
   auto done = array_.initialise(control);
   MutexLock lock(mutex_);
   init_.running = false;
@@ -143,6 +145,7 @@ void RebuildJob::run_replace() {
   RebuildControl control;
   control.stop = &stop_;
   control.rate = [this] { return background_speed_bytes(array_.settings().rebuild_speed); };
+  control.share = [this] { return background_busy_share(array_.settings().rebuild_speed); };
   auto done = array_.replace(control);
   if (!done.is_ok()) {
     MutexLock lock(mutex_);
@@ -195,6 +198,7 @@ void RebuildJob::loop() {
     RebuildControl control;
     control.stop = &stop_;
     control.rate = [this] { return background_speed_bytes(array_.settings().rebuild_speed); };
+    control.share = [this] { return background_busy_share(array_.settings().rebuild_speed); };
     auto done = array_.rebuild(control);
     MutexLock lock(mutex_);
     running_ = false;

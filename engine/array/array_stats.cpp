@@ -118,6 +118,29 @@ ArrayStats Array::State::stats() const {
   return out;
 }
 
+std::pair<std::uint64_t, std::uint64_t> Array::State::foreground_activity() const {
+  MutexLock guard(registry->mutex);
+  std::uint64_t requests = 0, in_flight = 0;
+  for (const ArrayQueue::Impl* q : registry->queues) {
+    requests += q->stats.reads + q->stats.writes + q->stats.discards + q->stats.flushes;
+    in_flight += q->in_flight;
+  }
+  return {requests, in_flight};
+}
+
+BackgroundPace::Limits Array::State::pace_limits(std::uint64_t fixed_rate,
+                                                 std::function<std::uint64_t()> rate,
+                                                 std::function<std::uint32_t()> share) const {
+  BackgroundPace::Limits limits{fixed_rate, std::move(rate), std::move(share), {}};
+  limits.busy = [this, seen = foreground_activity().first]() mutable {
+    const auto [requests, in_flight] = foreground_activity();
+    const bool busy = requests != seen || in_flight != 0;
+    seen = requests;
+    return busy;
+  };
+  return limits;
+}
+
 ArrayStats Array::stats() const {
   return state_->stats();
 }

@@ -86,7 +86,8 @@ Result<InitReport> Array::initialise(const InitControl& control) {
          byte_counts(g, (stripes - pending) * strip));
 
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  BackgroundPace pace(control.bytes_per_second, control.rate, pending * strip);
+  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share),
+                      pending * strip);
   Clock::time_point last_checkpoint = Clock::now();
   StripeRangeLock lock(s.locks);
   for (std::uint64_t first = pending; first < stripes;) {

@@ -116,7 +116,7 @@ Result<ResyncReport> Array::resync(const InitControl& control) {
   };
 
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  BackgroundPace pace(control.bytes_per_second, control.rate, 0);
+  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share), 0);
   Clock::time_point last_checkpoint = Clock::now();
   std::uint64_t moved = 0;  // stripes this run passed
   StripeRangeLock lock(s.locks);

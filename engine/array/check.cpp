@@ -91,7 +91,8 @@ Result<CheckReport> Array::check(const CheckControl& control) {
   };
 
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  BackgroundPace pace(control.bytes_per_second, control.rate, from * strip);
+  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share),
+                      from * strip);
   Clock::time_point last_checkpoint = Clock::now();
   StripeRangeLock lock(s.locks);
   for (std::uint64_t first = from; first < stripes;) {

@@ -39,6 +39,20 @@ std::uint64_t background_speed_bytes(BackgroundSpeed speed) noexcept {
   return 0;
 }
 
+std::uint32_t background_busy_share(BackgroundSpeed speed) noexcept {
+  switch (speed) {
+    case BackgroundSpeed::kLow:
+      return 10;
+    case BackgroundSpeed::kNormal:
+      return 25;
+    case BackgroundSpeed::kHigh:
+      return 50;
+    case BackgroundSpeed::kExtreme:
+      return 100;
+  }
+  return 100;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -337,7 +351,8 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
 
   const Clock::time_point started = Clock::now();
   Clock::time_point last_checkpoint = started;
-  BackgroundPace pace(control.bytes_per_second, control.rate, from * strip);
+  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share),
+                      from * strip);
   std::uint64_t moved = from * strip;  // member bytes rebuilt (windows skipped not counted)
   std::uint64_t skipped = 0;           // stripes a re-added member did not need
   std::uint64_t next_tenth = (from * 10 / std::max<std::uint64_t>(stripes, 1) + 1);

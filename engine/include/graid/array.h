@@ -357,6 +357,9 @@ struct RebuildControl {
   // Optional: asked before each window instead of bytes_per_second, so a speed setting changed
   // while the rebuild runs takes effect at once. Runs on the rebuild's thread.
   std::function<std::uint64_t()> rate;
+  // Optional: the percent of the time (1..100) the job may take while applications' I/O runs on
+  // the array, asked after each window; empty = 100 (never yields). See background_busy_share().
+  std::function<std::uint32_t()> share;
   // Stripes locked and rebuilt at a time: foreground writes to them wait that long.
   std::uint64_t window_stripes = 16;
   // The checkpoint is recorded in the superblocks at least this often (and at the end).
@@ -368,6 +371,7 @@ struct CheckControl {
   const std::atomic<bool>* stop = nullptr;  // as RebuildControl::stop
   std::uint64_t bytes_per_second = 0;       // as RebuildControl
   std::function<std::uint64_t()> rate;      // as RebuildControl
+  std::function<std::uint32_t()> share;     // as RebuildControl
   // Rewrite what does not match: parity from the data (RAID5/6), every copy from the first
   // live one (RAID1/10), as md's repair does. Without it nothing is written.
   bool repair = false;
@@ -393,6 +397,7 @@ struct InitControl {
   const std::atomic<bool>* stop = nullptr;  // as RebuildControl::stop
   std::uint64_t bytes_per_second = 0;       // as RebuildControl
   std::function<std::uint64_t()> rate;      // as RebuildControl
+  std::function<std::uint32_t()> share;     // as RebuildControl
   std::uint64_t window_stripes = 16;
   std::chrono::milliseconds checkpoint_interval{2000};
 };
@@ -421,6 +426,9 @@ struct ResyncProgress {
 
 // The rate a BackgroundSpeed allows, per member, in bytes per second (0 = unthrottled).
 std::uint64_t background_speed_bytes(BackgroundSpeed speed) noexcept;
+// The percent of the time a background job at `speed` may take while applications' I/O runs
+// (100 = it does not yield); docs/cli.md gives each.
+std::uint32_t background_busy_share(BackgroundSpeed speed) noexcept;
 
 // Completion of an asynchronous parity batch.
 class ParityCompletion {
