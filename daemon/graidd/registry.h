@@ -181,6 +181,10 @@ class Registry {
                                           std::vector<Pd*> pds, bool force = false);
   // graidctl edit dg <id> force_online [--confirm] (registry_dg.cpp).
   Result<nlohmann::json> force_online(Dg& dg, bool confirm);
+  // For force_online of a DG that failed while running: refuses without `confirm` (saying what
+  // forcing does) or while its VDs are exported, changing nothing; else stops the array and holds
+  // its PDs again, leaving the DG offline for the forced assembly.
+  Status take_down_failed(Dg& dg, bool confirm);
   void restore_export(const ExportEntry& entry);
   // Serves a VD as a ublk device and records it in the state dir (registry_vd.cpp). `dev_id`:
   // the device it had before a restart.

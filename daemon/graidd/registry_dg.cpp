@@ -214,16 +214,55 @@ Result<nlohmann::json> Registry::stop_check(const nlohmann::json& args) {
   return dg_json(dg, false);
 }
 
+Status Registry::take_down_failed(Dg& dg, bool confirm) {
+  const std::string level(raid_level_name(dg.array->geometry().level()));
+  std::vector<std::uint32_t> exported;
+  for (const auto& vd : dg.array->vds())
+    if (nbd_.find(dg.id, vd.id) || ublk_.find(dg.id, vd.id)) exported.push_back(vd.id);
+  if (!confirm) {
+    return make_error(
+        Errc::kInvalidArgument,
+        "dg {} failed while running: more members failed than {} tolerates, and its I/O fails "
+        "with EIO. Forcing it online stops it and starts it again from what its PDs hold now: "
+        "members recorded failed are taken back, newest first, and the data on them may be out "
+        "of date (writes made while they were gone are not on them).{} Add --confirm to do it",
+        dg.id, level,
+        exported.empty() ? std::string()
+                         : fmt::format(" Its exported VDs ({}) must be unexported first.",
+                                       fmt::join(exported, ", ")));
+  }
+  if (!exported.empty()) {
+    return make_error(Errc::kBusy,
+                      "dg {} still exports vd {}: unexport them first (graidctl unexport vd {} "
+                      "<vd>); nothing was changed",
+                      dg.id, fmt::join(exported, ", "), dg.id);
+  }
+  GRAID_RETURN_IF_ERROR(dg.array->quiesce(std::chrono::seconds(10)));
+  stop_jobs(dg);
+  if (auto st = dg.array->stop(); !st)
+    spdlog::info("dg {}: stopped failed: {}", dg.id, st.message());
+  dg.array.reset();
+  // I/O threads whose rings registered the members' files drop them at their next poll.
+  for (int round = 0; round < 2; ++round)
+    for (std::uint32_t t = 0; t < threads_.count(); ++t)
+      threads_.call(t, [](IoContext&) {});
+  for (auto& [id, pd] : pds_) {
+    if (pd.dg_id != dg.id) continue;
+    pd.slot.reset();
+    if (!pd.device) reopen(pd);
+  }
+  dg.message = "failed while running; stopped to be forced online";
+  events_.add("dg_offline", dg.id, std::nullopt, std::nullopt, dg.message);
+  return Status::ok();
+}
+
 Result<json> Registry::force_online(Dg& dg, bool confirm) {
   if (dg.array) {
     if (dg.array->health() != ArrayHealth::kFailed)
       return make_error(Errc::kInvalidArgument, "dg {} is {}: there is nothing to force", dg.id,
                         array_health_name(dg.array->health()));
-    return make_error(Errc::kUnsupported,
-                      "dg {} failed while running (its I/O fails with EIO); once the missing "
-                      "members are back, restart graidd: the dg then shows offline, and "
-                      "force_online starts it",
-                      dg.id);
+    // Failed while running: stopped here, then forced up below as an offline DG is.
+    GRAID_RETURN_IF_ERROR(take_down_failed(dg, confirm));
   }
   // The PDs that carry this DG's superblock now. A missing PD that came back is only looked at
   // here (opened and closed again), so that the refusal without --confirm changes nothing.
