@@ -90,6 +90,17 @@ InitStatus RebuildJob::resync_status() const {
   return pending_status(job, progress->total, progress->done);
 }
 
+InitStatus RebuildJob::replace_status() const {
+  const auto progress = array_.replace_progress();
+  if (!progress) return {};
+  PendingJob job;
+  {
+    MutexLock lock(mutex_);
+    job = replace_;
+  }
+  return pending_status(job, progress->total_bytes, progress->copied_bytes);
+}
+
 void RebuildJob::run_resync() {
   const auto from = array_.resync_progress();
   if (!from) return;
@@ -141,15 +152,25 @@ void RebuildJob::run_init() {
 }
 
 void RebuildJob::run_replace() {
-  if (!array_.replace_progress()) return;
+  const auto from = array_.replace_progress();
+  if (!from) return;
+  {
+    MutexLock lock(mutex_);
+    replace_.running = true;
+    replace_.started_offset = from->copied_bytes;
+    replace_.started_at = std::chrono::steady_clock::now();
+    replace_.paused.clear();
+  }
   RebuildControl control;
   control.stop = &stop_;
   control.rate = [this] { return background_speed_bytes(array_.settings().rebuild_speed); };
   control.share = [this] { return background_busy_share(array_.settings().rebuild_speed); };
   auto done = array_.replace(control);
+  MutexLock lock(mutex_);
+  replace_.running = false;
   if (!done.is_ok()) {
-    MutexLock lock(mutex_);
     last_error_ = done.status().message();
+    replace_.paused = last_error_;
     spdlog::error("dg {}: hot replace failed: {}", dg_id_, last_error_);
   }
 }

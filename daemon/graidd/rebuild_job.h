@@ -65,6 +65,8 @@ class RebuildJob {
   InitStatus init_status() const EXCLUDES(mutex_);
   // The background re-sync after an unclean stop, in the same terms.
   InitStatus resync_status() const EXCLUDES(mutex_);
+  // A hot replace's copy, in the same terms (pending while the array has one).
+  InitStatus replace_status() const EXCLUDES(mutex_);
 
  private:
   void loop() EXCLUDES(mutex_);
@@ -92,6 +94,7 @@ class RebuildJob {
   std::string last_error_ GUARDED_BY(mutex_);
   PendingJob init_ GUARDED_BY(mutex_);
   PendingJob resync_ GUARDED_BY(mutex_);
+  PendingJob replace_ GUARDED_BY(mutex_);
   std::thread thread_;  // last: starts once the rest exists
 };
 

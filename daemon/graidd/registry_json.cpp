@@ -149,6 +149,13 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
           {"pd_id", opt(pd_at_slot(dg.id, rp->member))},
           {"new_path", rp->path},
           {"percent", rp->total_bytes == 0 ? 100.0 : 100.0 * rp->copied_bytes / rp->total_bytes}};
+      if (dg.rebuild) {
+        // The copy's rate and ETA while it runs (waiting behind a re-sync or a rebuild: none).
+        const InitStatus rs = dg.rebuild->replace_status();
+        j["replace"]["running"] = rs.running;
+        j["replace"]["bytes_per_second"] = rs.bytes_per_second;
+        j["replace"]["eta_seconds"] = rs.eta_seconds ? json(*rs.eta_seconds) : json(nullptr);
+      }
       if (j["state"] == "optimal") j["state"] = "replacing";
     }
     if (dg.rebuild) {

@@ -81,6 +81,12 @@ TEST_F(GraiddTest, HotReplaceCopiesAWorkingMemberThenTakesItsSlot) {
     return saw_progress || !j.contains("replace");
   });
   EXPECT_TRUE(saw_progress) << dg.dump();
+  if (saw_progress) {
+    // With its rate and ETA, as the other jobs.
+    EXPECT_EQ(dg["replace"]["running"], true) << dg.dump();
+    EXPECT_GT(dg["replace"]["bytes_per_second"].get<double>(), 0) << dg.dump();
+    EXPECT_TRUE(dg["replace"]["eta_seconds"].is_number()) << dg.dump();
+  }
   // Writes while the copy runs, then the copy must end with the slot taken.
   w = fio("--rw=randwrite");
   ASSERT_EQ(w.status, 0) << w.output;
