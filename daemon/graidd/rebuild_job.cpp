@@ -68,37 +68,28 @@ InitStatus RebuildJob::pending_status(const PendingJob& job, std::uint64_t total
   return out;
 }
 
+PendingJob RebuildJob::job_copy(PendingJob RebuildJob::*job) const {
+  MutexLock lock(mutex_);
+  return this->*job;
+}
+
 InitStatus RebuildJob::init_status() const {
   const auto done = array_.init_progress();
   if (!done) return {};
-  PendingJob job;
-  {
-    MutexLock lock(mutex_);
-    job = init_;
-  }
-  return pending_status(job, array_.member_data_bytes(), *done);
+  return pending_status(job_copy(&RebuildJob::init_), array_.member_data_bytes(), *done);
 }
 
 InitStatus RebuildJob::resync_status() const {
   const auto progress = array_.resync_progress();
   if (!progress) return {};
-  PendingJob job;
-  {
-    MutexLock lock(mutex_);
-    job = resync_;
-  }
-  return pending_status(job, progress->total, progress->done);
+  return pending_status(job_copy(&RebuildJob::resync_), progress->total, progress->done);
 }
 
 InitStatus RebuildJob::replace_status() const {
   const auto progress = array_.replace_progress();
   if (!progress) return {};
-  PendingJob job;
-  {
-    MutexLock lock(mutex_);
-    job = replace_;
-  }
-  return pending_status(job, progress->total_bytes, progress->copied_bytes);
+  return pending_status(job_copy(&RebuildJob::replace_), progress->total_bytes,
+                        progress->copied_bytes);
 }
 
 void RebuildJob::run_resync() {

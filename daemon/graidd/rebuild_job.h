@@ -73,6 +73,8 @@ class RebuildJob {
   void take_spares();
   // `job`'s status with `done` of `total` bytes done (a copy taken under mutex_).
   static InitStatus pending_status(const PendingJob& job, std::uint64_t total, std::uint64_t done);
+  // A copy of one of the PendingJob members, taken under mutex_.
+  PendingJob job_copy(PendingJob RebuildJob::*job) const EXCLUDES(mutex_);
   void run_init() EXCLUDES(mutex_);
   // A re-sync after an unclean stop (Array::resync), at the DG's resync speed, before anything
   // else: a rebuild or a copy through stripes not yet re-synced would carry their stale parity.
