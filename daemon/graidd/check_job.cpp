@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "graidd/job_pace.h"
 #include "graidd/job_progress.h"
 
 namespace graid::daemon {
@@ -40,8 +41,7 @@ void CheckJob::run(bool repair) {
   CheckControl control;
   control.stop = &stop_;
   control.repair = repair;
-  control.rate = [this] { return background_speed_bytes(array_.settings().check_speed); };
-  control.share = [this] { return background_busy_share(array_.settings().check_speed); };
+  pace_by_setting(control, array_, &ArraySettings::check_speed);
   auto report = array_.check(control);
   MutexLock lock(mutex_);
   running_ = false;

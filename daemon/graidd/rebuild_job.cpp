@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "graidd/job_pace.h"
 #include "graidd/job_progress.h"
 
 namespace graid::daemon {
@@ -73,6 +74,14 @@ PendingJob RebuildJob::job_copy(PendingJob RebuildJob::*job) const {
   return this->*job;
 }
 
+void RebuildJob::begin_run(PendingJob RebuildJob::*job, std::uint64_t done) {
+  MutexLock lock(mutex_);
+  PendingJob& j = this->*job;
+  j.running = true;
+  j.started_offset = done;
+  j.started_at = std::chrono::steady_clock::now();
+}
+
 InitStatus RebuildJob::init_status() const {
   const auto done = array_.init_progress();
   if (!done) return {};
@@ -95,16 +104,10 @@ InitStatus RebuildJob::replace_status() const {
 void RebuildJob::run_resync() {
   const auto from = array_.resync_progress();
   if (!from) return;
-  {
-    MutexLock lock(mutex_);
-    resync_.running = true;
-    resync_.started_offset = from->done;
-    resync_.started_at = std::chrono::steady_clock::now();
-  }
+  begin_run(&RebuildJob::resync_, from->done);
   InitControl control;
   control.stop = &stop_;
-  control.rate = [this] { return background_speed_bytes(array_.settings().resync_speed); };
-  control.share = [this] { return background_busy_share(array_.settings().resync_speed); };
+  pace_by_setting(control, array_, &ArraySettings::resync_speed);
   auto done = array_.resync(control);
   MutexLock lock(mutex_);
   resync_.running = false;
@@ -120,16 +123,10 @@ void RebuildJob::run_resync() {
 void RebuildJob::run_init() {
   const auto from = array_.init_progress();
   if (!from || array_.health() != ArrayHealth::kOptimal) return;
-  {
-    MutexLock lock(mutex_);
-    init_.running = true;
-    init_.started_offset = *from;
-    init_.started_at = std::chrono::steady_clock::now();
-  }
+  begin_run(&RebuildJob::init_, *from);
   InitControl control;
   control.stop = &stop_;
-  control.rate = [this] { return background_speed_bytes(array_.settings().init_speed); };
-  control.share = [this] { return background_busy_share(array_.settings().init_speed); };
+  pace_by_setting(control, array_, &ArraySettings::init_speed);
   auto done = array_.initialise(control);
   MutexLock lock(mutex_);
   init_.running = false;
@@ -145,23 +142,16 @@ void RebuildJob::run_init() {
 void RebuildJob::run_replace() {
   const auto from = array_.replace_progress();
   if (!from) return;
-  {
-    MutexLock lock(mutex_);
-    replace_.running = true;
-    replace_.started_offset = from->copied_bytes;
-    replace_.started_at = std::chrono::steady_clock::now();
-    replace_.paused.clear();
-  }
+  begin_run(&RebuildJob::replace_, from->copied_bytes);
   RebuildControl control;
   control.stop = &stop_;
-  control.rate = [this] { return background_speed_bytes(array_.settings().rebuild_speed); };
-  control.share = [this] { return background_busy_share(array_.settings().rebuild_speed); };
+  pace_by_setting(control, array_, &ArraySettings::rebuild_speed);
   auto done = array_.replace(control);
   MutexLock lock(mutex_);
   replace_.running = false;
+  replace_.paused = done.is_ok() ? std::string() : done.status().message();
   if (!done.is_ok()) {
-    last_error_ = done.status().message();
-    replace_.paused = last_error_;
+    last_error_ = replace_.paused;
     spdlog::error("dg {}: hot replace failed: {}", dg_id_, last_error_);
   }
 }
@@ -209,8 +199,7 @@ void RebuildJob::loop() {
     }
     RebuildControl control;
     control.stop = &stop_;
-    control.rate = [this] { return background_speed_bytes(array_.settings().rebuild_speed); };
-    control.share = [this] { return background_busy_share(array_.settings().rebuild_speed); };
+    pace_by_setting(control, array_, &ArraySettings::rebuild_speed);
     auto done = array_.rebuild(control);
     MutexLock lock(mutex_);
     running_ = false;

@@ -75,6 +75,8 @@ class RebuildJob {
   static InitStatus pending_status(const PendingJob& job, std::uint64_t total, std::uint64_t done);
   // A copy of one of the PendingJob members, taken under mutex_.
   PendingJob job_copy(PendingJob RebuildJob::*job) const EXCLUDES(mutex_);
+  // Marks one of them running from `done` bytes, now.
+  void begin_run(PendingJob RebuildJob::*job, std::uint64_t done) EXCLUDES(mutex_);
   void run_init() EXCLUDES(mutex_);
   // A re-sync after an unclean stop (Array::resync), at the DG's resync speed, before anything
   // else: a rebuild or a copy through stripes not yet re-synced would carry their stale parity.

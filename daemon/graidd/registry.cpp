@@ -318,15 +318,16 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
       pd->message = "stale superblock: not used by the drive group";
     }
   }
-  if (const auto rp = dg.array->replace_progress()) {
+  const auto replace = dg.array->replace_progress();
+  if (replace) {
     // A hot replace recorded in the superblocks resumes: its PD is the copy, in no slot yet.
     for (Pd* pd : members) {
-      if (pd->path != rp->path) continue;
+      if (pd->path != replace->path) continue;
       pd->slot.reset();
       pd->replacing = true;
       pd->global_spare = false;
       pd->message.clear();
-      if (const auto from = pd_at_slot(dg_id, rp->member)) pd->replacing_from = *from;
+      if (const auto from = pd_at_slot(dg_id, replace->member)) pd->replacing_from = *from;
     }
   }
   update_slot_map(dg);
@@ -338,9 +339,9 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
   } else if (!report.was_clean) {
     how += fmt::format(", re-synced {} bytes per member", report.resynced_bytes);
   }
-  if (const auto rp = dg.array->replace_progress()) {
-    how += fmt::format(", the hot replace of slot {} resumes at {} MiB", rp->member,
-                       rp->copied_bytes >> 20);
+  if (replace) {
+    how += fmt::format(", the hot replace of slot {} resumes at {} MiB", replace->member,
+                       replace->copied_bytes >> 20);
   }
   if (!report.stale_members.empty())
     how += fmt::format(", stale members not used: {}", fmt::join(report.stale_members, ", "));

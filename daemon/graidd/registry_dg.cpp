@@ -215,7 +215,6 @@ Result<nlohmann::json> Registry::stop_check(const nlohmann::json& args) {
 }
 
 Status Registry::take_down_failed(Dg& dg, bool confirm) {
-  const std::string level(raid_level_name(dg.array->geometry().level()));
   std::vector<std::uint32_t> exported;
   for (const auto& vd : dg.array->vds())
     if (nbd_.find(dg.id, vd.id) || ublk_.find(dg.id, vd.id)) exported.push_back(vd.id);
@@ -226,7 +225,7 @@ Status Registry::take_down_failed(Dg& dg, bool confirm) {
         "with EIO. Forcing it online stops it and starts it again from what its PDs hold now: "
         "members recorded failed are taken back, newest first, and the data on them may be out "
         "of date (writes made while they were gone are not on them).{} Add --confirm to do it",
-        dg.id, level,
+        dg.id, raid_level_name(dg.array->geometry().level()),
         exported.empty() ? std::string()
                          : fmt::format(" Its exported VDs ({}) must be unexported first.",
                                        fmt::join(exported, ", ")));
