@@ -1,5 +1,6 @@
 #include "ublk/ublk_queue.h"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace graid::ublk {
@@ -46,6 +47,16 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
     auto buffers = AlignedBuffer::allocate(std::size_t{depth} * max_io_bytes, 4096);
     if (!buffers.is_ok()) return buffers.status();
     q->buffers_ = std::move(*buffers);
+    // Member reads and writes go straight to and from the tags' buffers: each tag's head is
+    // registered (kRegisteredTagBytes). A refusal (no slot left, RLIMIT_MEMLOCK) leaves the rest
+    // unregistered: their I/O still works, pinning pages per request.
+    q->ctx_ = &ctx;
+    const std::size_t head = std::min<std::size_t>(max_io_bytes, kRegisteredTagBytes);
+    for (std::uint16_t i = 0; i < depth; ++i) {
+      const std::span<std::byte> region(q->buffers_.data() + std::size_t{i} * max_io_bytes, head);
+      if (!ctx.add_buffer_region(region).is_ok()) break;
+      q->registered_.push_back(region);
+    }
   }
   q->tags_.reserve(depth);
   for (std::uint16_t i = 0; i < depth; ++i) {
@@ -60,7 +71,10 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   return q;
 }
 
-UblkQueue::~UblkQueue() = default;
+UblkQueue::~UblkQueue() {
+  for (const auto& region : registered_)
+    ctx_->remove_buffer_region(region);
+}
 
 void UblkQueue::start() {
   started_ = true;

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "graid/array.h"
@@ -79,6 +80,12 @@ struct UblkQueueStats {
   }
 };
 
+// Copy mode: the first bytes of every tag's buffer are registered in the thread's ring, so that
+// member I/O of small requests (the many) goes to and from them as fixed buffers, with no page
+// pinning per I/O. Only the heads: registering pins the pages, and whole buffers would pin the
+// device's entire budget (256 MiB by default) whether or not large requests ever come.
+inline constexpr std::size_t kRegisteredTagBytes = 64 << 10;
+
 class UblkQueue {
  public:
   // On the thread owning `ctx`: attaches an ArrayQueue of `array` there. Copy mode
@@ -131,8 +138,10 @@ class UblkQueue {
   std::uint32_t max_io_ = 0;
   std::uint32_t logical_block_ = 512;
   bool user_copy_ = false;
-  AlignedBuffer buffers_;                  // copy mode: every tag's buffer
-  std::unique_ptr<nbd::BufferPool> pool_;  // USER_COPY: buffers of the requests being served
+  AlignedBuffer buffers_;     // copy mode: every tag's buffer
+  IoContext* ctx_ = nullptr;  // the thread's ring, which the buffers are registered in
+  std::vector<std::span<std::byte>> registered_;  // the tags' buffer heads registered in ctx_
+  std::unique_ptr<nbd::BufferPool> pool_;         // USER_COPY: buffers of the requests being served
   std::vector<std::unique_ptr<Tag>> tags_;
   std::size_t done_tags_ = 0;
   std::uint32_t serving_ = 0;

@@ -19,12 +19,27 @@ namespace graid {
 class DirectIo;
 class FlushOp;
 
+// The queue's ring as a HostMemoryRegistry: staging slabs registered for fixed-buffer member I/O.
+// Called on the queue's own thread only (the pool grows and dies there).
+class RingRegions final : public HostMemoryRegistry {
+ public:
+  explicit RingRegions(IoContext& ctx) noexcept : ctx_(ctx) {}
+  Status add_region(std::span<std::byte> region) override { return ctx_.add_buffer_region(region); }
+  void remove_region(std::span<std::byte> region) noexcept override {
+    ctx_.remove_buffer_region(region);
+  }
+
+ private:
+  IoContext& ctx_;
+};
+
 struct ArrayQueue::Impl {
   Impl(Array::State& state, IoContext& context);
   ~Impl();  // queue_member_io.cpp, where DirectIo and FlushOp are complete
 
   Array::State& array;
   IoContext& ctx;
+  RingRegions ring_regions{ctx};
   BufferPool buffers;
   QueueCounters stats;                           // read by Array::stats() from other threads
   SingleWriterCounter<std::uint32_t> in_flight;  // read by Array::quiesce()

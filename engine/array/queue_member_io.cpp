@@ -213,7 +213,7 @@ class FlushOp {
 };
 
 ArrayQueue::Impl::Impl(Array::State& state, IoContext& context)
-    : array(state), ctx(context), buffers(state.host_memory) {
+    : array(state), ctx(context), buffers(state.host_memory, &ring_regions) {
   kick_task.q = this;
   parity_task.q = this;
   parity_done_cb.q = this;

@@ -62,6 +62,7 @@ constexpr std::uint16_t kMaxRetries = 1000;
 constexpr unsigned kReapBatch = 64;
 // Kernel limits for registered buffers (IORING_MAX_REG_BUFFERS, 1 GiB per buffer).
 constexpr std::size_t kMaxRegions = 16384;
+constexpr std::size_t kSparseRegions = 16384;  // add_buffer_region()'s table (the kernel's most)
 constexpr std::size_t kMaxRegionBytes = std::size_t{1} << 30;
 
 bool is_rw(MemberOp op) noexcept {
@@ -171,6 +172,10 @@ struct IoContext::Impl {
   Fifo<RingCommand, &RingCommand::next_> command_backlog;  // commands waiting for an SQE
 
   std::vector<Region> regions;  // registered buffers, sorted by start
+  // add_buffer_region(): the buffer table is sparse (kSparseRegions slots, filled one region at
+  // a time); register_buffers() replaces it with a dense one.
+  bool sparse_table = false;
+  std::vector<std::uint16_t> free_region_slots;
 
   bool files_enabled = false;
   std::unordered_map<std::uint64_t, FileSlot> files;  // by MemberFile::id()
@@ -768,9 +773,11 @@ Status IoContext::register_buffers(std::span<const std::span<std::byte>> regions
     }
     iovecs.push_back(iovec{region.data(), region.size()});
   }
-  if (!impl.regions.empty()) {
+  if (!impl.regions.empty() || impl.sparse_table) {
     io_uring_unregister_buffers(&impl.ring);
     impl.regions.clear();
+    impl.sparse_table = false;
+    impl.free_region_slots.clear();
   }
   if (iovecs.empty()) return Status::ok();
   const int ret =
@@ -788,6 +795,74 @@ Status IoContext::register_buffers(std::span<const std::span<std::byte>> regions
   std::sort(impl.regions.begin(), impl.regions.end(),
             [](const Impl::Region& a, const Impl::Region& b) { return a.start < b.start; });
   return Status::ok();
+}
+
+Status IoContext::add_buffer_region(std::span<std::byte> region) {
+  Impl& impl = *impl_;
+  if (region.empty() || region.size() > kMaxRegionBytes) {
+    return make_error(Errc::kInvalidArgument, "buffer region of {} bytes (1 B to 1 GiB)",
+                      region.size());
+  }
+  if (!impl.sparse_table) {
+    if (!impl.regions.empty()) {
+      return make_error(Errc::kBusy, "buffers are registered as a set (register_buffers)");
+    }
+    const int ret = io_uring_register_buffers_sparse(&impl.ring, kSparseRegions);
+    if (ret < 0) {
+      return make_error(Errc::kUnsupported, "io_uring_register_buffers_sparse: {}",
+                        std::strerror(-ret));
+    }
+    impl.sparse_table = true;
+    for (std::size_t i = kSparseRegions; i > 0; --i)
+      impl.free_region_slots.push_back(static_cast<std::uint16_t>(i - 1));
+  }
+  const auto start = reinterpret_cast<std::uintptr_t>(region.data());
+  const auto overlaps = [&](const Impl::Region& r) {
+    return start < r.end && r.start < start + region.size();
+  };
+  if (std::any_of(impl.regions.begin(), impl.regions.end(), overlaps)) {
+    return make_error(Errc::kInvalidArgument, "buffer region overlaps a registered one");
+  }
+  if (impl.free_region_slots.empty()) {
+    return make_error(Errc::kNoSpace, "all {} buffer slots of the ring are taken", kSparseRegions);
+  }
+  const std::uint16_t slot = impl.free_region_slots.back();
+  iovec iov{region.data(), region.size()};
+  // Pins the pages now (counted against RLIMIT_MEMLOCK without CAP_IPC_LOCK), never per I/O.
+  const int ret = io_uring_register_buffers_update_tag(&impl.ring, slot, &iov, nullptr, 1);
+  if (ret < 0) {
+    return make_error(ret == -ENOMEM ? Errc::kNoSpace : Errc::kUnsupported,
+                      "io_uring_register_buffers_update_tag ({} bytes): {}", region.size(),
+                      std::strerror(-ret));
+  }
+  impl.free_region_slots.pop_back();
+  const Impl::Region r{start, start + region.size(), slot};
+  impl.regions.insert(std::upper_bound(impl.regions.begin(), impl.regions.end(), r,
+                                       [](const Impl::Region& a, const Impl::Region& b) {
+                                         return a.start < b.start;
+                                       }),
+                      r);
+  return Status::ok();
+}
+
+void IoContext::remove_buffer_region(std::span<std::byte> region) noexcept {
+  Impl& impl = *impl_;
+  if (!impl.sparse_table) return;
+  const auto start = reinterpret_cast<std::uintptr_t>(region.data());
+  auto it = std::find_if(impl.regions.begin(), impl.regions.end(), [&](const Impl::Region& r) {
+    return r.start == start && r.end == start + region.size();
+  });
+  if (it == impl.regions.end()) return;
+  // An empty entry releases the slot's pages; I/O already in flight on it keeps its own
+  // reference to them until it completes.
+  iovec empty{nullptr, 0};
+  if (io_uring_register_buffers_update_tag(&impl.ring, it->index, &empty, nullptr, 1) < 0) {
+    // The ring keeps the pages pinned until it is torn down; the slot is not reused.
+    impl.regions.erase(it);
+    return;
+  }
+  impl.free_region_slots.push_back(it->index);
+  impl.regions.erase(it);
 }
 
 }  // namespace graid

@@ -16,6 +16,7 @@ ChunkView PoolBuffer::view(std::size_t offset, std::size_t length) const noexcep
 BufferPool::~BufferPool() {
   for (Slab& slab : slabs_) {
     if (slab.registered) registry_->remove_region(slab.memory.span());
+    if (slab.ring_registered) ring_->remove_region(slab.memory.span());
   }
 }
 
@@ -31,11 +32,18 @@ std::size_t BufferPool::registered_slab_count() const noexcept {
   return n;
 }
 
+std::size_t BufferPool::ring_registered_slab_count() const noexcept {
+  std::size_t n = 0;
+  for (const Slab& slab : slabs_)
+    n += slab.ring_registered ? 1 : 0;
+  return n;
+}
+
 Status BufferPool::grow(std::size_t cls) {
   const std::size_t bytes = slab_bytes(cls);
   auto memory = AlignedBuffer::allocate(bytes, 4096);
   if (!memory) return memory.status();
-  Slab slab{std::move(*memory), false};
+  Slab slab{std::move(*memory), false, false};
   if (registry_ != nullptr) {
     const Status st = registry_->add_region(slab.memory.span());
     slab.registered = st.is_ok();
@@ -47,6 +55,9 @@ Status BufferPool::grow(std::size_t cls) {
           st.to_string());
     }
   }
+  // A slab the ring refuses (no slot left, RLIMIT_MEMLOCK) still works: its I/O pins pages per
+  // request, as unregistered memory always does.
+  if (ring_ != nullptr) slab.ring_registered = ring_->add_region(slab.memory.span()).is_ok();
   const std::size_t size = kMinBytes << cls;
   std::byte* base = slab.memory.data();
   for (std::size_t off = 0; off + size <= bytes; off += size)

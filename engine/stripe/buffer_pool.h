@@ -3,8 +3,9 @@
 // Size classes are powers of two from 4 KiB to the largest strip (1 MiB). Buffers are carved
 // from slabs (4096-byte aligned for O_DIRECT, zero-filled when allocated) and kept on per-class
 // free lists after use, so a thread that has warmed up allocates nothing per I/O. Each slab is
-// announced once to the array's HostMemoryRegistry, if any (a GPU backend pins it), and withdrawn
-// when the pool is destroyed. Not thread-safe: one pool per ArrayQueue.
+// announced once to up to two HostMemoryRegistry objects, and withdrawn when the pool is
+// destroyed: the array's parity device, if any (a GPU backend pins it), and the queue's ring (the
+// kernel pins it for fixed-buffer member I/O). Not thread-safe: one pool per ArrayQueue.
 //
 //   slab (class 64 KiB, 1 MiB):  [ buf | buf | buf | ... | buf ]   16 buffers
 //   slab (class 1 MiB, 8 MiB):   [ buf | buf | ... | buf ]          8 buffers
@@ -65,8 +66,10 @@ class BufferPool {
   static constexpr std::size_t kMinSlabBytes = std::size_t{1} << 20;
   static constexpr std::size_t kBuffersPerSlab = 8;
 
-  // `registry` (optional, must outlive the pool) is told about every slab.
-  explicit BufferPool(HostMemoryRegistry* registry = nullptr) noexcept : registry_(registry) {}
+  // `registry` and `ring` (optional, must outlive the pool) are told about every slab.
+  explicit BufferPool(HostMemoryRegistry* registry = nullptr,
+                      HostMemoryRegistry* ring = nullptr) noexcept
+      : registry_(registry), ring_(ring) {}
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
@@ -81,17 +84,21 @@ class BufferPool {
     return want < kMinSlabBytes ? kMinSlabBytes : want;
   }
   std::size_t slab_count() const noexcept { return slabs_.size(); }
+  // Slabs `registry` / `ring` accepted.
   std::size_t registered_slab_count() const noexcept;
+  std::size_t ring_registered_slab_count() const noexcept;
 
  private:
   struct Slab {
     AlignedBuffer memory;
     bool registered = false;
+    bool ring_registered = false;
   };
   static std::size_t class_of(std::size_t len) noexcept;
   Status grow(std::size_t cls);
 
   HostMemoryRegistry* registry_ = nullptr;
+  HostMemoryRegistry* ring_ = nullptr;
   bool registry_refused_ = false;  // logged once; later slabs are still offered
   std::vector<Slab> slabs_;
   std::array<std::vector<std::byte*>, kClasses> free_;

@@ -69,6 +69,8 @@ class FakeDriver final : public QueueTransport {
     ++fetches;
   }
   IoDesc desc(std::uint16_t tag) const override { return tags_.at(tag).desc; }
+  // The buffer the tag was last fetched with (null with USER_COPY).
+  std::byte* tag_buffer(std::uint16_t tag) const { return tags_.at(tag).buf; }
   void copy(std::uint16_t tag, bool to_request, std::byte* buf, std::uint32_t len) override {
     if (!user_copy_) ADD_FAILURE() << "copy() in copy mode";
     if (!tags_[tag].delivered) ADD_FAILURE() << "copy() on tag " << tag << " with no request";
@@ -211,6 +213,32 @@ TEST_P(UblkQueueTest, StartFetchesEveryTagOnce) {
   EXPECT_EQ(driver_->fetches, kDepth);
   EXPECT_EQ(queue_->stats().requests, 0u);
   EXPECT_FALSE(queue_->finished());
+}
+
+TEST_P(UblkQueueTest, CopyModeTagBufferHeadsAreRegisteredInTheRingWhileTheQueueLives) {
+  if (GetParam()) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
+  std::vector<std::byte*> bufs;
+  for (std::uint16_t tag = 0; tag < kDepth; ++tag) {
+    bufs.push_back(driver_->tag_buffer(tag));
+    ASSERT_NE(bufs.back(), nullptr);
+    EXPECT_TRUE(ctx_->registered_buffer(bufs.back(), kRegisteredTagBytes).has_value())
+        << "tag " << tag << ": its head";
+    EXPECT_FALSE(ctx_->registered_buffer(bufs.back(), kMaxIo).has_value())
+        << "tag " << tag << ": not all of it (pinned memory)";
+  }
+  // A read lands in its tag's buffer through a fixed-buffer member read.
+  const std::uint64_t before = ctx_->stats().fixed_buffer_ios;
+  FakeDriver::Request r;
+  r.desc = IoDesc{kOpRead, 8, 0, 0};
+  driver_->deliver(0, r);
+  drain();
+  ASSERT_EQ(driver_->commits.size(), 1u);
+  EXPECT_EQ(driver_->commits[0].result, 4096);
+  EXPECT_GT(ctx_->stats().fixed_buffer_ios, before);
+  driver_->abort_fetched();
+  queue_.reset();
+  for (std::byte* buf : bufs)
+    EXPECT_FALSE(ctx_->registered_buffer(buf, 4096).has_value()) << "withdrawn with the queue";
 }
 
 TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce) {

@@ -9,6 +9,7 @@
 // explicit fail), I/O goes on degraded; at the end the whole array is read back, parity is
 // checked, and the array is stopped, reassembled from its files and read back again.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -209,6 +210,7 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
       }
     }
     EXPECT_EQ((*queue)->in_flight(), 0u);
+    fixed_buffer_ios_ += (*ctx)->stats().fixed_buffer_ios;
   }
 
   // Reads the whole array back through a fresh queue and compares with the model.
@@ -233,7 +235,8 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
 
   std::uint64_t seed_ = 0;
   ArrayFiles files_;
-  RecordingRegistry registry_;  // outlives the array and its queues
+  RecordingRegistry registry_;                      // outlives the array and its queues
+  std::atomic<std::uint64_t> fixed_buffer_ios_{0};  // the workers' rings, summed
   HostMemoryRegistry* host_memory_ = &registry_;
 #ifdef GRAID_MODEL_TEST_CUDA
   CudaBackend* cuda_ = nullptr;  // parity_, when it is the cuda backend
@@ -301,6 +304,10 @@ TEST_P(ArrayModelTest, RandomConcurrentIoWithFailuresAndReassembly) {
   if (host_memory_ == &registry_ &&
       (s.level == RaidLevel::kRaid5 || s.level == RaidLevel::kRaid6)) {
     EXPECT_GT(registry_.added(), 0u) << "parity levels stage through the pool's slabs";
+  }
+  if (s.level == RaidLevel::kRaid5 || s.level == RaidLevel::kRaid6) {
+    EXPECT_GT(fixed_buffer_ios_.load(), 0u)
+        << "staging slabs are registered in the rings: their member I/O uses fixed buffers";
   }
 #ifdef GRAID_FAKE_CUDA
   // The cuda backend on the fake runtime: every slab was registered and is unregistered again,

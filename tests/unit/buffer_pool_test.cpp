@@ -113,6 +113,34 @@ TEST(BufferPool, AnnouncesEachSlabOnceAndWithdrawsItOnDestruction) {
   EXPECT_EQ(registry.errors(), "");
 }
 
+TEST(BufferPool, EverySlabIsOfferedToTheDeviceAndTheRing) {
+  RecordingRegistry device, ring;
+  ring.set_refuse(true);  // a ring out of slots: its slabs still work
+  {
+    BufferPool pool(&device, &ring);
+    auto a = pool.get(65536);
+    ASSERT_TRUE(a.is_ok());
+    EXPECT_EQ(pool.ring_registered_slab_count(), 0u);
+    ring.set_refuse(false);
+    auto b = pool.get(kMaxStripBytes);
+    ASSERT_TRUE(b.is_ok());
+    EXPECT_EQ(pool.registered_slab_count(), 2u);
+    EXPECT_EQ(pool.ring_registered_slab_count(), 1u);
+    EXPECT_TRUE(device.covers(a->data(), a->size()));
+    EXPECT_TRUE(device.covers(b->data(), b->size()));
+    EXPECT_TRUE(ring.covers(b->data(), b->size()));
+    EXPECT_FALSE(ring.covers(a->data(), a->size()));
+    pool.put(std::move(*a));
+    pool.put(std::move(*b));
+  }
+  EXPECT_EQ(ring.add_calls(), 2u);
+  EXPECT_EQ(ring.removed(), 1u) << "only what the ring accepted is withdrawn";
+  EXPECT_EQ(device.live(), 0u);
+  EXPECT_EQ(ring.live(), 0u);
+  EXPECT_EQ(device.errors(), "");
+  EXPECT_EQ(ring.errors(), "");
+}
+
 TEST(BufferPool, RefusedRegistrationLeavesTheMemoryUsableAndIsNotWithdrawn) {
   RecordingRegistry registry;
   registry.set_refuse(true);

@@ -257,6 +257,74 @@ TEST(FileMember, FixedBuffersUsedInsideRegisteredRegions) {
   EXPECT_EQ(ctx->stats().fixed_buffer_ios, 2U);
 }
 
+TEST(FileMember, BufferRegionsAddedOneByOneAreUsedUntilRemoved) {
+  TempDir dir(kIoTestBase);
+  auto ctx = make_context();
+  auto member = make_member(dir.file("m0"), 1 << 20);
+  ASSERT_TRUE(ctx && member);
+  AlignedBuffer a = make_buffer(256 << 10), b = make_buffer(256 << 10), c = make_buffer(64 << 10);
+  std::mt19937_64 rng(11);
+  fill_random(a.span(), rng);
+  ASSERT_TRUE(ctx->add_buffer_region(a.span()).is_ok());
+  ASSERT_TRUE(ctx->add_buffer_region(b.span()).is_ok());
+  // Refused, changing nothing: overlapping a region, empty, and the dense set beside them.
+  EXPECT_EQ(ctx->add_buffer_region(a.span().subspan(4096, 8192)).code(), Errc::kInvalidArgument);
+  EXPECT_EQ(ctx->add_buffer_region({}).code(), Errc::kInvalidArgument);
+  const std::span<std::byte> set[] = {c.span()};
+  const auto index_a = ctx->registered_buffer(a.data() + 4096, 8192);
+  const auto index_b = ctx->registered_buffer(b.data(), b.size());
+  ASSERT_TRUE(index_a && index_b);
+  EXPECT_NE(*index_a, *index_b);
+  EXPECT_EQ(ctx->registered_buffer(a.data() + (192 << 10), 128 << 10), std::nullopt)
+      << "runs off region a's end";
+  EXPECT_EQ(ctx->registered_buffer(c.data(), 4096), std::nullopt);
+
+  // Write from a (fixed), read it back into b (fixed), with I/O of another region in flight
+  // while a third region is added.
+  CountingRequest write, read;
+  write.op = MemberOp::kWrite;
+  write.buf = a.data() + (64 << 10);
+  write.len = 128 << 10;
+  write.offset = 256 << 10;
+  member->submit(*ctx, write);
+  ASSERT_TRUE(ctx->add_buffer_region(c.span()).is_ok()) << "no need for idle I/O";
+  drain(*ctx);
+  read.op = MemberOp::kRead;
+  read.buf = b.data();
+  read.len = 128 << 10;
+  read.offset = 256 << 10;
+  member->submit(*ctx, read);
+  drain(*ctx);
+  EXPECT_EQ(write.result, 128 << 10);
+  EXPECT_EQ(read.result, 128 << 10);
+  EXPECT_EQ(ctx->stats().fixed_buffer_ios, 2U);
+  EXPECT_EQ(std::memcmp(b.data(), a.data() + (64 << 10), 128 << 10), 0);
+
+  // Removed: b's memory goes through plain READ, and its slot is taken again by the next region.
+  ctx->remove_buffer_region(b.span());
+  EXPECT_EQ(ctx->registered_buffer(b.data(), 4096), std::nullopt);
+  std::memset(b.data(), 0, b.size());
+  read = CountingRequest{};
+  read.op = MemberOp::kRead;
+  read.buf = b.data();
+  read.len = 64 << 10;
+  read.offset = 256 << 10;
+  member->submit(*ctx, read);
+  drain(*ctx);
+  EXPECT_EQ(read.result, 64 << 10);
+  EXPECT_EQ(ctx->stats().fixed_buffer_ios, 2U);
+  EXPECT_EQ(std::memcmp(b.data(), a.data() + (64 << 10), 64 << 10), 0);
+  ASSERT_TRUE(ctx->add_buffer_region(b.span()).is_ok());
+  EXPECT_EQ(ctx->registered_buffer(b.data(), 4096), index_b) << "the freed slot is reused";
+
+  // A dense set replaces the table; added regions are refused until it is dropped.
+  ASSERT_TRUE(ctx->register_buffers(set).is_ok());
+  EXPECT_EQ(ctx->registered_buffer(a.data(), 4096), std::nullopt);
+  EXPECT_EQ(ctx->add_buffer_region(a.span()).code(), Errc::kBusy);
+  ASSERT_TRUE(ctx->register_buffers({}).is_ok());
+  EXPECT_TRUE(ctx->add_buffer_region(a.span()).is_ok());
+}
+
 TEST(FileMember, RegisteredFileSlotsAreRecycledWhenMembersClose) {
   // More members than the 256-slot table, opened and closed one after another: each must get a
   // registered slot, which only works if closed members' slots come back.

@@ -268,6 +268,17 @@ class IoContext {
   // earlier registrations; an empty list unregisters. REQUIRES: in_flight() == 0 (kBusy
   // otherwise). The regions must outlive the registration.
   Status register_buffers(std::span<const std::span<std::byte>> regions);
+  // Registers one more region for fixed-buffer I/O, keeping the others (a sparse table of 16384
+  // slots, filled one region at a time; no I/O needs to be idle). For long-lived memory that
+  // many I/Os use (staging slabs, ublk tag buffers): the pages are pinned once, not per I/O.
+  // kBusy when register_buffers() made the table; kInvalidArgument for an empty region, one
+  // over 1 GiB or one overlapping a registered region; kNoSpace when every slot is taken or the
+  // pages cannot be pinned (RLIMIT_MEMLOCK). Only the thread that polls this context may call
+  // it. The region must stay valid until remove_buffer_region() or the context's end.
+  Status add_buffer_region(std::span<std::byte> region);
+  // Withdraws a region add_buffer_region() accepted (exactly that span; others are ignored).
+  // I/O in flight on it finishes normally; later I/O on that memory uses plain READ/WRITE.
+  void remove_buffer_region(std::span<std::byte> region) noexcept;
 
   // Low-level submission used by MemberDevice implementations: starts `req` on `file`, which
   // the caller keeps alive until the request completes. Does not check the request's range
@@ -285,7 +296,8 @@ class IoContext {
   // no room, its plain fd. A null or closed file completes the command later with -EBADF.
   void submit_command(const std::shared_ptr<MemberFile>& file, RingCommand& cmd);
 
-  // The index of the region registered with register_buffers() that wholly holds [p, p + len),
+  // The index of the region registered with register_buffers() or add_buffer_region() that
+  // wholly holds [p, p + len),
   // for commands that use fixed buffers themselves (NVMe passthrough: IORING_URING_CMD_FIXED
   // with sqe->buf_index); nullopt when none does.
   std::optional<std::uint16_t> registered_buffer(const std::byte* p,
