@@ -33,6 +33,7 @@ struct Options {
   std::uint32_t ublk_depth = 128;
   std::uint64_t ublk_memory_mib = 256;
   std::string ublk_copy = "kernel";
+  std::string ublk_affinity = "any";
 };
 
 // The parity backends the daemon may own, and the one it uses.
@@ -124,6 +125,7 @@ int run(const Options& o) {
   ro.ublk.depth = o.ublk_depth;
   ro.ublk.memory_budget = o.ublk_memory_mib << 20;
   ro.ublk.user_copy = o.ublk_copy == "user";
+  ro.ublk.pin_to_queue = o.ublk_affinity == "queue";
   auto registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
     spdlog::error("cannot start: {}", st.to_string());
@@ -179,6 +181,11 @@ int main(int argc, char** argv) {
   app.add_option("--ublk-copy", o.ublk_copy,
                  "who copies ublk request data: kernel (per-tag buffers) or user (USER_COPY)")
       ->check(CLI::IsMember({"kernel", "user"}))
+      ->capture_default_str();
+  app.add_option("--ublk-affinity", o.ublk_affinity,
+                 "CPUs of the I/O threads serving ublk queues: any (the scheduler's choice) or "
+                 "queue (thread i pinned to the CPUs of queue i)")
+      ->check(CLI::IsMember({"any", "queue"}))
       ->capture_default_str();
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

@@ -43,7 +43,7 @@ void UblkExports::prepare_threads(std::uint32_t dev_id, std::uint16_t queues) {
   threads_prepared_ = true;
   for (std::uint32_t t = 0; t < threads_.count(); ++t) {
     std::optional<cpu_set_t> cpus;
-    if (t < queues) {
+    if (options_.pin_to_queue && t < queues) {
       auto a = control_->queue_affinity(dev_id, static_cast<std::uint16_t>(t));
       if (a.is_ok()) cpus = *a;
     }

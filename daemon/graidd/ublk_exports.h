@@ -2,7 +2,8 @@
 // every device on I/O thread i (docs/ublk.md). Owns the control device, opened at the first
 // export (so loading ublk_drv after graidd started works), and readies the I/O threads for ublk
 // then: PR_SET_IO_FLUSHER (their I/O must not wait on memory reclaim that writes to this very
-// device), each pinned to its queue's CPUs, the process's OOM score at -1000.
+// device), each pinned to its queue's CPUs where asked (UblkExportOptions::pin_to_queue), the
+// process's OOM score at -1000.
 //
 // Called from the control thread only.
 #pragma once
@@ -24,6 +25,10 @@ struct UblkExportOptions {
   std::uint32_t depth = 128;                   // per queue, at most
   std::uint64_t memory_budget = 256ull << 20;  // per-tag buffers per device (copy mode)
   bool user_copy = false;  // USER_COPY: graidd copies request data itself (docs/ublk.md)
+  // Pin I/O thread i to the CPUs of ublk queue i (graidd --ublk-affinity queue). Off by default:
+  // where every queue maps to one CPU, a lone submitter then shares its CPU with the thread that
+  // serves it while the others idle (docs/ublk.md, "Threads and CPUs").
+  bool pin_to_queue = false;
   std::string control_path = ublk::kControlPath;
 };
 

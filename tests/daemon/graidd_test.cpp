@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -906,6 +907,19 @@ TEST_F(GraiddTest, ASecondDaemonIsRefused) {
   }
   EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "optimal");
   EXPECT_EQ(ok({"list", "pd"}).size(), 3u);
+}
+
+TEST_F(GraiddTest, UblkAffinityTakesAnyOrQueueOnly) {
+  std::string out, err;
+  const int rc = run_capture({GRAIDD_PATH, "--socket", dir_.file("x.sock"), "--state-dir",
+                              dir_.file("x-state"), "--ublk-affinity", "cpu0"},
+                             &out, &err);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(err.find("--ublk-affinity"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("x-state"))) << "refused before it made anything";
+  out.clear();
+  ASSERT_EQ(run_capture({GRAIDD_PATH, "--help"}, &out, &err), 0);
+  EXPECT_NE(out.find("--ublk-affinity"), std::string::npos);
 }
 
 }  // namespace
