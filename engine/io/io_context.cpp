@@ -62,7 +62,6 @@ constexpr std::uint16_t kMaxRetries = 1000;
 constexpr unsigned kReapBatch = 64;
 // Kernel limits for registered buffers (IORING_MAX_REG_BUFFERS, 1 GiB per buffer).
 constexpr std::size_t kMaxRegions = 16384;
-constexpr std::size_t kSparseRegions = 16384;  // add_buffer_region()'s table (the kernel's most)
 constexpr std::size_t kMaxRegionBytes = std::size_t{1} << 30;
 
 bool is_rw(MemberOp op) noexcept {
@@ -172,7 +171,7 @@ struct IoContext::Impl {
   Fifo<RingCommand, &RingCommand::next_> command_backlog;  // commands waiting for an SQE
 
   std::vector<Region> regions;  // registered buffers, sorted by start
-  // add_buffer_region(): the buffer table is sparse (kSparseRegions slots, filled one region at
+  // add_buffer_region(): the buffer table is sparse (kMaxRegions slots, filled one region at
   // a time); register_buffers() replaces it with a dense one.
   bool sparse_table = false;
   std::vector<std::uint16_t> free_region_slots;
@@ -807,13 +806,13 @@ Status IoContext::add_buffer_region(std::span<std::byte> region) {
     if (!impl.regions.empty()) {
       return make_error(Errc::kBusy, "buffers are registered as a set (register_buffers)");
     }
-    const int ret = io_uring_register_buffers_sparse(&impl.ring, kSparseRegions);
+    const int ret = io_uring_register_buffers_sparse(&impl.ring, kMaxRegions);
     if (ret < 0) {
       return make_error(Errc::kUnsupported, "io_uring_register_buffers_sparse: {}",
                         std::strerror(-ret));
     }
     impl.sparse_table = true;
-    for (std::size_t i = kSparseRegions; i > 0; --i)
+    for (std::size_t i = kMaxRegions; i > 0; --i)
       impl.free_region_slots.push_back(static_cast<std::uint16_t>(i - 1));
   }
   const auto start = reinterpret_cast<std::uintptr_t>(region.data());
@@ -824,7 +823,7 @@ Status IoContext::add_buffer_region(std::span<std::byte> region) {
     return make_error(Errc::kInvalidArgument, "buffer region overlaps a registered one");
   }
   if (impl.free_region_slots.empty()) {
-    return make_error(Errc::kNoSpace, "all {} buffer slots of the ring are taken", kSparseRegions);
+    return make_error(Errc::kNoSpace, "all {} buffer slots of the ring are taken", kMaxRegions);
   }
   const std::uint16_t slot = impl.free_region_slots.back();
   iovec iov{region.data(), region.size()};

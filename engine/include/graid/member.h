@@ -297,9 +297,8 @@ class IoContext {
   void submit_command(const std::shared_ptr<MemberFile>& file, RingCommand& cmd);
 
   // The index of the region registered with register_buffers() or add_buffer_region() that
-  // wholly holds [p, p + len),
-  // for commands that use fixed buffers themselves (NVMe passthrough: IORING_URING_CMD_FIXED
-  // with sqe->buf_index); nullopt when none does.
+  // wholly holds [p, p + len), for commands that use fixed buffers themselves (NVMe passthrough:
+  // IORING_URING_CMD_FIXED with sqe->buf_index); nullopt when none does.
   std::optional<std::uint16_t> registered_buffer(const std::byte* p,
                                                  std::size_t len) const noexcept;
 
