@@ -130,6 +130,13 @@ Result<json> Registry::stats(const json&) {
                    {"write_bytes", wbytes},
                    {"degraded_reads", s.totals.degraded_reads},
                    {"stripe_writes", s.totals.stripe_writes},
+                   {"write_plans",
+                    {{"full_stripe", s.totals.full_stripe},
+                     {"reconstruct_write", s.totals.reconstruct_write},
+                     {"read_modify_write", s.totals.read_modify_write},
+                     {"degraded_write", s.totals.degraded_write},
+                     {"coalesced", s.totals.coalesced},
+                     {"coalesced_waiting", s.totals.coalesced_waiting}}},
                    {"latency_us_buckets", buckets(lat)}});
   }
   const auto now = std::chrono::steady_clock::now().time_since_epoch();

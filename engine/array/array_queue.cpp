@@ -60,23 +60,53 @@ void ArrayQueue::Impl::recycle(StripeOp& op) {
   ops.put(op);
 }
 
+namespace {
+
+// Whether a piece at [stripe_offset, +len) in `mode` may join `op`, an operation on its stripe
+// that has not started its work. A mirror operation sends every piece to every copy at once, and
+// each copy may apply overlapping pieces in a different order: an overlapping piece starts a new
+// operation, which the stripe lock (FIFO) runs after this one on every copy. Parity operations
+// apply their pieces in order into one image, so they may overlap. A whole-stripe discard takes
+// nothing else.
+bool joinable(const StripeOp& op, StripeOp::Mode mode, std::uint32_t stripe_offset,
+              std::uint32_t len) {
+  return op.mode() == mode && mode != StripeOp::Mode::kPunch &&
+         !(mode == StripeOp::Mode::kMirrorWrite && op.overlaps(stripe_offset, len));
+}
+
+}  // namespace
+
 StripeOp& ArrayQueue::Impl::pending_write_op(std::uint64_t stripe, StripeOp::Mode mode,
                                              std::uint32_t stripe_offset, std::uint32_t len) {
-  auto it = pending.find(stripe);
-  // A mirror operation sends every piece to every copy at once, and each copy may apply
-  // overlapping pieces in a different order: an overlapping piece starts a new operation, which
-  // the stripe lock (FIFO) runs after this one on every copy. Parity operations apply their
-  // pieces in order into one image, so they may overlap.
-  if (it != pending.end() && it->second->mode() == mode && mode != StripeOp::Mode::kPunch &&
-      !(mode == StripeOp::Mode::kMirrorWrite && it->second->overlaps(stripe_offset, len))) {
-    ++stats.coalesced;
-    return *it->second;
+  if (auto it = pending.find(stripe); it != pending.end()) {
+    if (joinable(*it->second, mode, stripe_offset, len)) {
+      ++stats.coalesced;
+      return *it->second;
+    }
+  } else if (auto w = waiting.find(stripe); w != waiting.end()) {
+    // Nothing of this batch on the stripe yet: the queue's newest operation waiting for the
+    // stripe's lock takes the piece, if it can.
+    if (joinable(*w->second, mode, stripe_offset, len)) {
+      ++stats.coalesced;
+      ++stats.coalesced_waiting;
+      return *w->second;
+    }
   }
   StripeOp& op = new_op(mode, stripe);
   pending[stripe] = &op;
   pending_order.push_back(&op);
   schedule_kick();
   return op;
+}
+
+void ArrayQueue::Impl::note_waiting(StripeOp& op) {
+  waiting[op.stripe()] = &op;
+}
+
+void ArrayQueue::Impl::forget_waiting(StripeOp& op) {
+  if (auto it = waiting.find(op.stripe()); it != waiting.end() && it->second == &op) {
+    waiting.erase(it);
+  }
 }
 
 // Calls fn(array_offset, len, buffer_offset) for each piece of [offset, offset+len) that stays

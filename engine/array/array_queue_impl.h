@@ -50,6 +50,15 @@ struct ArrayQueue::Impl {
 
   // Writes of the current batch, by stripe, not started yet (coalescing).
   std::unordered_map<std::uint64_t, StripeOp*> pending;
+  // This queue's newest operation on a stripe while it waits for the stripe's lock (started,
+  // not yet granted). A write of a later batch joins it rather than queueing a second operation
+  // behind it: under a stream of writes to one stripe (sequential writes, while the stripe's
+  // previous update is in flight), the stripe is read and its parity computed once for all of
+  // them, not once per write. Only the newest waiter is joinable, so a write never passes an
+  // operation this queue started after the one it joins.
+  std::unordered_map<std::uint64_t, StripeOp*> waiting;
+  void note_waiting(StripeOp& op);
+  void forget_waiting(StripeOp& op);
   std::vector<StripeOp*> pending_order;
   std::vector<std::pair<ArrayIo*, Status>> rejected;
   bool kick_scheduled = false;
@@ -111,8 +120,8 @@ struct ArrayQueue::Impl {
 
   StripeOp& new_op(StripeOp::Mode mode, std::uint64_t stripe);
   void recycle(StripeOp& op);
-  // The batch's not yet started operation on `stripe` that a piece at [stripe_offset, +len)
-  // joins, or a new one.
+  // The operation on `stripe` not yet running that a piece at [stripe_offset, +len) joins (the
+  // batch's, else the newest one waiting for the lock), or a new one.
   StripeOp& pending_write_op(std::uint64_t stripe, StripeOp::Mode mode, std::uint32_t stripe_offset,
                              std::uint32_t len);
 

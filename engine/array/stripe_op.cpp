@@ -43,8 +43,18 @@ void StripeOp::reset(Mode mode, std::uint64_t stripe) {
 
 void StripeOp::start() {
   phase_ = Phase::kLocking;
-  if (q_.array.locks.acquire(lock_)) run_locked();
-  // else: run() is called on this thread once the holder hands the lock over.
+  if (q_.array.locks.acquire(lock_)) {
+    run_locked();
+    return;
+  }
+  // run() is called on this thread once the holder hands the lock over; until then, writes of
+  // this queue to the stripe may join this operation (ArrayQueue::Impl::pending_write_op).
+  q_.note_waiting(*this);
+}
+
+void StripeOp::run() {
+  q_.forget_waiting(*this);
+  run_locked();
 }
 
 void StripeOp::run_locked() {

@@ -91,6 +91,7 @@ class StripeOp final : public Task {
   void set_unreadable(std::uint64_t members) noexcept { unreadable_ = members; }
   void add_piece(const Piece& piece) { pieces_.push_back(piece); }
   Mode mode() const noexcept { return mode_; }
+  std::uint64_t stripe() const noexcept { return stripe_; }
   ArrayQueue::Impl& queue() noexcept { return q_; }
   // True when a piece already added overlaps stripe bytes [stripe_offset, +len).
   bool overlaps(std::uint32_t stripe_offset, std::uint32_t len) const noexcept {
@@ -104,7 +105,7 @@ class StripeOp final : public Task {
   void start();
 
   // Task: runs when the stripe lock is granted after waiting.
-  void run() override { run_locked(); }
+  void run() override;
   void member_io_done(StripeMemberIo& io);
 
   // The parity jobs this operation waits for, and their outcome.

@@ -436,6 +436,12 @@ TEST_P(GraiddFioTest, VerifiesWhileAMemberIsTakenOffline) {
   EXPECT_GE(st["result"]["vds"][0]["write_bytes"].get<std::uint64_t>(), 24u << 20);
   EXPECT_GT(st["result"]["vds"][0]["reads"].get<std::uint64_t>(), 0u);
   EXPECT_GT(st["result"]["dgs"][0]["degraded_reads"].get<std::uint64_t>(), 0u);
+  const json& plans = st["result"]["dgs"][0]["write_plans"];
+  EXPECT_GT(plans["degraded_write"].get<std::uint64_t>(), 0u) << plans.dump();
+  EXPECT_GT(plans["reconstruct_write"].get<std::uint64_t>() +
+                plans["read_modify_write"].get<std::uint64_t>(),
+            0u)
+      << "random writes while optimal: " << plans.dump();
 }
 // A member taken offline while fio writes through NBD: the DG's hot spare takes its role on its
 // own, the rebuild runs (progress in describe dg, events), the DG ends optimal with the spare as

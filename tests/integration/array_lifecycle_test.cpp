@@ -297,7 +297,7 @@ TEST_F(ArrayLifecycleTest, StatsTotalsAreTheSumOfQueuesAndSurviveTheirDestructio
     EXPECT_EQ(total, expected) << "counter " << fields;
     ++fields;
   });
-  EXPECT_EQ(fields, 16u);
+  EXPECT_EQ(fields, 17u);
 
   a.reset();
   b.reset();

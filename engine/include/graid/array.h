@@ -213,9 +213,10 @@ template <typename Counter>
 struct BasicQueueStats {
   Counter reads{}, writes{}, discards{}, flushes{};  // requests
   Counter degraded_reads{};                          // strip reads served by reconstruction
-  Counter stripe_writes{};  // stripe operations that wrote (after coalescing)
-  Counter coalesced{};      // request pieces merged into another's stripe operation
-  Counter full_stripe{};    // row extents by plan
+  Counter stripe_writes{};      // stripe operations that wrote (after coalescing)
+  Counter coalesced{};          // request pieces merged into another's stripe operation
+  Counter coalesced_waiting{};  // ... of them, merged into one queued behind the stripe's lock
+  Counter full_stripe{};        // row extents by plan
   Counter reconstruct_write{};
   Counter read_modify_write{};
   Counter degraded_write{};
@@ -236,6 +237,7 @@ struct BasicQueueStats {
     fn(degraded_reads, other.degraded_reads);
     fn(stripe_writes, other.stripe_writes);
     fn(coalesced, other.coalesced);
+    fn(coalesced_waiting, other.coalesced_waiting);
     fn(full_stripe, other.full_stripe);
     fn(reconstruct_write, other.reconstruct_write);
     fn(read_modify_write, other.read_modify_write);
