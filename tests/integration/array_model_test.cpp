@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "array_harness.h"
+#include "array_shape.h"
 #include "recording_registry.h"
 #ifdef GRAID_MODEL_TEST_CUDA
 #include "kernels/cuda_backend.h"
@@ -28,19 +29,6 @@
 
 namespace graid::testing {
 namespace {
-
-struct Shape {
-  RaidLevel level;
-  std::uint32_t members;
-  std::uint32_t strip;
-  std::uint32_t failures;  // members to fail during the run
-};
-
-std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
-  const Shape& s = info.param;
-  return fmt::format("{}_n{}_strip{}k_fail{}", raid_level_name(s.level), s.members, s.strip / 1024,
-                     s.failures);
-}
 
 constexpr std::uint32_t kSector = 512;
 
@@ -61,11 +49,7 @@ class ArrayModelTest : public ::testing::TestWithParam<Shape> {
 
   void SetUp() override {
     const Shape s = GetParam();
-    seed_ = 0x6a09e667u ^ (static_cast<std::uint64_t>(s.level) << 32) ^ (s.members << 16) ^
-            s.strip ^ s.failures;
-    // GRAID_MODEL_SEED=<n> explores other seeds (stress runs); failures print the seed used.
-    if (const char* extra = std::getenv("GRAID_MODEL_SEED"))
-      seed_ ^= std::strtoull(extra, nullptr, 0) * 0x9E3779B97F4A7C15ull;
+    seed_ = shape_seed(0x6a09e667u, s);
 #ifdef GRAID_MODEL_TEST_CUDA
     // The same test through the cuda backend (label gpu): skipped loudly without a device.
     auto cuda = make_cuda_backend();

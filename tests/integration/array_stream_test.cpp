@@ -22,22 +22,10 @@
 #include <thread>
 
 #include "array_harness.h"
+#include "array_shape.h"
 
 namespace graid::testing {
 namespace {
-
-struct Shape {
-  RaidLevel level;
-  std::uint32_t members;
-  std::uint32_t strip;
-  std::uint32_t failures;
-};
-
-std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
-  const Shape& s = info.param;
-  return fmt::format("{}_n{}_strip{}k_fail{}", raid_level_name(s.level), s.members, s.strip / 1024,
-                     s.failures);
-}
 
 constexpr std::uint32_t kSector = 512;
 constexpr std::uint32_t kBlock = 4096;
@@ -58,10 +46,7 @@ class ArrayStreamTest : public ::testing::TestWithParam<Shape> {
  protected:
   void SetUp() override {
     const Shape s = GetParam();
-    seed_ = 0xbb67ae85u ^ (static_cast<std::uint64_t>(s.level) << 32) ^ (s.members << 16) ^
-            s.strip ^ s.failures;
-    if (const char* extra = std::getenv("GRAID_MODEL_SEED"))
-      seed_ ^= std::strtoull(extra, nullptr, 0) * 0x9E3779B97F4A7C15ull;
+    seed_ = shape_seed(0xbb67ae85u, s);
     parity_ = std::move(*make_parity_backend("cpu"));
     auto devs = files_.open(s.members, (1u << 20) + 16ull * s.strip, /*create=*/true);
     ASSERT_TRUE(devs.is_ok()) << devs.status().to_string();
