@@ -1,6 +1,7 @@
 // The cpu parity backend: ISA-L's SIMD kernels, selected at run time for this CPU.
 //
-//   encode        xor_gen (P) / pq_gen (P+Q)
+//   encode        xor_gen (P) / P+Q by the kernel the thread's KernelSelector measures fastest
+//                 among ISA-L's pq_gen variants (parity/kernel_selector.h)
 //   verify        xor_check / pq_check (one read pass, nothing written, no scratch)
 //   reconstruct   one chunk of the P equation (any data chunk or P) -> xor_gen over the others;
 //                 P+Q -> pq_gen; anything else (Q alone, data+P, data+Q, data+data) -> decode
@@ -16,16 +17,48 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "graid/parity.h"
+#include "parity/cpu_kernels.h"
 #include "parity/gf256.h"
+#include "parity/kernel_selector.h"
 #include "parity/parity_internal.h"
 
 namespace graid {
+
+namespace parity_detail {
+
+std::span<const PqKernel> pq_kernels() {
+  static const std::vector<PqKernel> kernels = [] {
+    std::vector<PqKernel> k{{"isa-l", pq_gen}};
+    // __builtin_cpu_supports checks that the OS saves the YMM state too (XGETBV).
+    if (__builtin_cpu_supports("avx2")) k.push_back({"avx2", pq_gen_avx2});
+    if (__builtin_cpu_supports("avx")) k.push_back({"avx", pq_gen_avx});
+    if (__builtin_cpu_supports("sse4.1")) k.push_back({"sse", pq_gen_sse});
+    k.push_back({"base", pq_gen_base});
+    return k;
+  }();
+  return kernels;
+}
+
 namespace {
+thread_local KernelSelector t_pq_selector(static_cast<std::uint32_t>(pq_kernels().size()));
+}  // namespace
+
+std::string_view current_pq_kernel() {
+  return pq_kernels()[t_pq_selector.best()].name;
+}
+
+}  // namespace parity_detail
+
+namespace {
+
+using parity_detail::t_pq_selector;
 
 constexpr std::size_t kIsalLenMultiple = 32;
 constexpr std::size_t kIsalMaxPiece = std::size_t{1} << 30;  // fits ISA-L's int len
@@ -80,13 +113,27 @@ Status encode(const StripeJob& job) {
   const bool pq = job.scheme == ParityScheme::kPQ;
   const int vects = static_cast<int>(job.chunk_count());
   const std::size_t prefix = job.len & ~(kIsalLenMultiple - 1);
+  KernelSelector::Pick pick;
+  auto gen = xor_gen;
+  if (pq) {
+    pick = t_pq_selector.next();
+    gen = parity_detail::pq_kernels()[pick.index].gen;
+  }
+  const auto started =
+      pick.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const bool ok = for_each_piece(prefix, [&](std::size_t offset, int n) {
     std::array<void*, kMaxStripeChunks> v{};
     for (int c = 0; c < vects; ++c)
       v[c] = bytes(job.chunk[c]) + offset;
-    return (pq ? pq_gen(vects, n, v.data()) : xor_gen(vects, n, v.data())) == 0;
+    return gen(vects, n, v.data()) == 0;
   });
   if (!ok) return make_error(Errc::kInternal, "ISA-L {} failed", pq ? "pq_gen" : "xor_gen");
+  if (pick.timed && prefix > 0) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - started)
+                        .count();
+    t_pq_selector.record(pick.index, static_cast<std::uint64_t>(ns), prefix * job.k);
+  }
   if (prefix < job.len) {
     std::array<std::uint8_t*, kMaxStripeChunks> chunks{};
     for (std::uint32_t c = 0; c < job.chunk_count(); ++c)

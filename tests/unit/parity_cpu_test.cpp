@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "graid/parity.h"
+#include "parity/cpu_kernels.h"
+#include "parity/kernel_selector.h"
 #include "parity/stripe_buffers.h"
 #include "parity_test_util.h"
 
@@ -89,6 +91,94 @@ TEST(CpuBackend, EncodeMatchesRawIsalForEveryK) {
       }
     }
   }
+}
+
+// Every P+Q kernel the backend may choose gives ISA-L's pq_gen bytes, so the choice changes
+// speed only. The list always has ISA-L's own dispatch and the portable kernel.
+TEST(CpuBackend, EveryPqKernelItMayChooseMatchesPqGen) {
+  const auto kernels = parity_detail::pq_kernels();
+  ASSERT_GE(kernels.size(), 2u);
+  EXPECT_EQ(kernels.front().name, "isa-l");
+  EXPECT_EQ(kernels.back().name, "base");
+  for (const parity_detail::PqKernel& kernel : kernels) {
+    for (std::uint32_t k : {2u, 3u, 4u, 7u, 16u, 31u}) {
+      for (std::size_t len : {std::size_t{32}, std::size_t{4096}, std::size_t{65536 + 96}}) {
+        SCOPED_TRACE(testing::Message() << kernel.name << " k=" << k << " len=" << len);
+        const std::uint32_t chunks = k + 2;
+        StripeBuffers ours = random_stripe(chunks, len, k * 104729 + len);
+        StripeBuffers theirs = make_stripe(chunks, len);
+        copy_stripe(ours, theirs);
+        std::vector<void*> a(chunks), b(chunks);
+        for (std::uint32_t c = 0; c < chunks; ++c) {
+          a[c] = ours.bytes(c).data();
+          b[c] = theirs.bytes(c).data();
+        }
+        ASSERT_EQ(kernel.gen(static_cast<int>(chunks), static_cast<int>(len), a.data()), 0);
+        ASSERT_EQ(pq_gen(static_cast<int>(chunks), static_cast<int>(len), b.data()), 0);
+        expect_same(ours, theirs);
+      }
+    }
+  }
+}
+
+// The selector times each candidate for a round, then serves the cheapest per byte untimed for
+// kExploitCalls calls, then looks again, so a change in costs changes the choice.
+TEST(KernelSelectorTest, ServesTheCheapestPerByteAndLooksAgain) {
+  KernelSelector sel(3);
+  // ns per byte: candidate 0 costs 4, 1 costs 1, 2 costs 2 (bytes vary per call).
+  const std::uint64_t cost[3] = {4, 1, 2};
+  auto explore_round = [&](const std::uint64_t(&c)[3]) {
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      for (std::uint32_t n = 0; n < KernelSelector::kExploreCalls; ++n) {
+        const KernelSelector::Pick p = sel.next();
+        ASSERT_TRUE(p.timed);
+        ASSERT_EQ(p.index, i);
+        const std::uint64_t bytes = 4096 * (n + 1);
+        sel.record(p.index, c[i] * bytes, bytes);
+      }
+    }
+  };
+  EXPECT_EQ(sel.best(), 0u) << "candidate 0 until a round ends";
+  explore_round(cost);
+  EXPECT_EQ(sel.decisions(), 1u);
+  EXPECT_EQ(sel.best(), 1u);
+  for (std::uint32_t n = 0; n < KernelSelector::kExploitCalls; ++n) {
+    const KernelSelector::Pick p = sel.next();
+    ASSERT_FALSE(p.timed);
+    ASSERT_EQ(p.index, 1u);
+  }
+  // A report nobody asked for (an untimed call) changes nothing.
+  sel.record(1, 1, 1000000);
+  const std::uint64_t changed[3] = {3, 5, 2};
+  explore_round(changed);
+  EXPECT_EQ(sel.decisions(), 2u);
+  EXPECT_EQ(sel.best(), 2u);
+}
+
+// The backend's encodes stay right while its selector explores and decides (more calls than a
+// round of timed calls over every kernel).
+TEST(CpuBackend, PqEncodeIsRightThroughSelectorRounds) {
+  auto cpu = make_cpu_backend();
+  auto ref = make_ref_backend();
+  const auto calls = 3 * KernelSelector::kExploreCalls * parity_detail::pq_kernels().size();
+  for (std::size_t i = 0; i < calls; ++i) {
+    const std::uint32_t k = 3 + static_cast<std::uint32_t>(i % 5);
+    const std::size_t len = 4096 + 32 * (i % 3);
+    StripeBuffers ours = random_stripe(k + 2, len, 7000 + i);
+    StripeBuffers theirs = make_stripe(k + 2, len);
+    copy_stripe(ours, theirs);
+    StripeJob a = ours.job(ParityOp::kEncode, ParityScheme::kPQ, k, len);
+    StripeJob b = theirs.job(ParityOp::kEncode, ParityScheme::kPQ, k, len);
+    ASSERT_TRUE(run(*cpu, a).is_ok());
+    ASSERT_TRUE(run(*ref, b).is_ok());
+    SCOPED_TRACE(testing::Message()
+                 << "call " << i << " kernel " << parity_detail::current_pq_kernel());
+    expect_same(ours, theirs);
+  }
+  const auto name = parity_detail::current_pq_kernel();
+  const auto kernels = parity_detail::pq_kernels();
+  EXPECT_TRUE(std::any_of(kernels.begin(), kernels.end(),
+                          [&](const parity_detail::PqKernel& k) { return k.name == name; }));
 }
 
 TEST(CpuBackend, EncodeMatchesRefForAnyLength) {
