@@ -50,6 +50,7 @@ struct ArrayQueue::Impl {
 
   // Writes of the current batch, by stripe, not started yet (coalescing).
   std::unordered_map<std::uint64_t, StripeOp*> pending;
+  std::vector<StripeOp*> pending_order;
   // This queue's newest operation on a stripe while it waits for the stripe's lock (started,
   // not yet granted). A write of a later batch joins it rather than queueing a second operation
   // behind it: under a stream of writes to one stripe (sequential writes, while the stripe's
@@ -59,7 +60,6 @@ struct ArrayQueue::Impl {
   std::unordered_map<std::uint64_t, StripeOp*> waiting;
   void note_waiting(StripeOp& op);
   void forget_waiting(StripeOp& op);
-  std::vector<StripeOp*> pending_order;
   std::vector<std::pair<ArrayIo*, Status>> rejected;
   bool kick_scheduled = false;
   struct KickTask final : Task {

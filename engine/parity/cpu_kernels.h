@@ -15,7 +15,7 @@ struct PqKernel {
 
 std::span<const PqKernel> pq_kernels();
 
-// The P+Q kernel the calling thread's selector uses now (for logs and benchmarks).
+// The P+Q kernel the calling thread's selector uses now (tests, diagnostics).
 std::string_view current_pq_kernel();
 
 }  // namespace graid::parity_detail

@@ -13,7 +13,7 @@
 //   exploit   the candidate with the fewest nanoseconds per byte in that round serves the next
 //             kExploitCalls calls, untimed; then the next round explores again.
 //
-// Every candidate must give the same bytes (tests check each against the ref backend), so the
+// Every candidate must give the same bytes (tests check each against pq_gen), so the
 // choice changes speed only. Not thread-safe: one selector per thread.
 #pragma once
 
