@@ -34,6 +34,7 @@ struct Options {
   std::uint64_t ublk_memory_mib = 256;
   std::string ublk_copy = "kernel";
   std::string ublk_affinity = "any";
+  std::string ublk_spread = "off";
 };
 
 // The parity backends the daemon may own, and the one it uses.
@@ -126,6 +127,7 @@ int run(const Options& o) {
   ro.ublk.memory_budget = o.ublk_memory_mib << 20;
   ro.ublk.user_copy = o.ublk_copy == "user";
   ro.ublk.pin_to_queue = o.ublk_affinity == "queue";
+  ro.ublk.spread = o.ublk_spread == "on";
   auto registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
     spdlog::error("cannot start: {}", st.to_string());
@@ -186,6 +188,11 @@ int main(int argc, char** argv) {
                  "CPUs of the I/O threads serving ublk queues: any (the scheduler's choice) or "
                  "queue (thread i pinned to the CPUs of queue i)")
       ->check(CLI::IsMember({"any", "queue"}))
+      ->capture_default_str();
+  app.add_option("--ublk-spread", o.ublk_spread,
+                 "on: a busy ublk queue hands part of its requests to the next I/O thread "
+                 "(docs/ublk.md); off: each queue's requests are served by its own thread")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

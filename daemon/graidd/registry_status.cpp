@@ -113,15 +113,18 @@ Result<json> Registry::stats(const json&) {
       wbytes += wb;
       for (std::size_t i = 0; i < kLatencyBuckets; ++i)
         lat[i] += vl[i];
-      vds.push_back({{"dg_id", id},
-                     {"vd_id", vd.id},
-                     {"reads", r},
-                     {"writes", w},
-                     {"read_bytes", rb},
-                     {"write_bytes", wb},
-                     {"flushes", fl},
-                     {"errors", err},
-                     {"latency_us_buckets", buckets(vl)}});
+      json entry = {{"dg_id", id},   {"vd_id", vd.id},   {"reads", r},
+                    {"writes", w},   {"read_bytes", rb}, {"write_bytes", wb},
+                    {"flushes", fl}, {"errors", err},    {"latency_us_buckets", buckets(vl)}};
+      if (auto u = ublk_.stats(id, vd.id))
+        entry["ublk"] = {{"requests", u->requests},
+                         {"commits", u->commits},
+                         {"errors", u->errors},
+                         {"unsupported", u->unsupported},
+                         {"copy_errors", u->copy_errors},
+                         {"aborted_tags", u->aborted_tags},
+                         {"spread", u->spread}};
+      vds.push_back(std::move(entry));
     }
     dgs.push_back({{"dg_id", id},
                    {"reads", reads},

@@ -66,6 +66,7 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
   GRAID_RETURN_IF_ERROR(ensure_control());
   ublk::UblkDeviceOptions o;
   o.threads = threads_.count();
+  o.spread = options_.spread;
   o.limits.queues = threads_.count();
   o.limits.max_depth = options_.depth;
   o.limits.memory_budget = options_.memory_budget;
@@ -104,6 +105,11 @@ Result<bool> UblkExports::remove(std::uint32_t dg_id, std::uint32_t vd_id) {
                   st.to_string());
     if (st.code() == Errc::kBusy) return st;  // still in the kernel's hands: keep the object
   }
+  const ublk::UblkQueueStats s = it->second->stats();
+  spdlog::info(
+      "dg {} vd {}: {} removed; it served {} requests ({} committed, {} with an error, {} "
+      "on a helper thread)",
+      dg_id, vd_id, it->second->info().path, s.requests, s.commits, s.errors, s.spread);
   devices_.erase(it);
   return true;
 }

@@ -29,6 +29,9 @@ struct UblkExportOptions {
   // where every queue maps to one CPU, a lone submitter then shares its CPU with the thread that
   // serves it while the others idle (docs/ublk.md, "Threads and CPUs").
   bool pin_to_queue = false;
+  // Busy queues hand part of their requests to the next I/O thread (graidd --ublk-spread on;
+  // UblkDeviceOptions::spread). Off by default: slower where the CPUs are few (docs/ublk.md).
+  bool spread = false;
   std::string control_path = ublk::kControlPath;
 };
 

@@ -51,9 +51,11 @@ Status UblkDevice::open_char_device() {
 Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
                                 bool user_copy) {
   queues_.resize(queues);
+  helpers_.resize(queues);
   for (std::uint16_t q = 0; q < queues; ++q) {
+    const std::uint32_t home = q % threads_;
     Status st;
-    call_(q % threads_, [&](IoContext& ctx) {
+    call_(home, [&](IoContext& ctx) {
       auto transport = KernelQueueTransport::create(ctx, ublkc_, q, depth);
       if (!transport.is_ok()) {
         st = transport.status();
@@ -65,10 +67,28 @@ Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::
         st = queue.status();
         return;
       }
-      (*queue)->start();
       queues_[q] = std::move(*queue);
     });
     if (!st) return st;
+    // The next thread helps (UblkQueue: requests of odd stripes go there while it is busy).
+    if (spread_ && threads_ > 1) {
+      call_((home + 1) % threads_, [&](IoContext& ctx) {
+        auto lane = HelperLane::create(ctx, array_, queues_[q]->registered_regions());
+        if (!lane.is_ok()) {
+          st = lane.status();
+          return;
+        }
+        helpers_[q] = std::move(*lane);
+      });
+      if (!st) {
+        call_(home, [&](IoContext&) { queues_[q].reset(); });  // never started: nothing to drain
+        return st;
+      }
+    }
+    call_(home, [&](IoContext&) {
+      if (helpers_[q]) queues_[q]->set_helper(*helpers_[q]);
+      queues_[q]->start();
+    });
   }
   return {};
 }
@@ -81,6 +101,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   if (!plan.is_ok()) return plan.status();
   std::unique_ptr<UblkDevice> dev(new UblkDevice(control, std::move(call), array, std::move(vd)));
   dev->threads_ = std::max<std::uint32_t>(1, options.threads);
+  dev->spread_ = options.spread;
 
   DevInfo wanted{};
   wanted.nr_hw_queues = plan->queues;
@@ -160,6 +181,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
                       block_device_path(dev_id), params->basic.dev_sectors, vd.info().size >> 9);
   std::unique_ptr<UblkDevice> dev(new UblkDevice(control, std::move(call), array, std::move(vd)));
   dev->threads_ = std::max<std::uint32_t>(1, options.threads);
+  dev->spread_ = options.spread;
   dev->info_.dev_id = dev_id;
   dev->info_.path = block_device_path(dev_id);
   dev->info_.queues = info->nr_hw_queues;
@@ -204,22 +226,32 @@ Status UblkDevice::drain_queues(std::chrono::milliseconds timeout) {
     bool left = false;
     for (std::size_t q = 0; q < queues_.size(); ++q) {
       if (!queues_[q]) continue;
-      call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {
-        if (queues_[q]->finished()) queues_[q].reset();
-      });
+      const auto home = static_cast<std::uint32_t>(q % threads_);
+      bool finished = false;
+      call_(home, [&](IoContext&) { finished = queues_[q]->finished(); });
+      if (finished) {
+        // A finished queue has no request on its helper lane. The lane goes first: it has the
+        // queue's buffers registered in its ring.
+        if (helpers_[q]) call_((home + 1) % threads_, [&](IoContext&) { helpers_[q].reset(); });
+        call_(home, [&](IoContext&) {
+          retired_ += queues_[q]->stats();
+          queues_[q].reset();
+        });
+      }
       left = left || queues_[q] != nullptr;
     }
     if (!left) return {};
     if (std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  // A queue the kernel never released would be freed under it: keep it (and its memory) for
-  // the life of the process instead, and say so.
+  // A queue the kernel never released would be freed under it: keep it (and its memory, and its
+  // helper lane) for the life of the process instead, and say so.
   std::uint32_t stuck = 0;
-  for (auto& q : queues_)
-    if (q) {
+  for (std::size_t q = 0; q < queues_.size(); ++q)
+    if (queues_[q]) {
       ++stuck;
-      (void)q.release();  // deliberately leaked, see above
+      (void)queues_[q].release();  // deliberately leaked, see above
+      if (helpers_[q]) (void)helpers_[q].release();
     }
   return make_error(Errc::kBusy, "{}: {} queue(s) still had requests after {} ms; left in place",
                     info_.path, stuck, timeout.count());
@@ -249,7 +281,7 @@ Status UblkDevice::stop() {
 }
 
 UblkQueueStats UblkDevice::stats() {
-  UblkQueueStats sum;
+  UblkQueueStats sum = retired_;
   for (std::size_t q = 0; q < queues_.size(); ++q) {
     if (!queues_[q] || stopped_) continue;
     call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {

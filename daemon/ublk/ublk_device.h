@@ -39,6 +39,10 @@ struct UblkDeviceOptions {
   std::uint32_t dev_id = 0xffffffffu;  // the id wanted (a restart asks for the old one); any
   UblkLimits limits;                   // queues = the I/O thread count
   std::uint32_t threads = 1;           // I/O threads to spread queues over
+  // With more than one thread: each queue also has a helper lane on the next thread and hands
+  // it part of its requests while busy (ublk_queue.h), so one application thread's I/O is not
+  // all served by one thread. Costs a hand-off between threads per request moved.
+  bool spread = false;
   // USER_COPY (6.5+): graid copies request data itself (buffers only for requests being
   // served); false: the driver copies into per-tag buffers (copy mode). limits.user_copy must
   // agree. Falls back to copy mode where the driver refuses it.
@@ -80,7 +84,7 @@ class UblkDevice {
 
   const UblkDeviceInfo& info() const noexcept { return info_; }
   const VdInfo& vd() const noexcept { return vd_.info(); }
-  // Sum of the queues' counters (reads each queue on its thread).
+  // Sum of the queues' counters (reads each queue on its thread); after stop(), their totals.
   UblkQueueStats stats();
 
  private:
@@ -100,9 +104,12 @@ class UblkDevice {
   UblkDeviceInfo info_;
   std::uint32_t threads_ = 1;
   std::shared_ptr<MemberFile> ublkc_;
-  std::vector<std::unique_ptr<UblkQueue>> queues_;  // queue i lives on thread i % threads_
-  bool added_ = false;                              // the kernel has the device (DEL_DEV owed)
-  bool stopped_ = false;                            // stop() done
+  std::vector<std::unique_ptr<UblkQueue>> queues_;    // queue i lives on thread i % threads_
+  std::vector<std::unique_ptr<HelperLane>> helpers_;  // queue i's, on thread (i + 1) % threads_
+  bool spread_ = false;
+  UblkQueueStats retired_;  // the counters of the queues destroyed so far
+  bool added_ = false;      // the kernel has the device (DEL_DEV owed)
+  bool stopped_ = false;    // stop() done
 };
 
 }  // namespace graid::ublk

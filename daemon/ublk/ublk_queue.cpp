@@ -7,6 +7,12 @@ namespace graid::ublk {
 
 struct UblkQueue::Tag final : ArrayIo {
   enum class State : std::uint8_t { kIdle, kFetching, kServing, kDone };
+  // A hop of a request served on the helper lane: there (submit) and back (complete).
+  struct Hop final : Task {
+    Tag* tag = nullptr;
+    bool there = false;
+    void run() override { there ? tag->start_on_helper() : tag->finish_from_helper(); }
+  };
   UblkQueue* queue = nullptr;
   std::uint16_t tag = 0;
   std::byte* data = nullptr;  // copy mode: this tag's buffer (ArrayIo::buf points at it)
@@ -14,8 +20,25 @@ struct UblkQueue::Tag final : ArrayIo {
   bool copying = false;       // USER_COPY: a copy is in flight
   State state = State::kIdle;
   std::uint8_t op = 0;
+  bool on_helper = false;  // submitted on the helper lane; completes there
+  Status helper_status;    // its outcome, carried back
+  Hop to_helper, from_helper;
 
-  void on_complete(Status status) override { queue->io_done(*this, status); }
+  void on_complete(Status status) override {
+    if (!on_helper) {
+      queue->io_done(*this, status);
+      return;
+    }
+    // On the helper's thread: the result goes home, where the commit is made.
+    helper_status = std::move(status);
+    queue->ctx_->post(from_helper);
+  }
+  void start_on_helper() { queue->helper_->queue().submit(*this, queue->vd_); }
+  void finish_from_helper() {
+    on_helper = false;
+    --queue->on_helper_;
+    queue->io_done(*this, helper_status);
+  }
 };
 
 Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& array, VdInfo vd,
@@ -41,6 +64,8 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   q->max_io_ = max_io_bytes;
   q->logical_block_ = array.logical_block_size();
   q->user_copy_ = user_copy;
+  q->ctx_ = &ctx;
+  q->stripe_bytes_ = array.geometry().stripe_data_bytes();
   if (user_copy) {
     q->pool_ = std::make_unique<nbd::BufferPool>(pool_cache_bytes);
   } else {
@@ -50,7 +75,6 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
     // Member reads and writes go straight to and from the tags' buffers: each tag's head is
     // registered (kRegisteredTagBytes). A refusal (no slot left, RLIMIT_MEMLOCK) leaves the rest
     // unregistered: their I/O still works, pinning pages per request.
-    q->ctx_ = &ctx;
     const std::size_t head = std::min<std::size_t>(max_io_bytes, kRegisteredTagBytes);
     for (std::uint16_t i = 0; i < depth; ++i) {
       const std::span<std::byte> region(q->buffers_.data() + std::size_t{i} * max_io_bytes, head);
@@ -65,6 +89,8 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
     t->tag = i;
     if (!user_copy) t->data = q->buffers_.data() + std::size_t{i} * max_io_bytes;
     t->buf = t->data;
+    t->to_helper.tag = t->from_helper.tag = t.get();
+    t->to_helper.there = true;
     q->tags_.push_back(std::move(t));
   }
   q->transport_->bind(*q);
@@ -74,6 +100,10 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
 UblkQueue::~UblkQueue() {
   for (const auto& region : registered_)
     ctx_->remove_buffer_region(region);
+}
+
+void UblkQueue::set_helper(HelperLane& lane) {
+  helper_ = &lane;
 }
 
 void UblkQueue::start() {
@@ -161,6 +191,19 @@ void UblkQueue::serve(Tag& t) {
   }
   // Out-of-range and misaligned requests complete with an error from the engine (at its next
   // poll), so every path goes through io_done().
+  submit(t);
+}
+
+void UblkQueue::submit(Tag& t) {
+  const bool data = t.kind == IoKind::kRead || t.kind == IoKind::kWrite;
+  if (helper_ != nullptr && data && serving_ > 1 && stripe_bytes_ > 0 &&
+      ((vd_.start + t.offset) / stripe_bytes_) % 2 == 1) {
+    ++stats_.spread;
+    ++on_helper_;
+    t.on_helper = true;
+    helper_->context().post(t.to_helper);
+    return;
+  }
   queue_->submit(t, vd_);
 }
 
@@ -175,7 +218,7 @@ void UblkQueue::copy_done(std::uint16_t tag, std::int32_t res) {
     return;
   }
   if (t.kind == IoKind::kWrite) {
-    queue_->submit(t, vd_);  // the payload is in: write it
+    submit(t);  // the payload is in: write it
     return;
   }
   ++stats_.reads;  // the data is in the request: done

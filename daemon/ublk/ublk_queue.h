@@ -9,6 +9,12 @@
 // on the same ring as the thread's member I/O (the transport), requests are ArrayIos on that
 // thread's ArrayQueue, so the thread sleeps in one IoContext::poll() for both.
 //
+// With a helper lane (set_helper(), ublk_helper_lane.h) the queue spreads its RAID work over two
+// threads: while more than one request is being served, a READ or WRITE whose first stripe is
+// odd is submitted on the helper's thread instead (posted there, and its completion posted
+// back), so each stripe's requests stay on one thread as far as the load allows. Fetches,
+// copies and commits never move.
+//
 // Every request the kernel delivers is committed exactly once, whatever happens (an engine error
 // becomes -errno in the commit, this boundary being the only place errno appears); a tag is never
 // fetched while its request is being served, nor after an abort. `stats()` counts both sides so
@@ -28,6 +34,7 @@
 #include "graid/buffer.h"
 #include "graid/status.h"
 #include "nbd/buffer_pool.h"
+#include "ublk/ublk_helper_lane.h"
 #include "ublk/ublk_uapi.h"
 
 namespace graid::ublk {
@@ -61,6 +68,7 @@ struct UblkQueueStats {
   std::uint64_t unsupported = 0;  // ops graid does not serve (answered -EOPNOTSUPP)
   std::uint64_t aborted_tags = 0;
   std::uint64_t copy_errors = 0;  // USER_COPY copies that failed (the request got -EIO)
+  std::uint64_t spread = 0;       // requests served on the helper lane's thread
 
   UblkQueueStats& operator+=(const UblkQueueStats& o) noexcept {
     requests += o.requests;
@@ -76,6 +84,7 @@ struct UblkQueueStats {
     unsupported += o.unsupported;
     aborted_tags += o.aborted_tags;
     copy_errors += o.copy_errors;
+    spread += o.spread;
     return *this;
   }
 };
@@ -104,6 +113,14 @@ class UblkQueue {
   UblkQueue(const UblkQueue&) = delete;
   UblkQueue& operator=(const UblkQueue&) = delete;
 
+  // Lets the queue hand READs and WRITEs to `lane`, an ArrayQueue of the same array on another
+  // thread (see above). REQUIRES: before start(), on the owning thread; `lane` outlives every
+  // request handed to it (it does once finished() is true).
+  void set_helper(HelperLane& lane);
+  // The memory registered in the owning thread's ring for fixed-buffer member I/O (copy mode:
+  // the heads of the tags' buffers), for a helper lane to register in its own ring.
+  std::span<const std::span<std::byte>> registered_regions() const noexcept { return registered_; }
+
   // Fetches every tag (on the owning thread).
   void start();
   // Every tag aborted by the kernel and nothing in flight: the queue may be destroyed.
@@ -121,6 +138,8 @@ class UblkQueue {
   std::uint16_t depth() const noexcept { return static_cast<std::uint16_t>(tags_.size()); }
   // Requests being served (delivered, not yet committed).
   std::uint32_t serving() const noexcept { return serving_; }
+  // Of those, the ones handed to the helper lane and not yet back.
+  std::uint32_t on_helper() const noexcept { return on_helper_; }
   const UblkQueueStats& stats() const noexcept { return stats_; }
 
   struct Tag;
@@ -128,6 +147,8 @@ class UblkQueue {
  private:
   UblkQueue() = default;
   void serve(Tag& t);
+  // Starts `t` on the ArrayQueue of this thread or of the helper lane.
+  void submit(Tag& t);
   void io_done(Tag& t, const Status& st);
   void commit(Tag& t, std::int32_t result);
 
@@ -139,12 +160,15 @@ class UblkQueue {
   std::uint32_t logical_block_ = 512;
   bool user_copy_ = false;
   AlignedBuffer buffers_;     // copy mode: every tag's buffer
-  IoContext* ctx_ = nullptr;  // the thread's ring, which the buffers are registered in
+  IoContext* ctx_ = nullptr;  // the thread's ring (the tags' buffer heads are registered there)
+  HelperLane* helper_ = nullptr;
+  std::uint64_t stripe_bytes_ = 0;  // data bytes per stripe: a request's home is its first stripe
   std::vector<std::span<std::byte>> registered_;  // the tags' buffer heads registered in ctx_
   std::unique_ptr<nbd::BufferPool> pool_;         // USER_COPY: buffers of the requests being served
   std::vector<std::unique_ptr<Tag>> tags_;
   std::size_t done_tags_ = 0;
   std::uint32_t serving_ = 0;
+  std::uint32_t on_helper_ = 0;
   bool started_ = false;
   Status error_;
   UblkQueueStats stats_;

@@ -3,7 +3,8 @@
 // reads, writes, flushes, discards and write-zeroes checked byte for byte against a model; every
 // delivered request committed exactly once with the right result; errors mapped to -errno; and
 // teardown with requests in flight (the kernel aborting fetches, as STOP_DEV does) finishing every
-// tag without a lost or doubled commit.
+// tag without a lost or doubled commit. Each test also runs with a helper lane on a second thread
+// (ublk_helper_lane.h), where part of the requests are served.
 #include "ublk/ublk_queue.h"
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <map>
 #include <random>
 
+#include "graidd/io_threads.h"
 #include "nbd_harness.h"
 
 namespace graid::testing {
@@ -161,7 +163,15 @@ IoDesc make_desc(std::uint8_t op, std::uint64_t offset, std::uint64_t len,
   return d;
 }
 
-class UblkQueueTest : public ::testing::TestWithParam<bool> {
+struct QueueMode {
+  bool user_copy = false;
+  bool helper = false;  // a helper lane on a second thread takes part of the requests
+};
+void PrintTo(const QueueMode& m, std::ostream* os) {
+  *os << (m.user_copy ? "USER_COPY" : "copy mode") << (m.helper ? ", helper lane" : "");
+}
+
+class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
  protected:
   void SetUp() override {
     array_ = std::make_unique<TestArray>(RaidLevel::kRaid5, 4, 8u << 20, kVdBytes, 16 * 1024);
@@ -169,12 +179,27 @@ class UblkQueueTest : public ::testing::TestWithParam<bool> {
     auto ctx = IoContext::create(256);
     ASSERT_TRUE(ctx.is_ok());
     ctx_ = std::move(*ctx);
-    auto driver = std::make_unique<FakeDriver>(GetParam());
+    auto driver = std::make_unique<FakeDriver>(GetParam().user_copy);
     driver_ = driver.get();
     auto q = UblkQueue::create(*ctx_, *array_->array, array_->vd, 0, kDepth, kMaxIo,
-                               std::move(driver), /*user_copy=*/GetParam());
+                               std::move(driver), /*user_copy=*/GetParam().user_copy);
     ASSERT_TRUE(q.is_ok()) << q.status().to_string();
     queue_ = std::move(*q);
+    if (GetParam().helper) {
+      auto threads = daemon::IoThreads::start(1, 256);
+      ASSERT_TRUE(threads.is_ok()) << threads.status().to_string();
+      helper_thread_ = std::move(*threads);
+      Status st;
+      helper_thread_->call(0, [&](IoContext& helper_ctx) {
+        auto lane = HelperLane::create(helper_ctx, *array_->array, queue_->registered_regions());
+        if (lane.is_ok())
+          lane_ = std::move(*lane);
+        else
+          st = lane.status();
+      });
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      queue_->set_helper(*lane_);
+    }
     queue_->start();
     model_.assign(kVdBytes, std::byte{0});
   }
@@ -184,27 +209,39 @@ class UblkQueueTest : public ::testing::TestWithParam<bool> {
       drain();
       driver_->abort_fetched();
     }
+    // The lane before the queue (it has the queue's buffers registered), on its own thread.
+    if (lane_) helper_thread_->call(0, [&](IoContext&) { lane_.reset(); });
     queue_.reset();
+    helper_thread_.reset();
     ctx_.reset();
     array_.reset();
   }
   // One step: the driver answers copies, then the context runs (waiting only when nothing else
-  // can make progress).
+  // can make progress: the ring has I/O, or the helper lane will post results back).
   void step(bool may_wait) {
     driver_->pump();
     // Wait only for what the ring holds: a READ whose copy just committed left nothing there.
-    ctx_->poll(may_wait && !driver_->copies_pending() && ctx_->in_flight() > 0);
+    ctx_->poll(may_wait && !driver_->copies_pending() &&
+               (ctx_->in_flight() > 0 || queue_->on_helper() > 0));
   }
   // Steps until nothing is being served.
   void drain() {
     while (queue_->serving() > 0)
       step(true);
   }
+  // The helper lane's ArrayQueue counters (read on its thread).
+  QueueStats lane_stats() {
+    QueueStats s{};
+    helper_thread_->call(0, [&](IoContext&) { s = lane_->queue().stats(); });
+    return s;
+  }
 
   std::unique_ptr<TestArray> array_;
   std::unique_ptr<IoContext> ctx_;
   FakeDriver* driver_ = nullptr;
   std::unique_ptr<UblkQueue> queue_;
+  std::unique_ptr<daemon::IoThreads> helper_thread_;
+  std::unique_ptr<HelperLane> lane_;  // lives on helper_thread_
   std::vector<std::byte> model_;
   std::map<std::uint16_t, FakeDriver::Request> pending_;  // by tag: what was delivered
 };
@@ -216,7 +253,7 @@ TEST_P(UblkQueueTest, StartFetchesEveryTagOnce) {
 }
 
 TEST_P(UblkQueueTest, CopyModeTagBufferHeadsAreRegisteredInTheRingWhileTheQueueLives) {
-  if (GetParam()) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
+  if (GetParam().user_copy) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
   std::vector<std::byte*> bufs;
   for (std::uint16_t tag = 0; tag < kDepth; ++tag) {
     bufs.push_back(driver_->tag_buffer(tag));
@@ -236,6 +273,17 @@ TEST_P(UblkQueueTest, CopyModeTagBufferHeadsAreRegisteredInTheRingWhileTheQueueL
   EXPECT_EQ(driver_->commits[0].result, 4096);
   EXPECT_GT(ctx_->stats().fixed_buffer_ios, before);
   driver_->abort_fetched();
+  if (lane_) {
+    // The helper's ring has them too (its member I/O for them is fixed-buffer as well), until
+    // the lane goes.
+    helper_thread_->call(0, [&](IoContext& ctx) {
+      for (std::byte* buf : bufs)
+        EXPECT_TRUE(ctx.registered_buffer(buf, kRegisteredTagBytes).has_value());
+      lane_.reset();
+      for (std::byte* buf : bufs)
+        EXPECT_FALSE(ctx.registered_buffer(buf, 4096).has_value()) << "withdrawn with the lane";
+    });
+  }
   queue_.reset();
   for (std::byte* buf : bufs)
     EXPECT_FALSE(ctx_->registered_buffer(buf, 4096).has_value()) << "withdrawn with the queue";
@@ -337,6 +385,16 @@ TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
   EXPECT_EQ(queue_->stats().requests, delivered);
   EXPECT_EQ(queue_->stats().commits, delivered);
   EXPECT_EQ(queue_->stats().errors, 0u);
+  if (lane_) {
+    // Both threads served requests: the lane's ArrayQueue exactly those handed to it.
+    const QueueStats lane = lane_stats();
+    EXPECT_GT(queue_->stats().spread, delivered / 5);
+    EXPECT_LT(queue_->stats().spread, delivered);
+    EXPECT_EQ(lane.reads + lane.writes, queue_->stats().spread);
+    EXPECT_EQ(queue_->on_helper(), 0u);
+  } else {
+    EXPECT_EQ(queue_->stats().spread, 0u);
+  }
   // The array itself holds the model, parity consistent.
   const auto bytes = array_->read(0, static_cast<std::uint32_t>(kVdBytes));
   ASSERT_EQ(bytes.size(), model_.size());
@@ -375,6 +433,28 @@ TEST_P(UblkQueueTest, BadRequestsAreAnsweredWithNegativeErrno) {
   }
   EXPECT_EQ(queue_->stats().errors, std::size(cases));
   EXPECT_EQ(queue_->stats().unsupported, 2u);
+  if (lane_) {
+    // An error on the helper's thread comes back as the request's -errno: two requests at once
+    // (a lone one is never moved), the bad one, past the VD's end, starting in an odd stripe.
+    const std::uint64_t stripe = array_->array->geometry().stripe_data_bytes();
+    std::uint64_t bad_off = kVdBytes;
+    while ((array_->vd.start + bad_off) / stripe % 2 == 0)
+      bad_off += 4096;
+    const std::uint64_t spread_before = queue_->stats().spread;
+    const std::size_t before = driver_->commits.size();
+    FakeDriver::Request good, bad;
+    good.desc = make_desc(kOpRead, 0, 4096);
+    bad.desc = make_desc(kOpRead, bad_off, 4096);
+    const int good_tag = driver_->free_tag();
+    driver_->deliver(static_cast<std::uint16_t>(good_tag), good);
+    const int bad_tag = driver_->free_tag();
+    driver_->deliver(static_cast<std::uint16_t>(bad_tag), bad);
+    drain();
+    ASSERT_EQ(driver_->commits.size(), before + 2);
+    EXPECT_EQ(queue_->stats().spread, spread_before + 1);
+    for (std::size_t i = before; i < driver_->commits.size(); ++i)
+      EXPECT_EQ(driver_->commits[i].result, driver_->commits[i].tag == bad_tag ? -ERANGE : 4096);
+  }
   // The request's own fault fails no member, and the refused writes wrote nothing.
   EXPECT_EQ(array_->array->health(), ArrayHealth::kOptimal);
   const auto bytes = array_->read(kVdBytes - 4096, 4096);
@@ -408,6 +488,10 @@ TEST_P(UblkQueueTest, TeardownWithRequestsInFlightCommitsEachOnceAndFinishes) {
     EXPECT_EQ(c.result, static_cast<std::int32_t>(kMaxIo));
   EXPECT_EQ(queue_->stats().aborted_tags, kDepth);
   EXPECT_EQ(queue_->stats().requests, queue_->stats().commits);
+  if (lane_) {
+    EXPECT_GT(queue_->stats().spread, 0u) << "some were in flight on the helper";
+  }
+  EXPECT_EQ(queue_->on_helper(), 0u);
   EXPECT_TRUE(queue_->error().is_ok());
   // A completion for a finished tag changes nothing (the kernel never sends one; a bug would).
   queue_->fetch_done(0, kIoResOk);
@@ -429,7 +513,7 @@ TEST_P(UblkQueueTest, AFetchRefusedByTheDriverIsReported) {
 }
 
 TEST_P(UblkQueueTest, AFailedUserCopyFailsTheRequestAndWritesNothing) {
-  if (!GetParam()) GTEST_SKIP() << "copy mode has no server-side copies";
+  if (!GetParam().user_copy) GTEST_SKIP() << "copy mode has no server-side copies";
   for (std::uint8_t op : {kOpWrite, kOpRead}) {
     const int tag = driver_->free_tag();
     ASSERT_GE(tag, 0);
@@ -450,9 +534,12 @@ TEST_P(UblkQueueTest, AFailedUserCopyFailsTheRequestAndWritesNothing) {
     ASSERT_EQ(b, std::byte{0});
 }
 
-INSTANTIATE_TEST_SUITE_P(CopyModes, UblkQueueTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "UserCopy" : "CopyMode";
+INSTANTIATE_TEST_SUITE_P(Modes, UblkQueueTest,
+                         ::testing::Values(QueueMode{false, false}, QueueMode{true, false},
+                                           QueueMode{false, true}, QueueMode{true, true}),
+                         [](const ::testing::TestParamInfo<QueueMode>& p) {
+                           return std::string(p.param.user_copy ? "UserCopy" : "CopyMode") +
+                                  (p.param.helper ? "WithHelper" : "");
                          });
 
 }  // namespace
