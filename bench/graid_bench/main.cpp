@@ -25,6 +25,7 @@
 #include "member_files.h"
 #include "options.h"
 #include "raw_baseline.h"
+#include "raw_sweep.h"
 #include "report.h"
 #include "units.h"
 #include "verify.h"
@@ -164,14 +165,30 @@ int run(const BenchOptions& o) {
     // writes) at once. Fewer would understate what the members allow.
     const auto per_phase =
         static_cast<std::uint32_t>(std::ceil(std::max({best.cost.reads, best.cost.writes, 1.0})));
-    raw.queue_depth = o.raw_queue_depth != 0
-                          ? o.raw_queue_depth
-                          : std::min<std::uint32_t>(o.queue_depth * per_phase, kMaxQueueDepth);
-    best.raw_queue_depth = raw.queue_depth;
+    const std::uint32_t array_depth =
+        std::min<std::uint32_t>(o.queue_depth * per_phase, kMaxQueueDepth);
     TimedRunConfig timing = timing_of(o);
     timing.seconds = o.seconds / o.rounds;
-    raw.timing = timing;
     raw.seed = o.seed;
+    if (o.raw_queue_depth != 0) {
+      raw.queue_depth = o.raw_queue_depth;
+    } else {
+      // The members at saturation (raw_sweep.h): short probes around that depth, best of.
+      RawConfig probe = raw;
+      probe.timing = {o.threads, std::min(o.warmup_seconds, 0.2), std::min(timing.seconds, 0.5)};
+      const auto depths = sweep_queue_depths(array_depth, kMaxQueueDepth);
+      auto sweep = sweep_raw(depths, [&](std::uint32_t qd) -> Result<double> {
+        probe.queue_depth = qd;
+        auto figures = run_raw_baseline(probe);
+        if (!figures.is_ok()) return figures.status();
+        return figures->iops();
+      });
+      if (!sweep.is_ok()) return fail(sweep.status());
+      raw.queue_depth = sweep->best_queue_depth;
+      best.raw_sweep = sweep->points;
+    }
+    best.raw_queue_depth = raw.queue_depth;
+    raw.timing = timing;
 
     std::vector<ProfileReport> rounds;
     for (std::uint32_t round = 0; round < o.rounds; ++round) {

@@ -195,9 +195,9 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
                  "separate with commas (default 4k-randread)");
   app.add_option("--qd", o.queue_depth, "requests in flight per thread")->capture_default_str();
   app.add_option("--raw-qd", o.raw_queue_depth,
-                 "member I/Os in flight per thread in the raw baseline (default: --qd times the "
-                 "member I/Os one request issues at once, as many as the array run keeps in "
-                 "flight)");
+                 "member I/Os in flight per thread in the raw baseline (default: the best of a "
+                 "short sweep around --qd times the member I/Os one request issues at once: half, "
+                 "the same, twice and four times that)");
   app.add_option("--threads", o.threads, "I/O threads, each with its own ring and queue")
       ->capture_default_str();
   app.add_option("--seconds", o.seconds,

@@ -74,6 +74,15 @@ void print_table(std::FILE* out, const RunSetup& setup, std::span<const ProfileR
                r.raw.latency_us.mean, r.raw.latency_us.p50, r.raw.latency_us.p99,
                r.raw.latency_us.p999, r.raw.cpu_s_per_gb(), 100.0 * r.cost.read_fraction());
   }
+  // How the raw depth was chosen: each probed depth's member IOPS, the best marked.
+  for (const ProfileReport& r : reports) {
+    if (r.raw_sweep.empty()) continue;
+    std::string points;
+    for (const SweepPoint& p : r.raw_sweep)
+      points += fmt::format("{}{} {:.0f}{}", points.empty() ? "" : ", ", p.queue_depth, p.iops,
+                            p.queue_depth == r.raw_queue_depth ? " (best)" : "");
+    fmt::print(out, "raw QD sweep {}: {}\n", r.profile.name, points);
+  }
   for (const ProfileReport& r : reports) {
     if (!r.verify) continue;
     fmt::print(out, "verify {}: {} blocks, {} mismatched{}\n", r.profile.name, r.verify->blocks,
@@ -121,6 +130,9 @@ std::string to_json(const RunSetup& setup, std::span<const ProfileReport> report
     j["member_io_bytes"] = r.cost.io_bytes;
     j["raw_member_iops"] = r.raw.iops();
     j["raw_qd"] = r.raw_queue_depth;
+    j["raw_sweep"] = nlohmann::json::array();
+    for (const SweepPoint& p : r.raw_sweep)
+      j["raw_sweep"].push_back({{"qd", p.queue_depth}, {"member_iops", p.iops}});
     j["round_ratios"] = r.round_ratios;
     j["raw"] = {{"iops", r.raw.iops()},
                 {"bytes_per_s", r.raw.bytes_per_s()},

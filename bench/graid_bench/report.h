@@ -9,6 +9,7 @@
 
 #include "cost_model.h"
 #include "profiles.h"
+#include "raw_sweep.h"
 #include "stats.h"
 #include "verify.h"
 
@@ -24,7 +25,7 @@ struct RunSetup {
   std::string device;  // the GPU parity ran on ("NVIDIA H200, 132 SMs, ..."), empty for the cpu
   std::uint32_t threads = 0;
   std::uint32_t queue_depth = 0;
-  std::uint32_t raw_queue_depth = 0;
+  std::uint32_t raw_queue_depth = 0;  // --raw-qd; 0: swept per profile
   double seconds = 0;
   double warmup_seconds = 0;
   std::uint32_t rounds = 1;  // raw/array rounds per profile
@@ -36,6 +37,7 @@ struct ProfileReport {
   MemberCost cost;
   RunFigures raw;                     // member I/Os and member bytes
   std::uint32_t raw_queue_depth = 0;  // member I/Os in flight per thread in the raw run
+  std::vector<SweepPoint> raw_sweep;  // the depths probed to choose it (empty with --raw-qd)
   std::vector<double> round_ratios;   // ratio of every round (raw and array alternate)
   std::optional<RunFigures> array;    // absent with --raw-only
   std::optional<VerifyResult> verify;

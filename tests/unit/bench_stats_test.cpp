@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "../../bench/graid_bench/cost_model.h"
 #include "../../bench/graid_bench/profiles.h"
+#include "../../bench/graid_bench/raw_sweep.h"
 #include "../../bench/graid_bench/stats.h"
 #include "../../bench/graid_bench/units.h"
 #include "../../bench/graid_bench/workload.h"
@@ -329,6 +331,45 @@ TEST(Workload, PatternDetectsWrongPlaceAndWrongSeed) {
   EXPECT_FALSE(matches_pattern(buf, 8192, 6));  // stale data from another run
   buf[4000] ^= std::byte{1};
   EXPECT_FALSE(matches_pattern(buf, 8192, 5));  // one flipped bit
+}
+
+TEST(RawSweep, DepthsAroundTheArrayRunsDepthWithinTheLimit) {
+  EXPECT_EQ(sweep_queue_depths(64, 1024), (std::vector<std::uint32_t>{32, 64, 128, 256}));
+  EXPECT_EQ(sweep_queue_depths(1, 1024), (std::vector<std::uint32_t>{1, 2, 4}));
+  EXPECT_EQ(sweep_queue_depths(0, 1024), (std::vector<std::uint32_t>{1, 2, 4}));
+  EXPECT_EQ(sweep_queue_depths(512, 1024), (std::vector<std::uint32_t>{256, 512, 1024}));
+  EXPECT_EQ(sweep_queue_depths(1024, 1024), (std::vector<std::uint32_t>{512, 1024}));
+}
+
+TEST(RawSweep, KeepsTheDepthThatGaveTheMostAndEveryPoint) {
+  // Saturation at 128, a little lost beyond it.
+  const std::map<std::uint32_t, double> iops{{32, 50e3}, {64, 90e3}, {128, 120e3}, {256, 118e3}};
+  std::vector<std::uint32_t> asked;
+  const auto depths = sweep_queue_depths(64, 1024);
+  auto sweep = sweep_raw(depths, [&](std::uint32_t qd) -> Result<double> {
+    asked.push_back(qd);
+    return iops.at(qd);
+  });
+  ASSERT_TRUE(sweep.is_ok());
+  EXPECT_EQ(sweep->best_queue_depth, 128u);
+  EXPECT_EQ(asked, depths);
+  ASSERT_EQ(sweep->points.size(), 4u);
+  EXPECT_EQ(sweep->points[3].queue_depth, 256u);
+  EXPECT_EQ(sweep->points[3].iops, 118e3);
+}
+
+TEST(RawSweep, AFailedProbeEndsTheSweepWithItsError) {
+  int probes = 0;
+  const std::vector<std::uint32_t> depths{8, 16, 32};
+  auto sweep = sweep_raw(depths, [&](std::uint32_t qd) -> Result<double> {
+    ++probes;
+    if (qd == 16) return make_error(Errc::kIoError, "member gone");
+    return 1.0;
+  });
+  EXPECT_EQ(sweep.status().code(), Errc::kIoError);
+  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(sweep_raw({}, [](std::uint32_t) -> Result<double> { return 1.0; }).status().code(),
+            Errc::kInvalidArgument);
 }
 
 }  // namespace

@@ -49,6 +49,35 @@ perf() {
   pass "perf-$target" "every profile ran"
 }
 
+# limits SET LEVEL: the member-bound limit of RAID LEVEL over SET's five members (64 KiB strip),
+# measured by graid-bench --raw-only: io_uring straight on the members at the member-level mix
+# each profile costs at that level, its queue depth swept to saturation, two threads (the
+# vCPUs). LIMIT[LEVEL-SET/profile], in the profile's unit: the most the members allow an array
+# of that shape, the figure graid-bench's own ratios use. Run before any array exists on the
+# members (it overwrites them).
+declare -A LIMIT=()
+limits() {
+  local set=$1 level=$2 out=$GRAID_LOG_DIR/limits-$set-raid$2 d name bench_name unit v
+  local args=()
+  for d in $(members "$set"); do args+=(--member "$d"); done
+  if ! graid-bench --raw-only --force --level "$level" "${args[@]}" --strip 64K \
+    --profile 4k-randwrite,4k-randread,64k-seqwrite,1m-seqwrite,8k-randrw70 --threads 2 \
+    --seconds 2 --rounds 1 --format json >"$out.json" 2>"$out.err"; then
+    fail "limits-$set-raid$level" "graid-bench --raw-only failed: $(tail -n 2 "$out.err")"
+    return 0
+  fi
+  for name in "${SHOWN[@]}"; do
+    bench_name=$name unit=IOPS
+    [[ $name == 8k-mix70 ]] && bench_name=8k-randrw70
+    [[ $name == *seqwrite ]] && unit=MB/s
+    v=$(jq -r --arg p "$bench_name" --arg u "$unit" '.[] | select(.profile == $p) |
+      if $u == "IOPS" then .limit_iops | floor else .limit_iops * .block_bytes / 1000000 | . * 10 | floor / 10 end' "$out.json")
+    [[ -n $v ]] && LIMIT[$level-$set/$name]=$v
+  done
+  say "limits raid$level over $set: $(jq -c '[.[] | {profile, limit_iops: (.limit_iops | floor), raw_qd, raw_sweep: [.raw_sweep[] | [.qd, (.member_iops | floor)]]}]' "$out.json")"
+  pass "limits-$set-raid$level" "graid-bench --raw-only"
+}
+
 # verify TARGET DEV: a short crc32c-verified random write, so a fast but wrong array cannot pass
 verify() {
   check "verify-$1" fio_verify "verify-$1" --filename="$2" --rw=randwrite --bs=4k --size=8M --iodepth=32
@@ -102,6 +131,8 @@ for set in nvme brd; do
   raw=$GRAID_SPARE
   [[ $set == brd ]] && raw=/dev/ram5
   perf "raw-$set" "$raw"
+  limits "$set" 5
+  limits "$set" 6
   md_run 5 /dev/md5 "md5-$set" "${devs[@]}"
   md_run 6 /dev/md6 "md6-$set" "${devs[@]}"
   if pds=$(graid_create_pds "${devs[@]}"); then
@@ -113,20 +144,24 @@ for set in nvme brd; do
   fi
 done
 
-# The table: one block per member set; ratio = graid / md of the same level.
+# The table: one block per member set; graid/md = graid / md of the same level; /lim = graid's
+# share of the member-bound limit of its shape (limits above).
 ratio() { awk -v g="${1:-}" -v m="${2:-}" 'BEGIN { if (g == "" || m == "" || m == 0) print "n/a"; else printf "%.2f", g / m }'; }
 table() {
-  local set=$1 name unit g5 m5 g6 m6
-  printf '\n%s members (fio QD32, 1 job, %ss runs; raw = one %s, the member-bound reference)\n' \
+  local set=$1 name unit g5 m5 g6 m6 l5 l6
+  printf '\n%s members (fio QD32, 1 job, %ss runs; raw = one %s; limit = graid-bench --raw-only of the shape, QD swept)\n' \
     "$set" "$runtime" "$([[ $set == nvme ]] && echo 'emulated NVMe drive' || echo 'RAM disk')"
-  printf '%-13s %-5s %10s | %10s %10s %7s | %10s %10s %7s\n' profile unit raw md5 graid5 g5/md5 md6 graid6 g6/md6
+  printf '%-13s %-5s %10s | %10s %10s %10s %7s %6s | %10s %10s %10s %7s %6s\n' profile unit raw \
+    md5 graid5 limit5 g5/md5 g5/lim md6 graid6 limit6 g6/md6 g6/lim
   for name in "${SHOWN[@]}"; do
     unit=IOPS
     [[ $name == *seqwrite ]] && unit=MB/s
-    m5=${FIG[md5-$set/$name]:-} g5=${FIG[graid5-$set/$name]:-}
-    m6=${FIG[md6-$set/$name]:-} g6=${FIG[graid6-$set/$name]:-}
-    printf '%-13s %-5s %10s | %10s %10s %7s | %10s %10s %7s\n' "$name" "$unit" "${FIG[raw-$set/$name]:-n/a}" \
-      "${m5:-n/a}" "${g5:-n/a}" "$(ratio "$g5" "$m5")" "${m6:-n/a}" "${g6:-n/a}" "$(ratio "$g6" "$m6")"
+    m5=${FIG[md5-$set/$name]:-} g5=${FIG[graid5-$set/$name]:-} l5=${LIMIT[5-$set/$name]:-}
+    m6=${FIG[md6-$set/$name]:-} g6=${FIG[graid6-$set/$name]:-} l6=${LIMIT[6-$set/$name]:-}
+    printf '%-13s %-5s %10s | %10s %10s %10s %7s %6s | %10s %10s %10s %7s %6s\n' "$name" "$unit" \
+      "${FIG[raw-$set/$name]:-n/a}" "${m5:-n/a}" "${g5:-n/a}" "${l5:-n/a}" "$(ratio "$g5" "$m5")" \
+      "$(ratio "$g5" "$l5")" "${m6:-n/a}" "${g6:-n/a}" "${l6:-n/a}" "$(ratio "$g6" "$m6")" \
+      "$(ratio "$g6" "$l6")"
   done
 }
 r=$(ratio "${FIG[graid5-brd/4k-randwrite]:-}" "${FIG[md5-brd/4k-randwrite]:-}")
