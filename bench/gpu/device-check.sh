@@ -140,11 +140,14 @@ bench_dir() {
   return 1
 }
 # graid-bench's own run time with these arguments: per profile, rounds x (raw + array phase) x
-# (warm-up + seconds / rounds); set-up and --verify come on top (hence a cap of twice this).
+# (warm-up + seconds / rounds), plus, without --raw-qd (sweep 1), the raw queue-depth sweep's four
+# probes of min(warm-up, 0.1) + min(seconds / rounds / 4, 0.5) s; set-up and --verify come on top
+# (hence a cap of twice this).
 bench_estimate() {
-  local profiles=$1 seconds=$2 rounds=$3 warmup=$4
-  awk -v p="$profiles" -v s="$seconds" -v r="$rounds" -v w="$warmup" \
-    'BEGIN { printf "%.1f", p * r * 2 * (w + s / r) }'
+  local profiles=$1 seconds=$2 rounds=$3 warmup=$4 sweep=$5
+  awk -v p="$profiles" -v s="$seconds" -v r="$rounds" -v w="$warmup" -v sw="$sweep" \
+    'BEGIN { pw = w < 0.1 ? w : 0.1; ps = s / r / 4; if (ps > 0.5) ps = 0.5;
+             printf "%.1f", p * (r * 2 * (w + s / r) + sw * 4 * (pw + ps)) }'
 }
 
 # ---- 1. is there a GPU? ------------------------------------------------------------------------
@@ -276,10 +279,12 @@ if ((carried_ok)); then
     fi
     # Sized so that each run's own time (bench_estimate) is under half its cap: the rest is
     # member set-up, array creation and, for the last run, the read-back checks.
+    # The variants' raw limit is swept to saturation; the every-profile run is a check of the
+    # data (--verify), so its raw baseline keeps one depth (--raw-qd) to stay inside its cap.
     variant_timing=(--seconds 1 --rounds 1 --warmup 0.2)
-    all_timing=(--seconds 0.5 --rounds 1 --warmup 0.1)
-    say "graid-bench: ~$(bench_estimate 2 1 1 0.2) s per variant run (cap ${CAP_BENCH_VARIANT} s)," \
-      "~$(bench_estimate 10 0.5 1 0.1) s for every profile (cap ${CAP_BENCH_ALL} s), plus set-up"
+    all_timing=(--seconds 0.5 --rounds 1 --warmup 0.1 --raw-qd 128)
+    say "graid-bench: ~$(bench_estimate 2 1 1 0.2 1) s per variant run (cap ${CAP_BENCH_VARIANT} s)," \
+      "~$(bench_estimate 10 0.5 1 0.1 0) s for every profile (cap ${CAP_BENCH_ALL} s), plus set-up"
     benchdir=$(bench_dir 2>"$OUTDIR/graid-bench-dir.log")
     bench_dir_rc=$?
     tee -a "$SUMMARY" <"$OUTDIR/graid-bench-dir.log"

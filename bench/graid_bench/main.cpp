@@ -175,7 +175,8 @@ int run(const BenchOptions& o) {
     } else {
       // The members at saturation (raw_sweep.h): short probes around that depth, best of.
       RawConfig probe = raw;
-      probe.timing = {o.threads, std::min(o.warmup_seconds, 0.2), std::min(timing.seconds, 0.5)};
+      probe.timing = {o.threads, std::min(o.warmup_seconds, 0.1),
+                      std::min(timing.seconds / 4, 0.5)};
       const auto depths = sweep_queue_depths(array_depth, kMaxQueueDepth);
       auto sweep = sweep_raw(depths, [&](std::uint32_t qd) -> Result<double> {
         probe.queue_depth = qd;

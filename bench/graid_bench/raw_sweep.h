@@ -3,8 +3,9 @@
 // The raw baseline (raw_baseline.h) is the denominator of every ratio. Run only at the member
 // I/Os an array run keeps in flight, it can sit below what the members give at a deeper queue,
 // and ratios above 1 appear. So, unless --raw-qd fixes the depth, each profile first probes a few
-// depths around that one (half, same, twice, four times) for a short time each, and the rounds'
-// raw runs use the depth that gave the most member IOPS.
+// depths around that one (half, same, twice, four times) for a short time each (a quarter of a
+// round, at most 0.5 s, after at most 0.1 s of warm-up), and the rounds' raw runs use the depth
+// that gave the most member IOPS.
 #pragma once
 
 #include <cstdint>
