@@ -15,11 +15,11 @@
 
 #include <memory>
 #include <span>
-#include <vector>
 
 #include "graid/array.h"
 #include "graid/member.h"
 #include "graid/status.h"
+#include "ublk/ring_regions.h"
 
 namespace graid::ublk {
 
@@ -32,18 +32,17 @@ class HelperLane {
                                                     std::span<const std::span<std::byte>> regions);
   // On the helper's thread, with nothing in flight. Unregisters the regions, so call it before
   // the queue's buffers are freed.
-  ~HelperLane();
+  ~HelperLane() = default;
   HelperLane(const HelperLane&) = delete;
   HelperLane& operator=(const HelperLane&) = delete;
 
-  IoContext& context() noexcept { return ctx_; }
+  IoContext& context() noexcept { return queue_->context(); }
   ArrayQueue& queue() noexcept { return *queue_; }
 
  private:
-  explicit HelperLane(IoContext& ctx) : ctx_(ctx) {}
-  IoContext& ctx_;
+  HelperLane() = default;
   std::unique_ptr<ArrayQueue> queue_;
-  std::vector<std::span<std::byte>> registered_;
+  RingRegions registered_;
 };
 
 }  // namespace graid::ublk

@@ -76,11 +76,10 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
     // registered (kRegisteredTagBytes). A refusal (no slot left, RLIMIT_MEMLOCK) leaves the rest
     // unregistered: their I/O still works, pinning pages per request.
     const std::size_t head = std::min<std::size_t>(max_io_bytes, kRegisteredTagBytes);
-    for (std::uint16_t i = 0; i < depth; ++i) {
-      const std::span<std::byte> region(q->buffers_.data() + std::size_t{i} * max_io_bytes, head);
-      if (!ctx.add_buffer_region(region).is_ok()) break;
-      q->registered_.push_back(region);
-    }
+    std::vector<std::span<std::byte>> heads;
+    for (std::uint16_t i = 0; i < depth; ++i)
+      heads.emplace_back(q->buffers_.data() + std::size_t{i} * max_io_bytes, head);
+    q->registered_ = RingRegions(ctx, heads);
   }
   q->tags_.reserve(depth);
   for (std::uint16_t i = 0; i < depth; ++i) {
@@ -97,10 +96,7 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   return q;
 }
 
-UblkQueue::~UblkQueue() {
-  for (const auto& region : registered_)
-    ctx_->remove_buffer_region(region);
-}
+UblkQueue::~UblkQueue() = default;  // here, where Tag is complete
 
 void UblkQueue::set_helper(HelperLane& lane) {
   helper_ = &lane;

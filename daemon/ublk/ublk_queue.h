@@ -34,6 +34,7 @@
 #include "graid/buffer.h"
 #include "graid/status.h"
 #include "nbd/buffer_pool.h"
+#include "ublk/ring_regions.h"
 #include "ublk/ublk_helper_lane.h"
 #include "ublk/ublk_uapi.h"
 
@@ -119,7 +120,9 @@ class UblkQueue {
   void set_helper(HelperLane& lane);
   // The memory registered in the owning thread's ring for fixed-buffer member I/O (copy mode:
   // the heads of the tags' buffers), for a helper lane to register in its own ring.
-  std::span<const std::span<std::byte>> registered_regions() const noexcept { return registered_; }
+  std::span<const std::span<std::byte>> registered_regions() const noexcept {
+    return registered_.regions();
+  }
 
   // Fetches every tag (on the owning thread).
   void start();
@@ -163,8 +166,8 @@ class UblkQueue {
   IoContext* ctx_ = nullptr;  // the thread's ring (the tags' buffer heads are registered there)
   HelperLane* helper_ = nullptr;
   std::uint64_t stripe_bytes_ = 0;  // data bytes per stripe: a request's home is its first stripe
-  std::vector<std::span<std::byte>> registered_;  // the tags' buffer heads registered in ctx_
-  std::unique_ptr<nbd::BufferPool> pool_;         // USER_COPY: buffers of the requests being served
+  RingRegions registered_;  // the tags' buffer heads in ctx_; declared after buffers_ (goes first)
+  std::unique_ptr<nbd::BufferPool> pool_;  // USER_COPY: buffers of the requests being served
   std::vector<std::unique_ptr<Tag>> tags_;
   std::size_t done_tags_ = 0;
   std::uint32_t serving_ = 0;
