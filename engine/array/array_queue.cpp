@@ -48,6 +48,16 @@ void ArrayQueue::Impl::kick() {
     --in_flight;
     io->on_complete(std::move(status));
   }
+  // Hand the capacity back, so that the next batch allocates nothing, unless what ran queued a
+  // new batch meanwhile (that one waits for the kick it scheduled).
+  if (pending_order.empty()) {
+    batch.clear();
+    pending_order.swap(batch);
+  }
+  if (rejected.empty()) {
+    done.clear();
+    rejected.swap(done);
+  }
 }
 
 StripeOp& ArrayQueue::Impl::new_op(StripeOp::Mode mode, std::uint64_t stripe) {

@@ -11,12 +11,6 @@ namespace graid {
 
 namespace {
 
-std::int64_t steady_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // REQUIRES: members.size() <= the queue's member count.
 void add_queue(QueueStats& totals, std::vector<MemberIoStats>& members, const ArrayQueue::Impl& q) {
   add_counters(totals, q.stats);
@@ -51,14 +45,14 @@ std::uint64_t MemberIoStats::latency_quantile_us(double fraction) const noexcept
 }
 
 void submit_timed(MemberDevice& member, IoContext& ctx, TimedMemberRequest& req) {
-  req.submitted_ns = steady_ns();
+  req.submitted_ns = ctx.clock_ns();
   member.submit(ctx, req);
 }
 
 void record_member_io(ArrayQueue::Impl& queue, std::uint32_t member, const TimedMemberRequest& req,
                       std::int32_t result) noexcept {
   MemberIoCounters& c = queue.member_io[member];
-  const std::int64_t elapsed = std::max<std::int64_t>(steady_ns() - req.submitted_ns, 0);
+  const std::int64_t elapsed = std::max<std::int64_t>(queue.ctx.clock_ns() - req.submitted_ns, 0);
   ++c.latency[latency_bucket(static_cast<std::uint64_t>(elapsed) / 1000)];
   const bool failed = result < 0;
   switch (req.op) {

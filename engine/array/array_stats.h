@@ -45,7 +45,7 @@ using MemberIoCounters = BasicMemberIoStats<Counter>;
 // on_done starts with record_member_io().
 class TimedMemberRequest : public MemberRequest {
  public:
-  std::int64_t submitted_ns = 0;  // steady clock
+  std::int64_t submitted_ns = 0;  // IoContext::clock_ns() at submission
 };
 
 // Makes `req` a flush (no data, no offset, no FUA).
@@ -57,7 +57,8 @@ inline void set_flush(MemberRequest& req) noexcept {
   req.fua = false;
 }
 
-// Stamps `req` and submits it to `member` through `ctx`.
+// Stamps `req` with ctx.clock_ns() (one clock read per poll pass, not per request) and submits it
+// to `member` through `ctx`.
 void submit_timed(MemberDevice& member, IoContext& ctx, TimedMemberRequest& req);
 
 // Counts a member I/O that completed with `result` on `queue`'s thread.

@@ -188,6 +188,13 @@ class StripeOp final : public Task {
   enum class ComputeStage : std::uint8_t { kReconstruct, kEncode };
   ComputeStage compute_stage_ = ComputeStage::kReconstruct;
   std::vector<StripeJob> jobs_;
+  // build_extents()'s scratch, kept between operations so that planning allocates nothing once
+  // the operation has been used: row intervals, the same merged, and per data strip the parts
+  // of the current extent the pieces cover.
+  using Interval = std::pair<std::uint32_t, std::uint32_t>;
+  std::vector<Interval> rows_scratch_;
+  std::vector<Interval> merged_scratch_;
+  std::array<std::vector<Interval>, kMaxDataChunks> cover_scratch_;
   StripeLockTable::Waiter lock_;
   // The journal record of this update: its bytes, where it goes, and its ring space once held.
   PoolBuffer journal_buf_;

@@ -17,12 +17,14 @@ bool StripeOp::build_extents() {
   const std::uint32_t k = g.data_strips();
 
   // Row intervals touched by any piece, merged.
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> rows;
+  std::vector<Interval>& rows = rows_scratch_;
+  rows.clear();
   for (const Piece& p : pieces_) {
     for_each_segment(p, strip, [&](const Segment& s) { rows.emplace_back(s.lo, s.hi); });
   }
   std::sort(rows.begin(), rows.end());
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> merged;
+  std::vector<Interval>& merged = merged_scratch_;
+  merged.clear();
   for (const auto& r : rows) {
     if (!merged.empty() && r.first <= merged.back().second) {
       merged.back().second = std::max(merged.back().second, r.second);
@@ -56,7 +58,9 @@ bool StripeOp::build_extents() {
     e.borrowed = 0;
     e.data.fill(nullptr);
     // Coverage of [a, b) per strip: collect the strip's segments inside the extent.
-    std::array<std::vector<std::pair<std::uint32_t, std::uint32_t>>, kMaxDataChunks> cover;
+    auto& cover = cover_scratch_;
+    for (std::uint32_t d = 0; d < k; ++d)
+      cover[d].clear();
     for (const Piece& p : pieces_) {
       for_each_segment(p, strip, [&](const Segment& s) {
         if (s.hi <= e.a || s.lo >= e.b) return;

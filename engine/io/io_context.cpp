@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -145,6 +146,11 @@ struct IoContext::Impl {
   void refill_backlog();
   void enter(bool wait);
   int reap();
+  void refresh_clock() noexcept {
+    pass_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+  }
   int on_cqe(MemberRequest& req, std::int32_t res);
   void finish(MemberRequest& req, std::int32_t res);
   int run_tasks();
@@ -182,6 +188,7 @@ struct IoContext::Impl {
   std::uint64_t files_closed_seen = 0;
 
   IoStats stats;
+  std::int64_t pass_ns = 0;  // the steady clock at the last refresh (see IoContext::clock_ns)
   ResultFilter filter = nullptr;
   void* filter_arg = nullptr;
 };
@@ -258,6 +265,7 @@ Result<std::unique_ptr<IoContext>> IoContext::create(const IoContextOptions& opt
                       "io_uring_queue_init({}): {}", queue_depth, std::strerror(-ret));
   }
   impl.ring_ready = true;
+  impl.refresh_clock();
   impl.big_sqe = big_made && options.big_sqe;
   impl.big_cqe = big_made && options.big_cqe;
 
@@ -286,6 +294,10 @@ IoContext::~IoContext() = default;
 
 const IoStats& IoContext::stats() const noexcept {
   return impl_->stats;
+}
+
+std::int64_t IoContext::clock_ns() const noexcept {
+  return impl_->pass_ns;
 }
 
 bool IoContext::big_sqe() const noexcept {
@@ -682,6 +694,7 @@ int IoContext::poll(bool wait) {
     impl.sweep_files(false);
     ran += impl.run_tasks();
     ran += impl.run_completions();
+    impl.refresh_clock();  // what the CQEs reaped now complete at, and what they submit at
     ran += impl.reap();
     impl.refill_backlog();
     if (ran > 0 || !wait) {

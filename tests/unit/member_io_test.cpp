@@ -116,6 +116,25 @@ TEST(IoContext, CreateRejectsBadDepth) {
   EXPECT_EQ(IoContext::create(1 << 20).status().code(), Errc::kInvalidArgument);
 }
 
+TEST(IoContext, ClockIsReadOncePerPollPassAndFollowsTheSteadyClock) {
+  auto steady = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const std::int64_t before = steady();
+  auto ctx = IoContext::create(8);
+  ASSERT_TRUE(ctx.is_ok());
+  const std::int64_t c0 = (*ctx)->clock_ns();
+  EXPECT_GE(c0, before);  // read at create()
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  EXPECT_EQ((*ctx)->clock_ns(), c0);  // not read again outside poll()
+  (*ctx)->poll(false);
+  const std::int64_t c1 = (*ctx)->clock_ns();
+  EXPECT_GE(c1 - c0, 3'000'000);
+  EXPECT_LE(c1, steady());
+}
+
 TEST(FileMember, RandomRoundTripsAtDepth64) {
   TempDir dir(kIoTestBase);
   constexpr std::uint64_t kSize = 8 << 20;
