@@ -142,10 +142,28 @@ Result<json> Registry::stats(const json&) {
                      {"coalesced_waiting", s.totals.coalesced_waiting}}},
                    {"latency_us_buckets", buckets(lat)}});
   }
+  // Each I/O thread's ring counters, read on the thread itself (they are its own, unshared).
+  // enters / requests served says how well one system call carries many requests.
+  json io_threads = json::array();
+  for (std::uint32_t i = 0; i < threads_.count(); ++i) {
+    IoStats st;
+    threads_.call(i, [&st](IoContext& ctx) { st = ctx.stats(); });
+    io_threads.push_back({{"thread", i},
+                          {"submitted", st.submitted},
+                          {"sqes", st.sqes},
+                          {"enters", st.enters},
+                          {"commands", st.commands},
+                          {"fixed_buffer_ios", st.fixed_buffer_ios},
+                          {"fixed_file_ios", st.fixed_file_ios},
+                          {"short_resubmits", st.short_resubmits},
+                          {"again_retries", st.again_retries},
+                          {"sq_full", st.sq_full}});
+  }
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
   return json{{"time_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()},
               {"dgs", dgs},
-              {"vds", vds}};
+              {"vds", vds},
+              {"io_threads", io_threads}};
 }
 
 Result<json> Registry::edit_dg(const json& args) {

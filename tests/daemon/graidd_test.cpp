@@ -442,6 +442,20 @@ TEST_P(GraiddFioTest, VerifiesWhileAMemberIsTakenOffline) {
                 plans["read_modify_write"].get<std::uint64_t>(),
             0u)
       << "random writes while optimal: " << plans.dump();
+  // The I/O threads' ring counters: one entry per thread, and the member I/O of those writes
+  // (at least one member request per request written) went through their rings.
+  const json& threads = st["result"]["io_threads"];
+  ASSERT_EQ(threads.size(), 2u) << threads.dump();
+  std::uint64_t submitted = 0, sqes = 0, enters = 0;
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    EXPECT_EQ(threads[i]["thread"].get<std::uint32_t>(), i);
+    submitted += threads[i]["submitted"].get<std::uint64_t>();
+    sqes += threads[i]["sqes"].get<std::uint64_t>();
+    enters += threads[i]["enters"].get<std::uint64_t>();
+  }
+  EXPECT_GE(submitted, st["result"]["vds"][0]["writes"].get<std::uint64_t>()) << threads.dump();
+  EXPECT_GT(sqes, 0u);
+  EXPECT_GT(enters, 0u);
 }
 // A member taken offline while fio writes through NBD: the DG's hot spare takes its role on its
 // own, the rebuild runs (progress in describe dg, events), the DG ends optimal with the spare as
