@@ -691,10 +691,13 @@ int IoContext::poll(bool wait) {
   Impl& impl = *impl_;
   int ran = 0;
   for (;;) {
+    // The clock at the pass's start (what tasks submit at: after a sleep in enter() the last
+    // reading is as old as the sleep), then again before reaping (what the CQEs complete at).
+    impl.refresh_clock();
     impl.sweep_files(false);
     ran += impl.run_tasks();
     ran += impl.run_completions();
-    impl.refresh_clock();  // what the CQEs reaped now complete at, and what they submit at
+    impl.refresh_clock();
     ran += impl.reap();
     impl.refill_backlog();
     if (ran > 0 || !wait) {

@@ -135,6 +135,35 @@ TEST(IoContext, ClockIsReadOncePerPollPassAndFollowsTheSteadyClock) {
   EXPECT_LE(c1, steady());
 }
 
+// A task posted to a context whose thread has slept sees a clock read after the sleep, so what it
+// submits is not stamped with the time before the sleep (a member latency as long as the idle).
+class ClockReadingTask final : public Task {
+ public:
+  explicit ClockReadingTask(IoContext& ctx) : ctx_(ctx) {}
+  void run() override { seen_ = ctx_.clock_ns(); }
+  std::int64_t seen() const { return seen_; }
+
+ private:
+  IoContext& ctx_;
+  std::int64_t seen_ = 0;
+};
+
+TEST(IoContext, PostedTasksSeeAClockReadAfterTheSleep) {
+  auto ctx = IoContext::create(8);
+  ASSERT_TRUE(ctx.is_ok());
+  (*ctx)->poll(false);
+  const std::int64_t before_sleep = (*ctx)->clock_ns();
+  ClockReadingTask task(**ctx);
+  std::thread poster([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    (*ctx)->post(task);
+  });
+  while (task.seen() == 0)
+    (*ctx)->poll(/*wait=*/true);  // sleeps until the post wakes it
+  poster.join();
+  EXPECT_GE(task.seen() - before_sleep, 20'000'000);
+}
+
 TEST(FileMember, RandomRoundTripsAtDepth64) {
   TempDir dir(kIoTestBase);
   constexpr std::uint64_t kSize = 8 << 20;

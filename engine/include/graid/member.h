@@ -259,11 +259,12 @@ class IoContext {
 
   const IoStats& stats() const noexcept;
 
-  // The steady clock in nanoseconds as this thread's poll() last read it: once per pass, just
-  // before it reaps completions (and at create()). For per-request accounting (member latency)
-  // at one clock read per pass rather than two per request: a request submitted from a
-  // completion callback is stamped with the time its pass began reaping, so a latency measured
-  // between two such stamps includes the rest of the submitting pass (under a pass's length).
+  // The steady clock in nanoseconds as this thread's poll() last read it: at the start of each
+  // pass and again just before it reaps completions (and at create()). For per-request
+  // accounting (member latency) at two clock reads per pass rather than two per request: a
+  // request is stamped with the reading before the tasks or callbacks that submit it, so a
+  // latency measured between two stamps includes the rest of the submitting pass (at most a
+  // pass's length), never a sleep in poll().
   std::int64_t clock_ns() const noexcept;
 
   // Whether the ring has 128-byte SQEs (IoContextOptions::big_sqe) / 32-byte CQEs (big_cqe).
