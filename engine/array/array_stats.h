@@ -57,7 +57,7 @@ inline void set_flush(MemberRequest& req) noexcept {
   req.fua = false;
 }
 
-// Stamps `req` with ctx.clock_ns() (one clock read per poll pass, not per request) and submits it
+// Stamps `req` with ctx.clock_ns() (read twice per poll pass, not per request) and submits it
 // to `member` through `ctx`.
 void submit_timed(MemberDevice& member, IoContext& ctx, TimedMemberRequest& req);
 
