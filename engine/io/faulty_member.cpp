@@ -41,6 +41,20 @@ struct FaultyMember::Shim final : MemberRequest {
   bool torn_success = false;
   std::list<Shim>::iterator self;
 
+  // A held write (hold_writes): submitted on its ring's thread once released.
+  struct Release final : Task {
+    Shim* shim = nullptr;
+    IoContext* ctx = nullptr;
+    int error = 0;  // fail_held_writes(): complete with -error instead of submitting
+    void run() override {
+      if (error != 0) {
+        shim->owner->finish(*shim, -error);
+      } else {
+        shim->owner->inner_->submit(*ctx, *shim);
+      }
+    }
+  } release;
+
   void on_done(std::int32_t result) override { owner->finish(*this, result); }
 };
 
@@ -60,6 +74,8 @@ struct FaultyMember::State {
   std::uint64_t next_seq GUARDED_BY(mu) = 1;
   std::vector<UndoEntry> log GUARDED_BY(mu);  // oldest first
   std::list<Shim> shims GUARDED_BY(mu);       // writes, discards and flushes in flight
+  bool holding GUARDED_BY(mu) = false;        // hold_writes()
+  std::vector<Shim*> held GUARDED_BY(mu);     // writes held, in submission order
   FaultCounts counts GUARDED_BY(mu);
 
   // The errno an I/O is to fail with by injection, 0 for none (consumes fail_next).
@@ -224,8 +240,42 @@ void FaultyMember::submit(IoContext& ctx, MemberRequest& req) {
       }
     }
   }
+  if (req.op == MemberOp::kWrite && st.holding) {
+    shim.release.shim = &shim;
+    shim.release.ctx = &ctx;
+    st.held.push_back(&shim);
+    return;
+  }
   lock.unlock();
   inner_->submit(ctx, shim);
+}
+
+void FaultyMember::hold_writes() {
+  MutexLock lock(state_->mu);
+  state_->holding = true;
+}
+
+void FaultyMember::release_writes() {
+  fail_held_writes(0);
+}
+
+void FaultyMember::fail_held_writes(int err) {
+  std::vector<Shim*> held;
+  {
+    MutexLock lock(state_->mu);
+    state_->holding = false;
+    held.swap(state_->held);
+    state_->counts.failed += err != 0 ? held.size() : 0;
+  }
+  for (Shim* shim : held) {
+    shim->release.error = err;
+    shim->release.ctx->post(shim->release);
+  }
+}
+
+std::size_t FaultyMember::held_writes() const {
+  MutexLock lock(state_->mu);
+  return state_->held.size();
 }
 
 void FaultyMember::finish(Shim& shim, std::int32_t result) {

@@ -16,6 +16,8 @@
 //                         empty), then reports -EIO or, if asked, success
 //   power_loss(...)       writes and discards not covered by a completed flush are undone (all,
 //                         a random subset, or torn), newest first; then the member vanishes
+//   hold_writes()         async writes wait (not yet on the inner device) until
+//                         release_writes(): a drive whose writes are slow, on command
 //
 // Injected failures complete through IoContext::complete_later, never inline. Faults are checked
 // in the order vanish, fail_next, fail_op, fail_range, tear; a failed I/O never reaches the inner
@@ -105,6 +107,16 @@ class FaultyMember final : public MemberDevice {
 
   // Clears fail_next, fail_op and fail_range (not vanish, bad sectors or a pending tear).
   void clear_failures();
+
+  // From now on async writes (not reads, flushes or sync I/O) are held before they reach the
+  // inner device, until release_writes(), which hands each to its ring's thread (IoContext::post)
+  // to be submitted there and stops holding. held_writes(): writes held now.
+  void hold_writes();
+  void release_writes();
+  std::size_t held_writes() const;
+  // Completes every held write with -err instead, on its ring's thread, without writing
+  // anything (a write lost with the power), and stops holding.
+  void fail_held_writes(int err);
 
   // Pulls the drive: from now on every I/O fails. There is no way back; reopen the inner file.
   void vanish();
