@@ -55,12 +55,19 @@ constexpr std::size_t kOffReplaceSlot = 212;    // minor 3: u32
 constexpr std::size_t kOffReplaceCopied = 216;  // minor 3: u64
 constexpr std::size_t kOffReplaceEvents = 224;  // minor 3: u64
 constexpr std::size_t kReplaceFieldBytes = 24;
-constexpr std::size_t kOffReserved1b = 232;   // 24 bytes reserved
-constexpr std::size_t kOffMemberTable = 256;  // kMaxMembers entries
+constexpr std::size_t kOffJournalCovered = 232;  // minor 4: u64, events when covered (0: no)
+constexpr std::size_t kOffReserved1b = 240;      // 16 bytes reserved
+constexpr std::size_t kOffMemberTable = 256;     // kMaxMembers entries
 constexpr std::size_t kMemberEntrySize = 32;
 constexpr std::size_t kOffVdTable = kOffMemberTable + kMaxMembers * kMemberEntrySize;  // 1280
 constexpr std::size_t kVdEntrySize = 64;
-constexpr std::size_t kOffReserved2 = kOffVdTable + kMaxVds * kVdEntrySize;  // 2304
+constexpr std::size_t kOffBadList = kOffVdTable + kMaxVds * kVdEntrySize;  // 2304, minor 4
+// Bad-range list: count(u32) reserved(u32, 0) reserved(u64, 0), then kMaxBadRanges entries of
+// offset(u64) len(u32) reserved(u32, 0); unused entries zero.
+constexpr std::size_t kBadListHeader = 16;
+constexpr std::size_t kBadEntrySize = 16;
+constexpr std::size_t kBadListBytes = kBadListHeader + kMaxBadRanges * kBadEntrySize;  // 1040
+constexpr std::size_t kOffReserved2 = kOffBadList + kBadListBytes;                     // 3344
 
 // Member entry: uuid(16) state(u32) flags(u32) rebuild_offset(u64).
 constexpr std::size_t kMeUuid = 0;
@@ -98,14 +105,15 @@ static_assert(kSuperblockSize % 4096 == 0, "the superblock must be O_DIRECT-size
 static_assert(kOffName + kNameField == kOffSettings);
 static_assert(kOffSettings + kSettingsBytes == kOffReserved1);
 static_assert(kOffJournalOffset + kJournalFieldBytes == kOffReplaceRole);
-static_assert(kOffReplaceRole + kReplaceFieldBytes == kOffReserved1b);
+static_assert(kOffReplaceRole + kReplaceFieldBytes == kOffJournalCovered);
+static_assert(kOffJournalCovered + 8 == kOffReserved1b);
 static_assert(kVeName + kVdNameField == kVdEntrySize);
 static_assert(kMeRebuild + 8 == kMemberEntrySize);
-static_assert(kOffVdTable == 1280 && kOffReserved2 == 2304);
+static_assert(kOffVdTable == 1280 && kOffBadList == 2304 && kOffReserved2 == 3344);
 static_assert(reserved_total() == kReservedBytes, "Superblock::reserved must cover every gap");
 // Fields + reserved bytes account for the whole block: nothing is left undefined.
 static_assert(kOffReserved0 - 0 + (kOffSettings - kOffDataOffset) + kSettingsBytes +
-                  kJournalFieldBytes + kReplaceFieldBytes + (kOffReserved2 - kOffMemberTable) +
+                  kJournalFieldBytes + kReplaceFieldBytes + 8 + (kOffReserved2 - kOffMemberTable) +
                   reserved_total() ==
               kSuperblockSize);
 
@@ -128,6 +136,8 @@ constexpr std::uint16_t kSettingsMinor = 1;
 constexpr std::uint16_t kJournalMinor = 2;
 // The minor version that gave bytes kOffReplaceRole.. their meaning.
 constexpr std::uint16_t kReplaceMinor = 3;
+// The minor version that gave bytes kOffJournalCovered.. and kOffBadList.. their meaning.
+constexpr std::uint16_t kBadRangesMinor = 4;
 
 // On-disk value of a Checkpoint with no job pending.
 constexpr std::uint64_t kNoCheckpoint = std::numeric_limits<std::uint64_t>::max();
@@ -397,6 +407,22 @@ Status check(const Superblock& sb, Errc code) {
     }
     extents.emplace_back(vd.start, i);
   }
+  if (sb.bad_ranges.size() > kMaxBadRanges) {
+    return make_error(code, "{} bad ranges, at most {}", sb.bad_ranges.size(), kMaxBadRanges);
+  }
+  for (std::size_t i = 0; i < sb.bad_ranges.size(); ++i) {
+    const BadRange& r = sb.bad_ranges[i];
+    if (r.len == 0 || r.offset % 512 != 0 || r.len % 512 != 0 || r.offset > capacity ||
+        r.len > capacity - r.offset) {
+      return make_error(code,
+                        "bad range {} ({}, {}) empty, not 512-aligned or beyond the "
+                        "array capacity {}",
+                        i, r.offset, r.len, capacity);
+    }
+    if (i > 0 && sb.bad_ranges[i - 1].offset + sb.bad_ranges[i - 1].len > r.offset) {
+      return make_error(code, "bad ranges {} and {} overlap or are out of order", i - 1, i);
+    }
+  }
   std::sort(extents.begin(), extents.end());
   for (std::size_t j = 1; j < extents.size(); ++j) {
     const VdEntry& prev = sb.vds[extents[j - 1].second];
@@ -566,6 +592,13 @@ Status encode(const Superblock& sb, std::span<std::byte> out) {
     put_le<std::uint64_t>(block, kOffReplaceCopied, sb.replace->copied);
     put_le<std::uint64_t>(block, kOffReplaceEvents, sb.replace->events);
   }
+  put_le<std::uint64_t>(block, kOffJournalCovered, sb.journal_covered_at);
+  put_le<std::uint32_t>(block, kOffBadList, static_cast<std::uint32_t>(sb.bad_ranges.size()));
+  for (std::size_t i = 0; i < sb.bad_ranges.size(); ++i) {
+    const std::size_t base = kOffBadList + kBadListHeader + i * kBadEntrySize;
+    put_le<std::uint64_t>(block, base, sb.bad_ranges[i].offset);
+    put_le<std::uint32_t>(block, base + 8, sb.bad_ranges[i].len);
+  }
 
   for (std::size_t i = 0; i < kMaxMembers; ++i) {
     const MemberEntry& m = sb.members[i];
@@ -692,6 +725,33 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
                       kOffReplaceRole, kOffReplaceRole + kReplaceFieldBytes - 1);
   }
 
+  // Reserved (zero) before minor 4: a copy of an older minor reads as not covered, no bad range.
+  sb.journal_covered_at = get_le<std::uint64_t>(block, kOffJournalCovered);
+  const bool minor4_bytes =
+      sb.journal_covered_at != 0 || !is_zero(block.subspan(kOffBadList, kBadListBytes));
+  const auto bad_count = get_le<std::uint32_t>(block, kOffBadList);
+  if (bad_count > kMaxBadRanges) {
+    return make_error(Errc::kCorrupt, "bad-range list holds {} entries, at most {}", bad_count,
+                      kMaxBadRanges);
+  }
+  if (!is_zero(block.subspan(kOffBadList + 4, kBadListHeader - 4))) {
+    return make_error(Errc::kCorrupt, "bad-range list header has reserved bytes set");
+  }
+  for (std::size_t i = 0; i < kMaxBadRanges; ++i) {
+    const std::size_t base = kOffBadList + kBadListHeader + i * kBadEntrySize;
+    if (i >= bad_count || get_le<std::uint32_t>(block, base + 12) != 0) {
+      if (!is_zero(block.subspan(base, kBadEntrySize))) {
+        return make_error(Errc::kCorrupt,
+                          "bad-range entry {} is unused or has reserved bytes set "
+                          "but is not zero",
+                          i);
+      }
+      continue;
+    }
+    sb.bad_ranges.push_back(
+        BadRange{get_le<std::uint64_t>(block, base), get_le<std::uint32_t>(block, base + 8)});
+  }
+
   for (std::size_t i = 0; i < kMaxMembers; ++i) {
     MemberEntry& m = sb.members[i];
     const std::size_t base = kOffMemberTable + i * kMemberEntrySize;
@@ -747,6 +807,13 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
                       minor, kOffReplaceRole, kOffReplaceRole + kReplaceFieldBytes - 1,
                       kReplaceMinor);
   }
+  if (minor < kBadRangesMinor && minor4_bytes) {
+    return make_error(Errc::kCorrupt,
+                      "reserved bytes not zero in a minor {} superblock (journal coverage at "
+                      "{}..{} or the bad-range list at {}..{}, since minor {})",
+                      minor, kOffJournalCovered, kOffJournalCovered + 7, kOffBadList,
+                      kOffBadList + kBadListBytes - 1, kBadRangesMinor);
+  }
   return sb;
 }
 
@@ -774,13 +841,24 @@ Result<NewestCopy> pick_newest(std::span<const Superblock> copies, const Uuid& a
                       array_uuid.to_string(), copies.size());
   }
   const Superblock& newest = copies[out.newest];
+  out.slot_of.resize(copies.size());
   for (std::size_t i = 0; i < copies.size(); ++i) {
     const Superblock& sb = copies[i];
+    out.slot_of[i] = sb.member_index;
     if (sb.array_uuid != array_uuid) continue;
     if (sb.events < out.events) {
-      const bool listed_active = sb.member_index < newest.members.size() &&
-                                 newest.members[sb.member_index].state == MemberState::kActive &&
-                                 newest.members[sb.member_index].uuid == sb.member_uuid;
+      const auto active_as = [&](std::uint32_t slot) {
+        return slot < newest.member_count + newest.spare_count && slot < newest.members.size() &&
+               newest.members[slot].state == MemberState::kActive &&
+               newest.members[slot].uuid == sb.member_uuid;
+      };
+      bool listed_active = active_as(sb.member_index);
+      // A hot replacement one update short of its swap: the newest copy has it in the role.
+      if (!listed_active && sb.replace && sb.replace->slot == sb.member_index &&
+          sb.replace->role < newest.member_count && active_as(sb.replace->role)) {
+        listed_active = true;
+        out.slot_of[i] = sb.replace->role;
+      }
       if (sb.events + 1 == out.events && listed_active) {
         out.behind.push_back(i);
       } else {
@@ -819,7 +897,7 @@ std::vector<SplitBrainSign> find_split_brain(std::span<const Superblock> copies,
       // The slot is active in the newest copy: did the member that ran on there hold it then?
       const bool holder_in_sync =
           std::any_of(newest.in_sync.begin(), newest.in_sync.end(),
-                      [&](std::size_t j) { return copies[j].member_index == slot; });
+                      [&](std::size_t j) { return newest.slot_of[j] == slot; });
       if (holder_in_sync) out.push_back(SplitBrainSign{i, slot});
     }
   }

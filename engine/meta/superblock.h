@@ -58,7 +58,9 @@ inline constexpr std::uint16_t kMajorVersion = 1;
 //   minor 2: the write-hole journal area (journal_offset, journal_bytes, journal_epoch) at bytes
 //            184..207.
 //   minor 3: the hot replace record (Superblock::replace) at bytes 208..231.
-inline constexpr std::uint16_t kMinorVersion = 3;
+//   minor 4: journal coverage (Superblock::journal_covered) at bytes 232..239, and the bad-range
+//            list (Superblock::bad_ranges) at bytes 2304..3343.
+inline constexpr std::uint16_t kMinorVersion = 4;
 
 // The first 8 bytes of every superblock: ASCII "graid-sb".
 inline constexpr std::array<std::byte, 8> kSuperblockMagic = {
@@ -73,7 +75,10 @@ inline constexpr std::size_t kMaxVds = 16;
 inline constexpr std::size_t kMaxArrayNameLen = 31;
 inline constexpr std::size_t kMaxVdNameLen = 39;
 // Bytes kept verbatim for future minor versions (see Superblock::reserved).
-inline constexpr std::size_t kReservedBytes = 1823;
+inline constexpr std::size_t kReservedBytes = 775;
+// Entries of the bad-range list (minor 4): a drive group holds at most this many lost ranges; a
+// job that would need another fails the member it read from instead (as md's bad-block log).
+inline constexpr std::size_t kMaxBadRanges = 64;
 
 // A 16-byte identifier (RFC 4122 layout; generated ones are version 4, random). All-zero is the
 // nil UUID, which means "none" wherever a UUID is optional.
@@ -183,6 +188,19 @@ struct ReplaceRecord {
   friend bool operator==(const ReplaceRecord&, const ReplaceRecord&) = default;
 };
 
+// A range of array data whose contents are lost (minor 4; md's bad-block log, kept per drive
+// group): a member could not be read there during a background job and redundancy could not make
+// it up (a RAID5 rebuild, say). The stripe holds zeroes there (parity computed over them, so the
+// rest of the stripe stays consistent and writable); reads of the range fail with an I/O error
+// until a write covers all of it (docs/resilience.md).
+struct BadRange {
+  std::uint64_t offset = 0;  // array data byte, a multiple of 512
+  std::uint32_t len = 0;     // bytes, a non-zero multiple of 512
+
+  friend bool operator==(const BadRange&, const BadRange&) = default;
+  friend auto operator<=>(const BadRange&, const BadRange&) = default;
+};
+
 // The decoded superblock. Array-wide fields are the same on every member at the same event
 // count; member_uuid and member_index say which member this copy came from.
 struct Superblock {
@@ -227,6 +245,21 @@ struct Superblock {
   Checkpoint check_checkpoint;   // consistency check
   // A hot replace in progress (minor 3), or none.
   std::optional<ReplaceRecord> replace;
+  // Whether the write-hole journal covered every partial-stripe update since it last turned on
+  // (minor 4; engine/array/journal.h): assembly lets the journal's replay make a dirty degraded
+  // RAID5/6 whole only when it did. Stored as the `events` of the update that wrote it (0: not
+  // covered); a writer that knows it keeps it equal to `events` in every update
+  // (set_journal_covered, and the engine's superblock update), so a value that differs was carried
+  // forward by an older minor, which does not keep it true, and reads as not covered. Kept as
+  // read, so a copy re-encodes to the same bytes.
+  std::uint64_t journal_covered_at = 0;
+  bool journal_covered() const noexcept {
+    return journal_covered_at != 0 && journal_covered_at == events;
+  }
+  void set_journal_covered(bool covered) noexcept { journal_covered_at = covered ? events : 0; }
+  // Lost array data ranges (minor 4), ascending, not overlapping, at most kMaxBadRanges, inside
+  // the array's capacity.
+  std::vector<BadRange> bad_ranges;
 
   std::string name;  // the drive group's name; at most kMaxArrayNameLen bytes, no NUL
 
@@ -282,13 +315,21 @@ struct NewestCopy {
   std::vector<std::size_t> behind;   // of those, copies one event behind (see pick_newest)
   std::vector<std::size_t> stale;    // copies of the array with fewer events, ascending
   std::vector<std::size_t> foreign;  // copies of other arrays, ascending
+  // The slot each copy of the array holds (by input index): its own member_index, except for a
+  // hot replacement that a power cut caught in the middle of its swap update (see pick_newest),
+  // which holds the role it was being swapped into.
+  std::vector<std::uint32_t> slot_of;
 };
 
 // Chooses the copy assembly trusts among the decoded superblocks read from several members:
 // among copies whose array_uuid is `array_uuid`, the ones with the highest event count. A copy
 // exactly one event behind whose member the newest copy still lists as active, in that slot, is
 // in sync too (as md): an update writes every member at once, so a power cut in the middle of
-// one leaves some members one event behind, and nothing the update recorded concerns them. Fails
+// one leaves some members one event behind, and nothing the update recorded concerns them. The
+// one update that moves a member between slots is a hot replace's swap, which puts the
+// replacement (its member UUID unchanged) from its spare slot into the role it copied: a copy one
+// event behind whose replace record names its own slot and a role that the newest copy lists
+// active with this copy's member UUID is in sync too, in that role (slot_of). Fails
 // with kNotFound when no copy belongs to the array, kCorrupt when copies at the highest event
 // count disagree on the array state or two in-sync copies claim the same member (a split brain or
 // a cloned disk: refuse rather than guess).

@@ -69,6 +69,14 @@ Superblock full_superblock() {
   return sb;
 }
 
+// full_superblock() with the fields of minor 4 in use too.
+Superblock minor4_superblock() {
+  Superblock sb = full_superblock();
+  sb.set_journal_covered(true);
+  sb.bad_ranges = {BadRange{8192, 4096}, BadRange{1ull << 30, 512}};
+  return sb;
+}
+
 // The smallest valid superblock: RAID0 on one member, one strip of data, nothing else.
 Superblock minimal_superblock() {
   Superblock sb;
@@ -130,8 +138,9 @@ constexpr std::size_t kMagicAt = 0, kMajorAt = 8, kMinorAt = 10, kCrcAt = 12, kS
                       kMemberCountAt = 88, kSpareCountAt = 92, kStripAt = 96, kRsvd0At = 100,
                       kDataOffsetAt = 104, kDataSizeAt = 112, kInitAt = 120, kResyncAt = 128,
                       kCheckAt = 136, kNameAt = 144, kSettingsAt = 176, kRsvd1At = 181,
-                      kJournalAt = 184, kReplaceAt = 208, kRsvd1bAt = 232, kMembersAt = 256,
-                      kMemberSize = 32, kVdsAt = 1280, kVdSize = 64, kRsvd2At = 2304;
+                      kJournalAt = 184, kReplaceAt = 208, kCoveredAt = 232, kRsvd1bAt = 240,
+                      kMembersAt = 256, kMemberSize = 32, kVdsAt = 1280, kVdSize = 64,
+                      kBadListAt = 2304, kRsvd2At = 3344;
 constexpr std::size_t member_at(std::size_t i) {
   return kMembersAt + i * kMemberSize;
 }
@@ -258,7 +267,7 @@ TEST(Superblock, GeometryAndHelpers) {
 // --------------------------------------------------------------------------------
 
 TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
-  const Superblock sb = full_superblock();
+  const Superblock sb = minor4_superblock();
   const EncodedSuperblock b = must_encode(sb);
   auto bytes_at = [&](std::size_t offset, std::size_t n) {
     return std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(b.data()) + offset,
@@ -267,7 +276,7 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   using V = std::vector<std::uint8_t>;
   EXPECT_EQ(bytes_at(kMagicAt, 8), (V{'g', 'r', 'a', 'i', 'd', '-', 's', 'b'}));
   EXPECT_EQ(bytes_at(kMajorAt, 2), (V{0x01, 0x00}));
-  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x03, 0x00}));
+  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x04, 0x00}));
   EXPECT_EQ(bytes_at(kSbSizeAt, 4), (V{0x00, 0x10, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kFlagsAt, 4), (V{0x01, 0x00, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kEventsAt, 8), (V{0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
@@ -301,7 +310,9 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   EXPECT_EQ(bytes_at(kReplaceAt, 8), (V{0x04, 0, 0, 0, 0x09, 0, 0, 0}));
   EXPECT_EQ(bytes_at(kReplaceAt + 8, 8), (V{0, 0, 0, 0x40, 0x01, 0, 0, 0}));
   EXPECT_EQ(bytes_at(kReplaceAt + 16, 8), (V{0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
-  EXPECT_EQ(bytes_at(kRsvd1bAt, 24), V(24, 0));
+  // Journal coverage (minor 4): the events of the update that wrote it.
+  EXPECT_EQ(bytes_at(kCoveredAt, 8), (V{0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
+  EXPECT_EQ(bytes_at(kRsvd1bAt, 16), V(16, 0));
   // Member table: slot 5 is rebuilding at 3 GiB, slot 8 is a spare.
   EXPECT_EQ(bytes_at(member_at(5), 16),
             V(reinterpret_cast<const std::uint8_t*>(sb.members[5].uuid.bytes.data()),
@@ -320,6 +331,13 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   }());
   EXPECT_EQ(bytes_at(vd_at(1), kVdSize), V(kVdSize, 0));
   EXPECT_EQ(peek<std::uint32_t>(b, vd_at(15)), 15u);
+  // Lost ranges (minor 4): count, 12 reserved bytes, then {offset u64, len u32, 4 reserved}.
+  EXPECT_EQ(bytes_at(kBadListAt, 16), (V{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(bytes_at(kBadListAt + 16, 16),
+            (V{0x00, 0x20, 0, 0, 0, 0, 0, 0, 0x00, 0x10, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(bytes_at(kBadListAt + 32, 16),
+            (V{0, 0, 0, 0x40, 0, 0, 0, 0, 0x00, 0x02, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(bytes_at(kBadListAt + 48, 16 * 62), V(16 * 62, 0));
   EXPECT_EQ(bytes_at(kRsvd2At, kSuperblockSize - kRsvd2At), V(kSuperblockSize - kRsvd2At, 0));
 
   // crc32c (independent bitwise implementation) over the block with the crc field zeroed.
@@ -338,7 +356,7 @@ TEST(SuperblockLayout, GoldenBytes) {
                                  reinterpret_cast<const std::uint8_t*>(b.data()) + 120);
   const std::vector<std::uint8_t> expected = {
       'g',  'r',  'a',      'i',      'd',      '-',      's', 'b', 1,   0,
-      3,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
+      4,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
       0x00, 0x10, 0,        0,                                     // sb_size 4096
       0,    0,    0,        0,                                     // array flags
       1,    0,    0,        0,        0,        0,        0,   0,  // events 1
@@ -361,8 +379,8 @@ TEST(SuperblockLayout, GoldenBytes) {
   poke<std::uint32_t>(zeroed, kCrcAt, 0);
   EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), bitwise_crc32c(zeroed));
   // The crc covers every byte, so these pin the whole encoding of both test superblocks.
-  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0x989BBC46u);
-  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0xBE5D0DBCu);
+  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0x7AB4231Fu);
+  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0x5C7292E5u);
 }
 
 // ---- Decode errors, one crafted input per check
@@ -550,11 +568,11 @@ TEST(SuperblockDecode, TruncatedAtEveryLength) {
 // A newer minor version is accepted; its reserved bytes and flag bits are kept and written back.
 TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   EncodedSuperblock b = must_encode(full_superblock());
-  poke<std::uint16_t>(b, kMinorAt, 4);
+  poke<std::uint16_t>(b, kMinorAt, 5);
   b[kRsvd0At] = std::byte{0x11};
   b[kRsvd1At + 2] = std::byte{0x22};
   b[kRsvd1bAt + 5] = std::byte{0x55};
-  b[kRsvd2At + 1000] = std::byte{0x33};
+  b[kRsvd2At + 500] = std::byte{0x33};
   b[kSuperblockSize - 1] = std::byte{0x44};
   poke<std::uint32_t>(b, kFlagsAt, 0x8001);
   poke<std::uint32_t>(b, member_at(0) + 20, 0x4);
@@ -562,14 +580,14 @@ TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   refix_crc(b);
   Result<Superblock> r = decode(b);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-  EXPECT_EQ(r->minor_version, 4);
+  EXPECT_EQ(r->minor_version, 5);
   EXPECT_TRUE(r->clean());
   EXPECT_EQ(r->members[0].flags, 0x4u);
   EXPECT_TRUE(r->vds[0].in_use());
   EXPECT_EQ(r->reserved[0], std::byte{0x11});
   EXPECT_EQ(r->reserved[4 + 2], std::byte{0x22});
   EXPECT_EQ(r->reserved[4 + 3 + 5], std::byte{0x55});
-  EXPECT_EQ(r->reserved[4 + 3 + 24 + 1000], std::byte{0x33});
+  EXPECT_EQ(r->reserved[4 + 3 + 16 + 500], std::byte{0x33});
   EXPECT_EQ(r->reserved[kReservedBytes - 1], std::byte{0x44});
   EXPECT_EQ(must_encode(*r), b);
 
@@ -759,6 +777,86 @@ TEST(SuperblockReplace, ValidateRefusesRecordsThatDoNotFitTheTable) {
   EXPECT_TRUE(refused([](ReplaceRecord& r, Superblock&) { r.events = 0; }));
   EXPECT_FALSE(refused([](ReplaceRecord& r, Superblock& sb) { r.copied = sb.data_size; }));
   EXPECT_FALSE(refused([](ReplaceRecord& r, Superblock&) { r.events = 1; }));  // void, valid
+}
+
+// ---- Journal coverage and lost ranges (minor 4)
+// ----------------------------------------------------------------
+
+TEST(SuperblockMinor4, RoundTripsAndOlderMinorsHaveNone) {
+  const Superblock sb = minor4_superblock();
+  Result<Superblock> back = decode(must_encode(sb));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_TRUE(back->journal_covered());
+  EXPECT_EQ(back->bad_ranges, sb.bad_ranges);
+  // A stamp an older writer carried forward (events moved on) reads as not covered, and the copy
+  // still re-encodes to the same bytes.
+  EncodedSuperblock stale = must_encode(sb);
+  poke<std::uint64_t>(stale, kEventsAt, sb.events + 1);
+  refix_crc(stale);
+  Result<Superblock> carried = decode(stale);
+  ASSERT_TRUE(carried.is_ok()) << carried.status().to_string();
+  EXPECT_FALSE(carried->journal_covered());
+  EXPECT_EQ(must_encode(*carried), stale);
+  // A minor 3 copy with either set is corrupt; with both zero it reads with neither.
+  for (const bool covered : {true, false}) {
+    Superblock one = sb;
+    one.set_journal_covered(covered);
+    if (covered) one.bad_ranges.clear();
+    EncodedSuperblock b = must_encode(one);
+    poke<std::uint16_t>(b, kMinorAt, 3);
+    refix_crc(b);
+    Result<Superblock> r = decode(b);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_NE(r.status().message().find("since minor 4"), std::string::npos)
+        << r.status().message();
+  }
+  Superblock none = sb;
+  none.set_journal_covered(false);
+  none.bad_ranges.clear();
+  EncodedSuperblock nb = must_encode(none);
+  poke<std::uint16_t>(nb, kMinorAt, 3);
+  refix_crc(nb);
+  Result<Superblock> older = decode(nb);
+  ASSERT_TRUE(older.is_ok()) << older.status().to_string();
+  EXPECT_FALSE(older->journal_covered());
+  EXPECT_TRUE(older->bad_ranges.empty());
+}
+
+TEST(SuperblockMinor4, LostRangesMustBeOrderedAlignedAndInside) {
+  auto refused = [](std::vector<BadRange> ranges) {
+    Superblock sb = minor4_superblock();
+    sb.bad_ranges = std::move(ranges);
+    return validate(sb).code() == Errc::kInvalidArgument;
+  };
+  const std::uint64_t capacity = minor4_superblock().data_capacity();
+  EXPECT_FALSE(refused({}));
+  EXPECT_FALSE(refused({BadRange{0, 512}, BadRange{512, 512}}));
+  EXPECT_FALSE(refused({BadRange{capacity - 4096, 4096}}));
+  EXPECT_TRUE(refused({BadRange{0, 0}}));                         // empty
+  EXPECT_TRUE(refused({BadRange{100, 512}}));                     // not 512-aligned
+  EXPECT_TRUE(refused({BadRange{0, 1000}}));                      // length not aligned
+  EXPECT_TRUE(refused({BadRange{4096, 512}, BadRange{0, 512}}));  // out of order
+  EXPECT_TRUE(refused({BadRange{0, 1024}, BadRange{512, 512}}));  // overlapping
+  EXPECT_TRUE(refused({BadRange{capacity - 512, 1024}}));         // beyond the capacity
+  EXPECT_TRUE(refused(std::vector<BadRange>(kMaxBadRanges + 1, BadRange{0, 512})));
+  std::vector<BadRange> full;
+  for (std::uint64_t i = 0; i < kMaxBadRanges; ++i)
+    full.push_back(BadRange{i * 4096, 512});
+  EXPECT_FALSE(refused(full));
+  // On disk: a count past the capacity, an entry past the count, reserved bytes.
+  const EncodedSuperblock good = must_encode(minor4_superblock());
+  const std::pair<const char*, std::function<void(EncodedSuperblock&)>> crafts[] = {
+      {"count 65", [](auto& b) { poke<std::uint32_t>(b, kBadListAt, 65); }},
+      {"entry past the count", [](auto& b) { poke<std::uint32_t>(b, kBadListAt + 16 * 5, 1); }},
+      {"header reserved", [](auto& b) { b[kBadListAt + 9] = std::byte{1}; }},
+      {"entry reserved", [](auto& b) { b[kBadListAt + 16 + 13] = std::byte{1}; }},
+  };
+  for (const auto& [what, patch] : crafts) {
+    EncodedSuperblock b = good;
+    patch(b);
+    refix_crc(b);
+    EXPECT_EQ(decode(b).status().code(), Errc::kCorrupt) << what;
+  }
 }
 
 TEST(SuperblockSettings, SettingsArePartOfTheArrayState) {
