@@ -284,7 +284,7 @@ int run(const Options& o) {
         GRAID_RETURN_IF_ERROR(sync_io(**queue, IoKind::kWrite, at, len, buf->data()));
       }
     }
-    GRAID_RETURN_IF_ERROR(a.readd_failed(victim));
+    if (auto plan = a.readd_failed(victim); !plan) return plan.status();
     return measure([&] { return a.rebuild(); });
   };
   auto idle = rebuild_once(1, false);

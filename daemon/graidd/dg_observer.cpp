@@ -110,6 +110,12 @@ void DgObserver::on_event(const ArrayEvent& e) {
     case ArrayEventKind::kResyncStopped:
       kind = "resync_stopped";
       break;
+    case ArrayEventKind::kDataLost:
+      kind = "data_lost";
+      break;
+    case ArrayEventKind::kLostRangeRewritten:
+      kind = "lost_range_rewritten";
+      break;
   }
   log_.add(kind, dg_id_, pd, std::nullopt, message);
   MutexLock lock(wake_mutex_);

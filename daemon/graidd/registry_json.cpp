@@ -128,7 +128,14 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     // The write-hole journal: its area per member (0: none, the DG predates it or is not
     // RAID5/6) and whether partial-stripe writes go through it now.
     const Array::JournalState js = a.journal_state();
-    j["journal"] = {{"area_bytes", js.area_bytes}, {"active", js.active}};
+    j["journal"] = {
+        {"area_bytes", js.area_bytes}, {"active", js.active}, {"covers_all", js.covers_all}};
+    // Array data whose contents are lost (docs/resilience.md, "Lost ranges"): reads fail there
+    // until a write covers a whole range.
+    json lost = json::array();
+    for (const LostRange& r : a.lost_ranges())
+      lost.push_back({{"offset", r.offset}, {"bytes", r.len}});
+    j["lost_ranges"] = std::move(lost);
     if (dg.rebuild) {
       const RebuildStatus r = dg.rebuild->status();
       if (r.running) {

@@ -227,11 +227,11 @@ Result<json> Registry::edit_pd(const json& args) {
                       "pd {}'s place in dg {} has been taken (a spare or a replacement): it cannot "
                       "come back while the dg runs",
                       pd.id, dg.id);
-  auto st = array.readd_failed(*pd.slot);
-  if (!st) return st;
+  auto plan = array.readd_failed(*pd.slot);
+  if (!plan) return plan.status();
   pd.marker_offline = false;
   events_.add("pd_online", dg.id, pd.id, std::nullopt,
-              fmt::format("back in slot {}; rebuilt in full", *pd.slot));
+              fmt::format("back in slot {}; {}", *pd.slot, plan->description));
   if (auto s = save(); !s) return s;
   return pd_json(pd);
 }

@@ -71,6 +71,8 @@ Array::JournalState Array::journal_state() const {
     out.area_offset = state_->journal->area_offset();
     out.area_bytes = state_->journal->area_bytes();
     out.active = state_->journal->active();
+    MutexLock guard(state_->control_mutex);
+    out.covers_all = out.active && state_->journal_covered;
   }
   return out;
 }
@@ -129,25 +131,33 @@ Status Array::stop() {
                       "(quiesce() waits for requests in flight); nothing was changed",
                       s.name, attached);
   }
-  const std::vector<Status> flushed = flush_members(live_members(s), s.metadata_timeout);
+  // Every device that takes writes is flushed before any bit is cleared: the roles in sync,
+  // those being rebuilt, and a hot replacement, which takes its role's writes too (its flush is
+  // record_replace_checkpoint's, which also records how far its copy got, so the next assembly
+  // resumes it there). A bit cleared before a device that missed nothing was flushed would let a
+  // power cut take writes from it with nothing left to say so.
+  const std::vector<Status> flushed = flush_members(writing_members(s), s.metadata_timeout);
+  bool all_flushed = true;
   for (std::uint32_t m = 0; m < flushed.size(); ++m) {
     if (!flushed[m]) {
+      all_flushed = false;
       Status fs = s.fail_member(m, flushed[m].to_string());
       (void)fs;
     }
   }
-  if (s.bitmap && s.failed_count.load(std::memory_order_acquire) == 0) {
+  if (Status st = s.record_replace_checkpoint(); !st) {
+    all_flushed = false;  // its flush failed: the replace is given up
+    spdlog::warn("graid: array '{}': hot replace checkpoint at stop: {}", s.name, st.message());
+  }
+  if (s.bitmap && all_flushed && s.failed_count.load(std::memory_order_acquire) == 0) {
     // Degraded: the bits stay, as while running (begin_bitmap_clear).
     std::vector<std::uint32_t> failed_members;
     Status st = s.bitmap->clear_idle(&failed_members);
+    s.note_bitmap_cleared();
     for (std::uint32_t m : failed_members) {
       Status fs = s.fail_member(m, st.to_string());
       (void)fs;
     }
-  }
-  // A hot replace stays recorded, with how far its copy got: the next assembly resumes it.
-  if (Status st = s.record_replace_checkpoint(); !st) {
-    spdlog::warn("graid: array '{}': hot replace checkpoint at stop: {}", s.name, st.message());
   }
   MutexLock guard(s.control_mutex);
   if (s.array_failed()) {

@@ -146,10 +146,15 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
                   [](const meta::MemberEntry& e) { return e.state != meta::MemberState::kActive; });
   // A re-sync left pending by an earlier run (sb.resync_checkpoint) covers stripes written
   // before this run's journal records: the journal does not make those whole.
+  // From minor 4 the superblocks say it (journal_covered): a journal that turned on while
+  // updates without a record were in flight (a failure under degraded-only) covers everything
+  // only once those have finished. Older minors did not record it: the policy decides, as then.
   const bool journal_covered =
       sb.journal_bytes != 0 && !sb.resync_checkpoint.has_value() &&
-      (policy_on_disk == JournalPolicy::kAlways ||
-       (policy_on_disk == JournalPolicy::kDegradedOnly && degraded_on_disk));
+      (sb.minor_version >= 4
+           ? sb.journal_covered()
+           : policy_on_disk == JournalPolicy::kAlways ||
+                 (policy_on_disk == JournalPolicy::kDegradedOnly && degraded_on_disk));
   auto geometry = sb.geometry();
   if (!geometry) return geometry.status();
   const std::uint32_t n = sb.member_count;
@@ -163,7 +168,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   for (const auto& sign : signs) {
     const std::size_t holder =
         *std::find_if(newest->in_sync.begin(), newest->in_sync.end(),
-                      [&](std::size_t j) { return copies[j].member_index == sign.slot; });
+                      [&](std::size_t j) { return newest->slot_of[j] == sign.slot; });
     const std::string what = fmt::format(
         "split brain in array '{}': {} (member {}, events {}) records member {} as failed, while "
         "{} (member {}, events {}) ran on and records member {} as failed: the two ran apart",
@@ -196,7 +201,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   const std::uint64_t needed = sb.data_offset + sb.data_size;
   std::vector<std::string> too_small(n);
   auto take = [&](std::size_t copy) {
-    const std::uint32_t slot = copies[copy].member_index;
+    const std::uint32_t slot = newest->slot_of[copy];
     if (slot >= n || state->members[slot]) return false;
     std::unique_ptr<MemberDevice>& dev = devices[device_of[copy]];
     if (dev->size() < needed) {
@@ -213,7 +218,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   // Published with sb below, under the control mutex.
   std::vector<std::shared_ptr<MemberDevice>> spares(sb.spare_count);
   for (std::size_t i : newest->in_sync) {
-    const std::uint32_t slot = copies[i].member_index;
+    const std::uint32_t slot = newest->slot_of[i];
     std::unique_ptr<MemberDevice>& dev = devices[device_of[i]];
     if (slot < n || slot >= n + sb.spare_count || !dev || dev->size() < needed ||
         sb.members[slot].state != meta::MemberState::kSpare ||
@@ -223,8 +228,8 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     spares[slot - n] = std::move(dev);
   }
   for (std::size_t i : newest->behind)
-    rep.behind_members.push_back(state->members[copies[i].member_index]
-                                     ? state->members[copies[i].member_index]->path()
+    rep.behind_members.push_back(state->members[newest->slot_of[i]]
+                                     ? state->members[newest->slot_of[i]]->path()
                                      : path_of(i));
   auto mark_unusable = [&] {
     state->failed_count.store(0);
@@ -313,6 +318,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     MutexLock guard(state->control_mutex);
     state->sb = sb;
     state->spares = std::move(spares);
+    state->publish_bad_ranges_locked();
   }
   // A dirty RAID5/6 with a data strip missing in a dirty region: the write hole.
   if (!rep.was_clean && state->bitmap && geometry->redundancy() == Redundancy::kParity &&
@@ -380,8 +386,9 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     if (state->sb.journal_bytes != 0) ++state->sb.journal_epoch;
     state->sb.array_flags &= ~meta::kArrayClean;
     state->reported_health = state->health();  // kStarted reports it
-    GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
-    init_checkpoint = state->sb.init_checkpoint;
+    // The journal, on if the policy says so with the array as it is: no update is in flight yet,
+    // so it covers every one from here (sb.journal_covered, recorded just below).
+    state->journal_covered = false;
     state->journal_policy.store(array_settings(state->sb.settings).journal_policy);
     if (state->sb.journal_bytes != 0 && geometry->parity_strips() > 0) {
       state->journal =
@@ -389,6 +396,8 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
                                     state->sb.array_uuid.bytes, state->sb.journal_epoch);
       state->activate_journal();
     }
+    GRAID_RETURN_IF_ERROR(state->write_superblocks_locked());
+    init_checkpoint = state->sb.init_checkpoint;
   }
   if (init_checkpoint.has_value() && geometry->redundancy() != Redundancy::kNone) {
     // An initialisation cut short (by a crash, or a stop of a background one): pending until
@@ -429,7 +438,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
                   done);
     }
     const std::vector<Status> flushed =
-        flush_members(live_members(*state), state->metadata_timeout);
+        flush_members(writing_members(*state), state->metadata_timeout);
     for (std::uint32_t m = 0; m < n; ++m) {
       if (const Status& st = flushed[m]; !st) {
         Status fs = state->fail_member(m, fmt::format("flush after re-sync: {}", st.message()));
@@ -456,10 +465,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
                   array_health_name(state->health()), n - state->failed_count.load(), n, events,
                   rep.was_clean ? "" : fmt::format(", re-synced {} bytes", rep.resynced_bytes));
   spdlog::info("graid: {}", started);
-  // A member that failed during assembly (its re-sync or replay) may lack what that wrote with
-  // no bit kept for it: a re-add rebuilds it in full (failed_here counts only from here on).
-  for (std::uint32_t m = 0; m < n; ++m)
-    state->failed_here[m].store(0, std::memory_order_release);
+  // Assembly clears bits (after its re-sync, with members failed or not), and a member that
+  // failed during it (its re-sync or replay) may lack what that wrote with no bit kept for it:
+  // a device whose own superblock is older than this is re-added in full.
+  state->note_bitmap_cleared();
   state->emit(ArrayEventKind::kStarted, std::nullopt, started);
   return std::unique_ptr<Array>(new Array(std::move(state)));
 }

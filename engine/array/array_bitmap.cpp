@@ -28,7 +28,8 @@ Status Array::State::bitmap_begin(std::uint64_t member_offset, std::uint64_t len
 bool Array::State::begin_bitmap_clear() {
   if (!bitmap) return false;
   // While a member is failed or rebuilding the bits are what it missed: a re-add of the same
-  // drive rebuilds only those regions (bitmap_resync), so none is cleared until it is whole.
+  // drive rebuilds only those regions (readd_bitmap_below), so none is cleared until it is
+  // whole.
   if (failed_count.load(std::memory_order_acquire) != 0) return false;
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::steady_clock::now().time_since_epoch())
@@ -52,6 +53,7 @@ void Array::State::end_bitmap_clear(bool flushed) {
   if (flushed && !array_failed()) {
     std::vector<std::uint32_t> failed_members;
     Status st = bitmap->clear_candidates(&failed_members);
+    note_bitmap_cleared();
     for (std::uint32_t m : failed_members) {
       Status fs =
           fail_member(m, fmt::format("write-intent bitmap clear failed: {}", st.to_string()));

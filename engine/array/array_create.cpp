@@ -159,7 +159,8 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   if (sb.journal_bytes != 0) {
     state->journal = std::make_unique<Journal>(n, sb.journal_offset, sb.journal_bytes,
                                                sb.array_uuid.bytes, sb.journal_epoch);
-    state->activate_journal();
+    MutexLock guard(state->control_mutex);
+    state->activate_journal();  // recorded by the first superblock update below
   }
   // Initialisation: parity (or mirror copies) must agree with whatever the members hold, or the
   // first read-modify-write carries garbage parity forward and the first reconstruction returns

@@ -66,6 +66,10 @@ std::string_view array_event_kind_name(ArrayEventKind kind) noexcept {
       return "replace-stopped";
     case ArrayEventKind::kResyncStopped:
       return "resync-stopped";
+    case ArrayEventKind::kDataLost:
+      return "data-lost";
+    case ArrayEventKind::kLostRangeRewritten:
+      return "lost-range-rewritten";
   }
   return "unknown";
 }

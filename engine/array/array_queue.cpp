@@ -254,6 +254,15 @@ void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t lim
     invalid =
         make_error(Errc::kIoError, "array has failed ({} members lost)", array.failed_count.load());
   }
+  if (invalid.is_ok() && io.kind == IoKind::kRead && array.reads_lost(base + io.offset, io.len)) {
+    // A lost range (array/bad_ranges.cpp): the read fails as a disk's does over a bad sector;
+    // no member is at fault.
+    invalid = make_error(Errc::kIoError,
+                         "request [{}, +{}) reads array bytes whose contents were lost (a member "
+                         "could not be read there and redundancy could not make them up); a write "
+                         "of the whole range makes it readable again",
+                         io.offset, io.len);
+  }
   if (!invalid.is_ok()) {
     io.first_error_ = std::move(invalid);
   } else if ((io.flags & kIoPreflush) != 0 && io.kind != IoKind::kFlush) {

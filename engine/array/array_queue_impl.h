@@ -43,7 +43,10 @@ struct ArrayQueue::Impl {
   BufferPool buffers;
   QueueCounters stats;                           // read by Array::stats() from other threads
   SingleWriterCounter<std::uint32_t> in_flight;  // read by Array::quiesce()
-  std::uint32_t read_rotor = 0;                  // spreads mirror reads over copies
+  // Stripe updates in flight that went out without a write-hole journal record (the journal
+  // off): read by Array::State::bare_updates_drained() from other threads.
+  std::atomic<std::uint32_t> bare_updates{0};
+  std::uint32_t read_rotor = 0;  // spreads mirror reads over copies
   std::unique_ptr<MemberIoCounters[]> member_io =
       std::make_unique<MemberIoCounters[]>(array.geometry.members());
   QueueRegistration registration{array.registry, *this};  // after the counters it folds in

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -130,9 +131,9 @@ Status Array::set_settings(const ArraySettings& settings) {
     MutexLock guard(s.control_mutex);
     if (s.sb.settings == *stored) return Status::ok();
     s.sb.settings = *stored;
-    GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
     s.journal_policy.store(settings.journal_policy, std::memory_order_release);
-    s.activate_journal();
+    s.activate_journal();  // recorded (with whether it covers every update) just below
+    GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
     spdlog::info(
         "graid: array '{}': settings recorded: rebuild {}, init {}, check {}, resync {}, journal "
         "{}",
@@ -141,6 +142,38 @@ Status Array::set_settings(const ArraySettings& settings) {
         background_speed_name(settings.resync_speed), journal_policy_name(settings.journal_policy));
   }
   return s.turn_journal_off_if_unwanted();
+}
+
+void Array::State::activate_journal(bool degrading) {
+  if (!journal) return;
+  const JournalPolicy p = journal_policy.load(std::memory_order_acquire);
+  const bool wanted = p == JournalPolicy::kAlways ||
+                      (p == JournalPolicy::kDegradedOnly &&
+                       (degrading || failed_count.load(std::memory_order_acquire) > 0));
+  if (!wanted || !journal->activate()) return;
+  // On from off: updates that decided on no record before this may still be in flight. Coverage
+  // is pending until none is. The count is read after the turn-on and the pending flag (a fence
+  // against the one an update makes after counting itself in, before it asks whether the journal
+  // is on, and after counting itself out, before it looks at the flag): an update not counted
+  // here sees the journal on, and one that finishes unseen by this read sees the flag.
+  journal_coverage_pending.store(true, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const bool drained = bare_updates_drained();
+  journal_covered = drained;
+  if (drained) journal_coverage_pending.store(false, std::memory_order_release);
+}
+
+void Array::State::try_record_journal_coverage() {
+  if (!journal_coverage_pending.load(std::memory_order_acquire)) return;
+  MutexLock guard(control_mutex);
+  if (!journal_coverage_pending.load(std::memory_order_acquire)) return;
+  if (!journal || !journal->active() || !bare_updates_drained()) return;
+  journal_coverage_pending.store(false, std::memory_order_release);
+  journal_covered = true;
+  if (Status st = write_superblocks_locked(); !st) {
+    spdlog::warn("graid: array '{}': recording that the write-hole journal covers every update: {}",
+                 name, st.message());
+  }
 }
 
 Status Array::State::turn_journal_off_if_unwanted() {
@@ -164,22 +197,31 @@ Status Array::State::turn_journal_off_if_unwanted() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  MutexLock guard(control_mutex);
-  // A failure meanwhile (degraded-only) has asked for it again: activate() made finish_turn_off()
-  // turn it back on, so moving the epoch costs nothing but the superblock update.
-  const std::uint64_t epoch = sb.journal_epoch + 1;
-  sb.journal_epoch = epoch;
-  if (Status st = write_superblocks_locked(); !st) {
-    // The journal stays on with the old epoch: where a member took the new one, its records
-    // are not replayed (no protection, but nothing stale either, since every write is still
-    // journalled); elsewhere they are, in order, as before.
-    sb.journal_epoch = epoch - 1;
-    journal->cancel_turn_off();
-    return st;
+  {
+    MutexLock guard(control_mutex);
+    // A failure meanwhile (degraded-only) has asked for it again: activate() made finish_turn_off()
+    // turn it back on, so moving the epoch costs nothing but the superblock update.
+    const std::uint64_t epoch = sb.journal_epoch + 1;
+    sb.journal_epoch = epoch;
+    const bool was_covered = journal_covered;
+    journal_covered = false;  // off from here on: updates go out without records
+    if (Status st = write_superblocks_locked(); !st) {
+      // The journal stays on with the old epoch: where a member took the new one, its records
+      // are not replayed (no protection, but nothing stale either, since every write is still
+      // journalled); elsewhere they are, in order, as before.
+      sb.journal_epoch = epoch - 1;
+      journal_covered = was_covered;
+      journal->cancel_turn_off();
+      return st;
+    }
+    journal->finish_turn_off(epoch);
+    // Back on at once (a failure meanwhile): every update waited while it turned off, so none
+    // went out without a record; coverage is recorded in a second update.
+    if (journal->active()) journal_coverage_pending.store(true, std::memory_order_release);
+    spdlog::info("graid: array '{}': write-hole journal {} (epoch {})", name,
+                 journal->active() ? "stays on: a member failed meanwhile" : "off", epoch);
   }
-  journal->finish_turn_off(epoch);
-  spdlog::info("graid: array '{}': write-hole journal {} (epoch {})", name,
-               journal->active() ? "stays on: a member failed meanwhile" : "off", epoch);
+  try_record_journal_coverage();
   return Status::ok();
 }
 

@@ -7,6 +7,7 @@
 #include "array/array_state.h"
 #include "array/device_checks.h"
 #include "array/journal_replay.h"
+#include "array/superblock_io.h"
 
 namespace graid {
 
@@ -20,6 +21,7 @@ Status check_new_device(const Array::State& s, MemberDevice& device, bool force)
                       "{} has {} bytes; array '{}' needs {} per member; nothing was changed",
                       device.path(), device.size(), s.name, needed);
   }
+  GRAID_RETURN_IF_ERROR(refuse_larger_block(device, s.logical_block, s.name));
   std::vector<MemberDevice*> all;
   for (std::uint32_t m = 0; m < s.members.size(); ++m)
     if (s.members[m] && !s.is_failed(m)) all.push_back(s.members[m].get());
@@ -58,11 +60,12 @@ Status check_failed_role(const Array::State& s, std::uint32_t member) REQUIRES(s
 }
 
 // Puts `device` (member uuid `uuid`) into failed role `member` as kRebuilding from 0 and records
-// it; with `by_bitmap` (its own device back) it lacks only what the bitmap marks (bitmap_resync).
-// The device that held the role stays open until the array goes (member_table.h).
+// it; below stripe `bitmap_below` (its own device back) it lacks only what the bitmap marks
+// (readd_bitmap_below). The device that held the role stays open until the array goes
+// (member_table.h).
 Status install_locked(Array::State& s, std::uint32_t member, std::shared_ptr<MemberDevice> device,
-                      const meta::Uuid& uuid, const std::string& how, bool by_bitmap = false)
-    REQUIRES(s.control_mutex) {
+                      const meta::Uuid& uuid, const std::string& how,
+                      std::uint64_t bitmap_below = 0) REQUIRES(s.control_mutex) {
   const std::string path = device->path();
   if (Status st = clear_journal_area(*device, s.sb.journal_offset, s.sb.journal_bytes); !st) {
     return make_error(st.code(), "{}: clearing its journal area: {}; nothing was changed", path,
@@ -71,7 +74,7 @@ Status install_locked(Array::State& s, std::uint32_t member, std::shared_ptr<Mem
   s.members.set(member, std::move(device));
   s.sb.members[member] = meta::MemberEntry{uuid, meta::MemberState::kRebuilding, 0, 0};
   s.rebuilt[member].store(0, std::memory_order_release);
-  s.bitmap_resync[member].store(by_bitmap ? 1 : 0, std::memory_order_release);
+  s.readd_bitmap_below[member].store(bitmap_below, std::memory_order_release);
   s.rebuilding[member].store(1, std::memory_order_release);
   Status st = s.write_superblocks_locked();
   if (!st) return st;
@@ -138,7 +141,59 @@ Status Array::take_spare(std::uint32_t member) {
                         fmt::format("hot spare from slot {}", slot));
 }
 
-Status Array::readd_failed(std::uint32_t member) {
+namespace {
+
+// md's recovery_offset rule for a device taken back into failed role `member`: the member data
+// bytes below which it lacks only what the bitmap marks (0: rebuilt in full), and why. Decided
+// from the device's own superblock, the last one it took while it was in the array: its state
+// there says how far it was in sync (active: all of it; rebuilding: up to its recorded offset,
+// flushed before it was recorded), and its event count whether every write it missed since still
+// has its bit (no bit was cleared after it).
+ReaddPlan plan_readd(Array::State& s, std::uint32_t member, MemberDevice& device)
+    REQUIRES(s.control_mutex) {
+  const auto full = [](std::string why) {
+    return ReaddPlan{0, fmt::format("taken back, rebuilt in full: {}", why)};
+  };
+  if (!s.bitmap) return full("the array keeps no write-intent bitmap");
+  auto own = read_superblock(device);
+  if (!own) return full(fmt::format("its superblock cannot be used ({})", own.status().message()));
+  if (own->array_uuid != s.sb.array_uuid || own->member_index != member ||
+      own->member_uuid != s.sb.members[member].uuid) {
+    return full("its superblock is not the one it had as this member");
+  }
+  const std::uint64_t cleared = s.events_at_bitmap_clear.load(std::memory_order_acquire);
+  if (own->events < cleared) {
+    return full(fmt::format(
+        "write-intent bits were cleared since it was last in sync (its events {}, cleared at {})",
+        own->events, cleared));
+  }
+  const meta::MemberEntry& entry = own->members[member];
+  std::uint64_t below = 0;
+  if (entry.state == meta::MemberState::kActive) {
+    below = s.data_size;
+  } else if (entry.state == meta::MemberState::kRebuilding) {
+    below = std::min(s.data_size, entry.rebuild_offset) / s.geometry.strip_bytes() *
+            s.geometry.strip_bytes();
+    if (below == 0) return full("it failed before its rebuild recorded any progress");
+  } else {
+    return full(fmt::format("its superblock records it {}", meta::member_state_name(entry.state)));
+  }
+  std::uint64_t dirty = 0;
+  for (std::uint64_t r = 0; r < s.bitmap->region_count(); ++r)
+    dirty += s.bitmap->is_dirty(r) ? 1 : 0;
+  std::string where = fmt::format(
+      "taken back, rebuilt where the bitmap marks writes it missed ({} of {} regions so far)",
+      dirty, s.bitmap->region_count());
+  if (below < s.data_size) {
+    where +=
+        fmt::format(" below {} MiB, where its rebuild had got to, and in full above", below >> 20);
+  }
+  return ReaddPlan{below, std::move(where)};
+}
+
+}  // namespace
+
+Result<ReaddPlan> Array::readd_failed(std::uint32_t member) {
   State& s = *state_;
   MutexLock guard(s.control_mutex);
   GRAID_RETURN_IF_ERROR(check_failed_role(s, member));
@@ -147,22 +202,13 @@ Status Array::readd_failed(std::uint32_t member) {
     return make_error(Errc::kNotFound, "member {} of array '{}' has no device to take back", member,
                       s.name);
   }
+  GRAID_RETURN_IF_ERROR(refuse_larger_block(*device, s.logical_block, s.name));
+  ReaddPlan plan = plan_readd(s, member, *device);
   auto uuid = meta::Uuid::generate();  // a new identity: its old superblock no longer counts
   if (!uuid) return uuid.status();
-  // It failed while this array ran, so every write it missed has its bit kept in the bitmap:
-  // only those regions are rebuilt. Otherwise (failed before assembly) all of it.
-  const bool by_bitmap = s.bitmap && s.failed_here[member].load(std::memory_order_acquire) != 0;
-  std::string how = "taken back, rebuilt in full";
-  if (by_bitmap) {
-    std::uint64_t dirty = 0;
-    for (std::uint64_t r = 0; r < s.bitmap->region_count(); ++r)
-      dirty += s.bitmap->is_dirty(r) ? 1 : 0;
-    how = fmt::format(
-        "taken back, rebuilt where the bitmap marks writes it missed ({} of {} "
-        "regions so far)",
-        dirty, s.bitmap->region_count());
-  }
-  return install_locked(s, member, std::move(device), *uuid, how, by_bitmap);
+  GRAID_RETURN_IF_ERROR(install_locked(s, member, std::move(device), *uuid, plan.description,
+                                       plan.bitmap_limited_below / s.geometry.strip_bytes()));
+  return plan;
 }
 
 Status Array::replace_failed(std::uint32_t member, std::unique_ptr<MemberDevice> device,

@@ -75,14 +75,23 @@ struct Array::State {
   // or by the rebuild, read on every I/O.
   std::unique_ptr<std::atomic<std::uint8_t>[]> rebuilding;
   std::unique_ptr<std::atomic<std::uint64_t>[]> rebuilt;
-  // 1 = a re-added member (readd_failed) that lacks only what the write-intent bitmap marks:
-  // above rebuilt[m] it is valid in every region whose bit is clear. Sound because no bit is
-  // cleared while a member is failed or rebuilding (begin_bitmap_clear, stop, assembly), so
-  // every write it missed since it failed, and every later write planned around it, has its
-  // bit set before its member writes go out.
-  std::unique_ptr<std::atomic<std::uint8_t>[]> bitmap_resync;
-  // 1 = failed while this array object ran (so the bits of everything it missed are kept).
-  std::unique_ptr<std::atomic<std::uint8_t>[]> failed_here;
+  // A re-added member (readd_failed) lacks only what the write-intent bitmap marks in the
+  // stripes below readd_bitmap_below[m] (0: none; it is rebuilt in full above rebuilt[m]).
+  // Sound because no bit is cleared while a member is failed or rebuilding (begin_bitmap_clear,
+  // stop), and readd_failed() takes a device only up to where its own superblock says it was in
+  // sync, and only when no bit was cleared since it last was (events_at_bitmap_clear): every
+  // write it missed since then, and every later write planned around it, has its bit set before
+  // its member writes go out.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> readd_bitmap_below;
+  // sb.events as last written (mirrored for threads that must not take control_mutex), and its
+  // value when write-intent bits were last cleared (or at assembly, which clears them): a device
+  // whose own superblock is older may have missed a write whose bit is gone.
+  std::atomic<std::uint64_t> sb_events{0};
+  std::atomic<std::uint64_t> events_at_bitmap_clear{0};
+  void note_bitmap_cleared() noexcept {
+    events_at_bitmap_clear.store(sb_events.load(std::memory_order_acquire),
+                                 std::memory_order_release);
+  }
   // A hot replace (array/hot_replace.cpp): `replacement` is becoming a copy of active role
   // replace_member (kNoReplace: none). Every member write that a stripe lock covers goes to it
   // too (hold_replacement): journal-area writes always, data writes in stripes below
@@ -105,8 +114,10 @@ struct Array::State {
   meta::Uuid replacement_uuid GUARDED_BY(control_mutex){};
   // A background job's pace limits (background_pace.h): its control's rate cap and share, and
   // busy when applications issued requests on the array since the job's last window.
+  // `stop`: the job's stop flag, which ends the pace's sleeps early (optional).
   BackgroundPace::Limits pace_limits(std::uint64_t fixed_rate, std::function<std::uint64_t()> rate,
-                                     std::function<std::uint32_t()> share) const;
+                                     std::function<std::uint32_t()> share,
+                                     const std::atomic<bool>* stop) const;
   // Requests the array's attached queues have taken so far, and how many are in flight now.
   std::pair<std::uint64_t, std::uint64_t> foreground_activity() const;
 
@@ -176,16 +187,25 @@ struct Array::State {
   std::atomic<JournalPolicy> journal_policy{JournalPolicy::kDegradedOnly};
   // Turns the journal on when the policy asks for it with the array as it is now (always; or
   // degraded-only with a member failed or about to be, `degrading`). Never turns it off: that is
-  // turn_journal_off_if_unwanted().
-  void activate_journal(bool degrading = false) noexcept {
-    if (!journal) return;
-    const JournalPolicy p = journal_policy.load(std::memory_order_acquire);
-    if (p == JournalPolicy::kAlways ||
-        (p == JournalPolicy::kDegradedOnly &&
-         (degrading || failed_count.load(std::memory_order_acquire) > 0))) {
-      journal->activate();
-    }
-  }
+  // turn_journal_off_if_unwanted(). Turned on from off, it covers every update only once the
+  // updates that went out without a record before it turned on have finished: sb.journal_covered
+  // is set at once when none is in flight, else when the last of them finishes
+  // (try_record_journal_coverage()); the caller's next superblock update records it.
+  void activate_journal(bool degrading = false) REQUIRES(control_mutex);
+
+  // Journal coverage (sb.journal_covered): assembly trusts the journal to make a dirty degraded
+  // array whole only when the superblocks say it covered every partial-stripe update. A queue
+  // counts its updates between deciding on no record (the journal off) and finishing
+  // (ArrayQueue::Impl::bare_updates); coverage waits for them after the journal turns on.
+  std::atomic<bool> journal_coverage_pending{false};
+  // Whether the journal covers every update now: what the next superblock update records
+  // (sb.journal_covered_at, stamped with its events).
+  bool journal_covered GUARDED_BY(control_mutex) = false;
+  // No queue has an update in flight that went out without a record.
+  bool bare_updates_drained() const;
+  // Records coverage (a superblock update) once it is pending and no such update is in flight.
+  // Safe from any thread; cheap when nothing is pending.
+  void try_record_journal_coverage() EXCLUDES(control_mutex);
 
   // Turns the journal off when the policy no longer asks for it (off; or degraded-only with no
   // member failed or rebuilding): parks new journalled updates, waits (up to metadata_timeout)
@@ -238,7 +258,7 @@ struct Array::State {
     if (!is_failed(member)) return false;
     if (!is_rebuilding(member)) return true;
     if (stripe < rebuilt[member].load(std::memory_order_acquire)) return false;
-    if (bitmap_resync[member].load(std::memory_order_acquire) == 0) return true;
+    if (stripe >= readd_bitmap_below[member].load(std::memory_order_acquire)) return true;
     return bitmap->is_dirty(bitmap->region_of(stripe * geometry.strip_bytes()));
   }
   // Whether `member` takes writes (and so flushes): in sync, or being rebuilt.
@@ -250,8 +270,7 @@ struct Array::State {
     failed = std::make_unique<std::atomic<std::uint8_t>[]>(n);
     rebuilding = std::make_unique<std::atomic<std::uint8_t>[]>(n);
     rebuilt = std::make_unique<std::atomic<std::uint64_t>[]>(n);
-    bitmap_resync = std::make_unique<std::atomic<std::uint8_t>[]>(n);
-    failed_here = std::make_unique<std::atomic<std::uint8_t>[]>(n);
+    readd_bitmap_below = std::make_unique<std::atomic<std::uint64_t>[]>(n);
   }
   // Members failed now, bit m for member m.
   std::uint64_t failed_mask() const noexcept;
@@ -268,6 +287,24 @@ struct Array::State {
   // has replaced since says nothing about the spare).
   Status fail_member(std::uint32_t member, std::string_view reason,
                      const MemberDevice* device = nullptr) EXCLUDES(control_mutex);
+
+  // Lost array data ranges (sb.bad_ranges; array/bad_ranges.cpp) as the I/O path sees them: a
+  // copy under bad_mutex, and their count, which reads test without a lock (almost always 0).
+  // Changed only under control_mutex, after the superblocks record the change.
+  mutable Mutex bad_mutex;
+  std::vector<meta::BadRange> bad_list GUARDED_BY(bad_mutex);
+  std::atomic<std::uint32_t> bad_count{0};
+  // Whether array bytes [offset, +len) touch a lost range.
+  bool reads_lost(std::uint64_t offset, std::uint64_t len) const EXCLUDES(bad_mutex);
+  // Records `ranges` lost (merged with those recorded, a superblock update) and announces them
+  // (kDataLost, naming `member` and `why`). kNoSpace, changing nothing, when the list would
+  // outgrow meta::kMaxBadRanges.
+  Status add_lost_ranges(std::vector<meta::BadRange> ranges, std::uint32_t member,
+                         std::string_view why) EXCLUDES(control_mutex);
+  // A write of array bytes [offset, +len) completed: the lost ranges inside it read again.
+  void lost_ranges_rewritten(std::uint64_t offset, std::uint64_t len) EXCLUDES(control_mutex);
+  // Makes the I/O path's copy what sb.bad_ranges says.
+  void publish_bad_ranges_locked() REQUIRES(control_mutex) EXCLUDES(bad_mutex);
 
   // Declares a write to member data bytes [member_offset, +len) to the write-intent bitmap,
   // persisting its bit first if needed; a member that fails the bitmap update is failed and the

@@ -122,10 +122,18 @@ std::pair<std::uint64_t, std::uint64_t> Array::State::foreground_activity() cons
   return {requests, in_flight};
 }
 
+bool Array::State::bare_updates_drained() const {
+  MutexLock guard(registry->mutex);
+  return std::all_of(registry->queues.begin(), registry->queues.end(), [](const auto* q) {
+    return q->bare_updates.load(std::memory_order_seq_cst) == 0;
+  });
+}
+
 BackgroundPace::Limits Array::State::pace_limits(std::uint64_t fixed_rate,
                                                  std::function<std::uint64_t()> rate,
-                                                 std::function<std::uint32_t()> share) const {
-  BackgroundPace::Limits limits{fixed_rate, std::move(rate), std::move(share), {}};
+                                                 std::function<std::uint32_t()> share,
+                                                 const std::atomic<bool>* stop) const {
+  BackgroundPace::Limits limits{fixed_rate, std::move(rate), std::move(share), {}, stop};
   limits.busy = [this, seen = foreground_activity().first]() mutable {
     const auto [requests, in_flight] = foreground_activity();
     const bool busy = requests != seen || in_flight != 0;

@@ -86,8 +86,9 @@ Result<InitReport> Array::initialise(const InitControl& control) {
          byte_counts(g, (stripes - pending) * strip));
 
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share),
-                      pending * strip);
+  BackgroundPace pace(
+      s.pace_limits(control.bytes_per_second, control.rate, control.share, control.stop),
+      pending * strip);
   Clock::time_point last_checkpoint = Clock::now();
   StripeRangeLock lock(s.locks);
   for (std::uint64_t first = pending; first < stripes;) {
@@ -124,7 +125,7 @@ Result<InitReport> Array::initialise(const InitControl& control) {
   // Flushed before the checkpoint goes: the superblocks must not say done before the parity
   // written is on stable storage. A member that fails its flush is failed: what the survivors
   // hold is consistent and on stable storage, and the rebuild makes the new member agree.
-  const std::vector<Status> flushed = flush_members(live_members(s), s.metadata_timeout);
+  const std::vector<Status> flushed = flush_members(writing_members(s), s.metadata_timeout);
   for (std::uint32_t m = 0; m < flushed.size(); ++m) {
     if (flushed[m]) continue;
     (void)s.fail_member(m, fmt::format("flush after initialisation: {}", flushed[m].message()));

@@ -116,7 +116,8 @@ Result<ResyncReport> Array::resync(const InitControl& control) {
   };
 
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share), 0);
+  BackgroundPace pace(
+      s.pace_limits(control.bytes_per_second, control.rate, control.share, control.stop), 0);
   Clock::time_point last_checkpoint = Clock::now();
   std::uint64_t moved = 0;  // stripes this run passed
   StripeRangeLock lock(s.locks);
@@ -160,7 +161,7 @@ Result<ResyncReport> Array::resync(const InitControl& control) {
     }
   }
   // Flushed before the checkpoint goes, as the initialisation.
-  const std::vector<Status> flushed = flush_members(live_members(s), s.metadata_timeout);
+  const std::vector<Status> flushed = flush_members(writing_members(s), s.metadata_timeout);
   for (std::uint32_t m = 0; m < flushed.size(); ++m) {
     if (flushed[m]) continue;
     (void)s.fail_member(m, fmt::format("flush after re-sync: {}", flushed[m].message()));

@@ -91,8 +91,9 @@ Result<CheckReport> Array::check(const CheckControl& control) {
   };
 
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share),
-                      from * strip);
+  BackgroundPace pace(
+      s.pace_limits(control.bytes_per_second, control.rate, control.share, control.stop),
+      from * strip);
   Clock::time_point last_checkpoint = Clock::now();
   StripeRangeLock lock(s.locks);
   for (std::uint64_t first = from; first < stripes;) {
@@ -108,11 +109,15 @@ Result<CheckReport> Array::check(const CheckControl& control) {
     for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
       StripeOutcome r =
           process_stripe_failing_members(s, *access, StripeTask::kCheck, stripe, "check");
+      std::string repaired;
       if (r.status && r.inconsistent && control.repair) {
         StripeOutcome fixed =
-            process_stripe_failing_members(s, *access, StripeTask::kResync, stripe, "repair");
+            process_stripe_failing_members(s, *access, StripeTask::kRepair, stripe, "repair");
         if (!fixed.status) r.status = fixed.status;
-        if (fixed.status && !fixed.skipped) ++report.repaired;
+        if (fixed.status && !fixed.skipped && fixed.inconsistent) {
+          ++report.repaired;
+          repaired = std::move(fixed.repaired);
+        }
       }
       if (!r.status) {
         lock.unlock();
@@ -126,15 +131,15 @@ Result<CheckReport> Array::check(const CheckControl& control) {
       ++report.mismatches;
       if (report.mismatch_stripes.size() < CheckReport::kMaxReportedMismatches) {
         report.mismatch_stripes.push_back(stripe);
+        const std::string how = repaired.empty() ? std::string() : "; repaired: " + repaired;
         spdlog::warn("graid: array '{}': stripe {} (member bytes {}..{}) does not match{}", s.name,
-                     stripe, stripe * strip, (stripe + 1) * strip,
-                     control.repair ? "; repaired" : "");
+                     stripe, stripe * strip, (stripe + 1) * strip, how);
         s.emit(ArrayEventKind::kCheckMismatch, std::nullopt,
                fmt::format("stripe {} (member bytes {}..{}): {}{}", stripe, stripe * strip,
                            (stripe + 1) * strip,
                            g.redundancy() == Redundancy::kParity ? "parity does not match the data"
                                                                  : "mirror copies differ",
-                           control.repair ? "; repaired" : ""));
+                           how));
       }
     }
     lock.unlock();

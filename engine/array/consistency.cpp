@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "array/stripe_access.h"
@@ -12,14 +13,90 @@
 
 namespace graid {
 
-StripeOutcome process_stripe_failing_members(Array::State& s, StripeAccess& access, StripeTask task,
-                                             std::uint64_t stripe, std::string_view job) {
+namespace {
+
+// Member `bad` could not be read in `stripe`, and redundancy cannot make its strip up: the
+// logical blocks of it that do not read are lost, and so are the data blocks at the same rows of
+// the stale members (which would be made from them). They are recorded lost first, then zeroed on
+// `bad` (a rewrite, which also lets the drive remap them), so that the stripe, processed again,
+// is consistent over zeroes there. False (the caller fails `bad`) when the zeroes cannot be
+// written or the lost list is full.
+bool record_lost_blocks(Array::State& s, ArrayStripeAccess& access, std::uint64_t stripe,
+                        std::uint32_t bad, std::string_view job) {
+  const Geometry& g = s.geometry;
+  const std::uint32_t strip = g.strip_bytes();
+  const std::uint32_t block = std::max<std::uint32_t>(s.logical_block, 512);
+  const std::uint64_t at = s.device_offset(stripe * strip);
+  auto buf = AlignedBuffer::allocate(block, 4096);
+  if (!buf) return false;
+  MemberDevice& device = *s.members[bad];
+  std::vector<std::uint32_t> rows;  // offsets inside the strip of the blocks that do not read
+  for (std::uint32_t row = 0; row < strip; row += block) {
+    if (!device.read_sync(at + row, buf->span())) rows.push_back(row);
+  }
+  if (rows.empty()) return true;  // it reads now: process the stripe again
+  std::vector<meta::BadRange> lost;
+  auto lose = [&](std::uint32_t member, std::uint32_t row) {
+    const MemberPlace place = g.place(member, stripe * strip + row);
+    if (place.role == StripRole::kData) lost.push_back(meta::BadRange{place.array_offset, block});
+  };
+  for (const std::uint32_t row : rows) {
+    lose(bad, row);
+    for (std::uint32_t m = 0; m < g.members(); ++m)
+      if (m != bad && access.is_stale(m)) lose(m, row);
+  }
+  const std::string why =
+      fmt::format("{} of stripe {}: {} of its blocks unreadable", job, stripe, rows.size());
+  if (Status st = s.add_lost_ranges(std::move(lost), bad, why); !st) {
+    spdlog::error("graid: array '{}': member {}: {}", s.name, bad, st.message());
+    return false;
+  }
+  std::memset(buf->data(), 0, block);
+  for (const std::uint32_t row : rows) {
+    if (!device.write_sync(at + row, buf->span())) return false;
+  }
+  return true;
+}
+
+// Member `bad` could not be read in `stripe` (a media error, as far as a blocking read can tell):
+// the strip is reconstructed from the others and rewritten (and the stale members' strips made
+// with it), or, where redundancy cannot do that, its unreadable blocks recorded lost. True when
+// the stripe can be processed again; false when `bad` is to be failed (past its read-error limit,
+// its rewrite failed, or the lost list is full).
+bool correct_unreadable(Array::State& s, ArrayStripeAccess& access, std::uint64_t stripe,
+                        std::uint32_t bad, std::string_view job) {
+  const Geometry& g = s.geometry;
+  if (!s.read_errors || s.read_errors->record(bad)) return false;
+  const std::uint64_t stale = access.stale_mask();
+  access.set_stale_mask(stale | std::uint64_t{1} << bad);
+  StripeOutcome fix = g.module().process_stripe(StripeTask::kRebuild, g, access, stripe);
+  access.set_stale_mask(stale);
+  if (fix.status && !fix.skipped) {
+    spdlog::warn(
+        "graid: array '{}': member {} ({}): read error in stripe {} during the {}; "
+        "reconstructed and rewritten ({} corrected on this member)",
+        s.name, bad, s.members[bad]->path(), stripe, job, s.read_errors->total(bad));
+    return true;
+  }
+  if (!fix.status) return false;
+  return record_lost_blocks(s, access, stripe, bad, job);
+}
+
+}  // namespace
+
+StripeOutcome process_stripe_failing_members(Array::State& s, ArrayStripeAccess& access,
+                                             StripeTask task, std::uint64_t stripe,
+                                             std::string_view job) {
   const Geometry& g = s.geometry;
   StripeOutcome r = g.module().process_stripe(task, g, access, stripe);
   for (std::uint32_t round = 0; !r.status && r.failed_member < g.members() &&
-                                r.status.code() == Errc::kIoError && round < g.members();
+                                r.status.code() == Errc::kIoError && round < 2 * g.members();
        ++round) {
     const std::uint32_t bad = r.failed_member;
+    if (r.failed_read && !access.is_stale(bad) && correct_unreadable(s, access, stripe, bad, job)) {
+      r = g.module().process_stripe(task, g, access, stripe);
+      continue;
+    }
     (void)s.fail_member(bad, fmt::format("{} of stripe {}: {}", job, stripe, r.status.message()));
     if (s.array_failed() || access.is_stale(bad)) break;
     r = g.module().process_stripe(task, g, access, stripe);

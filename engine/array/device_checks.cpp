@@ -51,6 +51,17 @@ Result<std::uint32_t> array_logical_block(std::span<MemberDevice* const> devices
   return block;
 }
 
+Status refuse_larger_block(MemberDevice& device, std::uint32_t array_block,
+                           std::string_view array_name) {
+  const std::uint32_t b = device.logical_block_size();
+  if (b <= array_block) return Status::ok();
+  return make_error(Errc::kInvalidArgument,
+                    "{} has a logical block size of {} bytes, larger than array '{}''s {} bytes: "
+                    "the array's {}-byte I/O would be refused by it; nothing was changed (use a "
+                    "device formatted with {}-byte blocks)",
+                    device.path(), b, array_name, array_block, array_block, array_block);
+}
+
 Status refuse_graid_superblock(MemberDevice& device) {
   auto old = read_superblock(device);
   if (!old) return Status::ok();

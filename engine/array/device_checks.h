@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "graid/member.h"
@@ -24,6 +25,12 @@ Status refuse_graid_superblock(MemberDevice& device);
 // when it is not a power of two or does not divide `strip_bytes`.
 Result<std::uint32_t> array_logical_block(std::span<MemberDevice* const> devices,
                                           std::uint32_t strip_bytes);
+
+// Refuses (kInvalidArgument, naming both sizes) a device joining a running array whose logical
+// block is larger than the array's `array_block`: the array issues I/O aligned to its own block,
+// which such a device refuses (EINVAL on every 512-byte-aligned write of a 4Kn drive).
+Status refuse_larger_block(MemberDevice& device, std::uint32_t array_block,
+                           std::string_view array_name);
 
 // The same over owning pointers (unique_ptr or shared_ptr; null entries are skipped).
 template <typename Owning>

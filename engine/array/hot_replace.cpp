@@ -454,10 +454,13 @@ Result<bool> Array::replace(const RebuildControl& control) {
   const std::string path = target->path();
   const Clock::time_point started = Clock::now();
   spdlog::info("graid: array '{}': copying member {} to {}", s.name, m, path);
-  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share), 0);
   std::size_t turn = 0;
   Clock::time_point last_checkpoint = started;
   const std::uint64_t resumed_at = s.replace_copied.load(std::memory_order_acquire);
+  // The rate counts from where the copy resumes (pace.after() is fed the position).
+  BackgroundPace pace(
+      s.pace_limits(control.bytes_per_second, control.rate, control.share, control.stop),
+      resumed_at * strip);
   if (resumed_at > 0) {
     spdlog::info("graid: array '{}': the copy of member {} resumes at its checkpoint ({} MiB)",
                  s.name, m, (resumed_at * strip) >> 20);

@@ -107,13 +107,15 @@ void Journal::wake() {
     ctx->post(*task);
 }
 
-void Journal::activate() {
+bool Journal::activate() {
   MutexLock guard(mutex_);
-  if (state_.load(std::memory_order_relaxed) == kTurningOff) {
+  const auto was = state_.load(std::memory_order_relaxed);
+  if (was == kTurningOff) {
     reactivate_ = true;  // on again once the epoch has moved: see finish_turn_off()
-  } else {
-    state_.store(kOn, std::memory_order_release);
+    return false;
   }
+  state_.store(kOn, std::memory_order_seq_cst);
+  return was == kOff;
 }
 
 bool Journal::begin_turn_off() {

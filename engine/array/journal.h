@@ -62,7 +62,10 @@ class Journal {
   // Turned on at assembly, when the policy says so, or when the array degrades under the
   // degraded-only policy.
   bool active() const noexcept { return state_.load(std::memory_order_acquire) != kOff; }
-  void activate() EXCLUDES(mutex_);
+  // True when this turned it on from off (updates that decided on no record may still be in
+  // flight: Array::State::activate_journal); false when it was on or is turning off (it comes
+  // back on once the turn-off ends).
+  bool activate() EXCLUDES(mutex_);
 
   // An update that wants a record asks enter(): kJournal (write one; call leave() once the
   // update is done with it, written or abandoned), kNone (the journal is off: none), or kWait

@@ -19,7 +19,7 @@ bool Array::State::mark_failed_locked(std::uint32_t member) {
     failures_marked.fetch_add(1, std::memory_order_acq_rel);
     rebuilding[member].store(0, std::memory_order_release);
     rebuilt[member].store(0, std::memory_order_release);
-    bitmap_resync[member].store(0, std::memory_order_release);
+    readd_bitmap_below[member].store(0, std::memory_order_release);
     sb.members[member].state = meta::MemberState::kFailed;
     sb.members[member].rebuild_offset = 0;
     return true;
@@ -30,7 +30,6 @@ bool Array::State::mark_failed_locked(std::uint32_t member) {
   // and knows a superblock update is owed before it may acknowledge.
   failures_marked.fetch_add(1, std::memory_order_acq_rel);
   failed[member].store(1, std::memory_order_release);
-  failed_here[member].store(1, std::memory_order_release);
   failed_count.fetch_add(1);
   sb.members[member].state = meta::MemberState::kFailed;
   if (bitmap) bitmap->drop_member(member);
@@ -52,9 +51,11 @@ Status Array::State::write_superblock_rounds_locked() {
   for (std::uint32_t round = 0; round <= geometry.members(); ++round) {
     ++sb.events;
     sb.utime_ns = wall_clock_ns();
+    sb.set_journal_covered(journal_covered);         // stamped with every update (meta::Superblock)
     if (sb.replace) sb.replace->events = sb.events;  // written by a build that knows it
     const std::vector<std::shared_ptr<MemberDevice>> targets = superblock_targets();
     const std::vector<Status> written = write_superblock_copies(targets, sb, metadata_timeout);
+    sb_events.store(sb.events, std::memory_order_release);
     bool any_failed = false;
     // Spares last and from the top, so that dropping one does not move those still to handle.
     for (std::uint32_t m = static_cast<std::uint32_t>(written.size()); m-- > 0;) {

@@ -99,8 +99,7 @@ Status finish_member(Array::State& s, std::uint32_t m) {
   s.failed_count.fetch_sub(1);
   s.rebuilding[m].store(0, std::memory_order_release);
   s.rebuilt[m].store(0, std::memory_order_release);
-  s.bitmap_resync[m].store(0, std::memory_order_release);
-  s.failed_here[m].store(0, std::memory_order_release);
+  s.readd_bitmap_below[m].store(0, std::memory_order_release);
   s.sb.members[m].state = meta::MemberState::kActive;
   s.sb.members[m].rebuild_offset = 0;
   Status st = s.write_superblocks_locked();
@@ -265,7 +264,7 @@ bool rebuild_loaded_window(Array::State& s, WindowAccess& w) {
   return true;
 }
 
-// Whether a re-added member m (bitmap_resync) may lack something in stripes [first, +count):
+// Whether a re-added member (readd_bitmap_below) may lack something in stripes [first, +count):
 // a region there has its bit set.
 bool window_dirty(const Array::State& s, std::uint64_t first, std::uint64_t count) {
   const std::uint64_t strip = s.geometry.strip_bytes();
@@ -351,8 +350,9 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
 
   const Clock::time_point started = Clock::now();
   Clock::time_point last_checkpoint = started;
-  BackgroundPace pace(s.pace_limits(control.bytes_per_second, control.rate, control.share),
-                      from * strip);
+  BackgroundPace pace(
+      s.pace_limits(control.bytes_per_second, control.rate, control.share, control.stop),
+      from * strip);
   std::uint64_t moved = from * strip;  // member bytes rebuilt (windows skipped not counted)
   std::uint64_t skipped = 0;           // stripes a re-added member did not need
   std::uint64_t next_tenth = (from * 10 / std::max<std::uint64_t>(stripes, 1) + 1);
@@ -367,18 +367,23 @@ Result<bool> rebuild_member(Array::State& s, std::uint32_t m, const RebuildContr
       return false;
     }
     const std::uint64_t count = std::min(window, stripes - first);
-    if (s.bitmap_resync[m].load(std::memory_order_acquire) != 0 && !window_dirty(s, first, count)) {
-      // A re-added member missed no write here (no bit set, and none is cleared while it
-      // rebuilds): it holds what the others do. Moving past needs no lock, since dead_at() is
-      // false here on both sides of the move (once the window before has come alive).
-      GRAID_RETURN_IF_ERROR(finish_held());
-      s.rebuilt[m].store(first + count, std::memory_order_release);
+    // Ascending, as every range lock: the held window lies below this one.
+    locks[turn].lock(first, count);
+    if (first + count <= s.readd_bitmap_below[m].load(std::memory_order_acquire) &&
+        !window_dirty(s, first, count)) {
+      // A re-added member missed no write here: no bit is set, none is cleared while it
+      // rebuilds, and none can be set now (the window is locked: no write is planned or in
+      // flight in it), so it holds what the others do. Read under the lock, since a write that
+      // sets a bit plans around the member from then on; and the window stays locked until
+      // rebuilt[m] has moved past it (after the window before it has come alive).
+      Status done_before = finish_held();
+      if (done_before) s.rebuilt[m].store(first + count, std::memory_order_release);
+      locks[turn].unlock();
+      if (!done_before) return done_before;
       first += count;
       skipped += count;
       continue;
     }
-    // Ascending, as every range lock: the held window lies below this one.
-    locks[turn].lock(first, count);
     if (bulk) windows[turn]->start_load(first, count);
     Status done_before = finish_held();
     const bool loaded = bulk && windows[turn]->finish();  // waited for even after an error

@@ -70,11 +70,13 @@ void StripeOp::run_locked() {
     issue_mirror_read();
     return;
   }
-  if (mode_ == Mode::kPunch && a.journal && a.journal->active()) {
+  if (mode_ == Mode::kPunch && a.journal) {
     // A discard cannot be replayed, and a journal record of this stripe older than it would be
     // replayed over it after a crash: while the journal is on, the stripe's zeroes are written
-    // (and journalled) instead.
-    mode_ = Mode::kWrite;
+    // (and journalled) instead. Off, it goes out without a record: counted in first, as writes
+    // are (journal_or_write).
+    count_bare(true);
+    if (a.journal->active()) mode_ = Mode::kWrite;
   }
   if (mode_ == Mode::kMirrorWrite || mode_ == Mode::kPunch) {
     if (a.bitmap && !bitmap_held_) {
@@ -228,6 +230,11 @@ Status StripeOp::absorb_member_errors(bool& replan) {
             "graid: array '{}': member {} refused a {} at byte {} ({} bytes) as "
             "malformed: {}; the request fails, the member stays",
             a.name, io.member, what, io.offset, io.len, std::strerror(-io.result));
+        if (io.op != MemberOp::kRead && a.bitmap && bitmap_held_) {
+          // The other members took their parts of this update: the stripe may be inconsistent
+          // now, so its region's bit stays set until a re-sync passes it.
+          a.bitmap->pin(stripe_ * a.geometry.strip_bytes());
+        }
         if (request_error.is_ok()) {
           request_error = make_error(Errc::kInternal, "member {} refused a {} at byte {}: {}",
                                      io.member, what, io.offset, std::strerror(-io.result));
@@ -315,13 +322,22 @@ void StripeOp::finish(Status status) {
     a.bitmap->end_write(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
     bitmap_held_ = false;
   }
+  if (status.is_ok() && a.bad_count.load(std::memory_order_acquire) != 0 &&
+      mode_ != Mode::kDegradedRead && mode_ != Mode::kMirrorRead) {
+    // Written: the lost ranges it covers read again (array/bad_ranges.cpp).
+    const std::uint64_t base = stripe_ * a.geometry.stripe_data_bytes();
+    for (const Piece& p : pieces_)
+      a.lost_ranges_rewritten(base + p.stripe_offset, p.len);
+  }
   release_buffers();
   drop_journal();  // its home writes are done (or the update gave up)
+  const bool coverage = count_bare(false);
   if (phase_ != Phase::kIdle) a.locks.release(lock_, q_.ctx);
   phase_ = Phase::kIdle;
   for (const Piece& p : pieces_)
     q_.part_done(*p.io, status);
   q_.recycle(*this);
+  if (coverage) a.try_record_journal_coverage();
 }
 
 }  // namespace graid

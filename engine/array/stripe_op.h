@@ -148,6 +148,11 @@ class StripeOp final : public Task {
   void build_journal_record();
   void reserve_journal();
   void drop_journal();
+  // Counts this update in (true) or out (false) of the queue's updates in flight without a
+  // journal record (ArrayQueue::Impl::bare_updates; Array::State::activate_journal). In before it
+  // asks whether the journal is on; out once done. True when counting out may have completed the
+  // journal's coverage: the caller then calls Array::State::try_record_journal_coverage().
+  bool count_bare(bool on);
   void issue_mirror_writes();
   void issue_punches();
   // Completes the operation. A successful write first waits until every member failure marked so
@@ -206,6 +211,7 @@ class StripeOp final : public Task {
   Journal::Reservation journal_res_;
   bool journal_held_ = false;     // ring space reserved
   bool journal_entered_ = false;  // Journal::enter() said kJournal; leave() owed
+  bool bare_ = false;             // counted in the queue's bare_updates
   struct JournalRetry final : Task {
     StripeOp* op = nullptr;
     void run() override { op->reserve_journal(); }

@@ -1,6 +1,7 @@
 // StripeOp and the write-hole journal (array/journal.h): while the journal is active, the record
 // of every RAID5/6 stripe update that writes parity is written to the live parity members'
 // journal rings before the update's own writes, and retired once they are done.
+#include <atomic>
 #include <bit>
 #include <cstring>
 
@@ -22,6 +23,13 @@ bool StripeOp::journal_wanted() {
   // written that are not failed (a plan may rewrite a failed member's strip it could not read;
   // that write may fail, the record's must not be planned there). Without one there is no
   // parity to disagree with the data, and the stripe's records are on dead members.
+  //
+  // A member being rebuilt takes records exactly where it is in sync at the decision (dead_at),
+  // and that only ever grows for a stripe: below rebuilt[m] it stays in sync, and a bitmap re-add
+  // in a clean region is behind from the first write there on, whose bit is set (hold_bitmap)
+  // before this decision. So a member either holds no record of a stripe or holds the newest
+  // one, and replay, which reads it, never finds an older record outranking a newer write
+  // (OlderRecordOnAReaddedParityMemberDoesNotUndoANewerWrite).
   std::uint64_t written = 0;
   for (std::size_t i = 0; i < extents_used_; ++i)
     written |= extents_[i].plan.writes;
@@ -34,13 +42,30 @@ bool StripeOp::journal_wanted() {
   return journal_targets_ > 0;
 }
 
+bool StripeOp::count_bare(bool on) {
+  if (on == bare_) return false;
+  bare_ = on;
+  if (on) {
+    q_.bare_updates.fetch_add(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // before it reads the journal's state
+    return false;
+  }
+  q_.bare_updates.fetch_sub(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // before it reads the pending flag
+  return q_.array.journal_coverage_pending.load(std::memory_order_relaxed);
+}
+
 void StripeOp::journal_or_write() {
+  // Counted in before asking: if the journal turns on meanwhile, its coverage waits for this.
+  if (q_.array.journal) count_bare(true);
   if (journal_wanted()) {
     switch (q_.array.journal->enter(q_.ctx, journal_decide_)) {
       case Journal::Enter::kJournal:
+        if (count_bare(false)) q_.array.try_record_journal_coverage();
         journal_entered_ = true;
         return build_journal_record();  // then issue_writes()
       case Journal::Enter::kWait:
+        if (count_bare(false)) q_.array.try_record_journal_coverage();
         return;  // turning off: journal_decide_ asks again once that is over
       case Journal::Enter::kNone:
         break;

@@ -33,6 +33,14 @@ std::vector<std::shared_ptr<MemberDevice>> live_members(const Array::State& s) {
   return out;
 }
 
+std::vector<std::shared_ptr<MemberDevice>> writing_members(const Array::State& s) {
+  std::vector<std::shared_ptr<MemberDevice>> out;
+  for (std::uint32_t m = 0; m < s.members.size(); ++m) {
+    out.push_back(s.takes_writes(m) ? s.members[m] : nullptr);
+  }
+  return out;
+}
+
 std::vector<Status> write_superblock_copies(std::span<const std::shared_ptr<MemberDevice>> members,
                                             const meta::Superblock& sb,
                                             std::chrono::milliseconds timeout) {

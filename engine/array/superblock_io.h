@@ -23,6 +23,11 @@ Result<meta::Superblock> read_superblock(MemberDevice& m);
 
 // The array's members by slot, null for failed or missing ones (what metadata is written to).
 std::vector<std::shared_ptr<MemberDevice>> live_members(const Array::State& s);
+// The devices that take writes, by slot: live members and those being rebuilt (null for the
+// others). What must be flushed before anything says their writes are durable (a write-intent
+// bit cleared, a job's checkpoint dropped). A hot replacement is not among them: its flush is
+// Array::State::record_replace_checkpoint()'s.
+std::vector<std::shared_ptr<MemberDevice>> writing_members(const Array::State& s);
 
 // Writes `sb`, made each member's own copy (member_index, member_uuid), to every non-null
 // member of `members` (indexed by slot) and flushes it. All members are written at once

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "graid/buffer.h"
@@ -54,6 +55,10 @@ enum class StripeTask : std::uint8_t {
   kResync,   // make parity (or every mirror copy) agree with the data
   kCheck,    // report whether parity (or every mirror copy) agrees with the data; writes nothing
   kRebuild,  // write the strips of the stale members (is_stale), made from the others
+  // kCheck, and where parity (or a copy) disagrees, rewrite what is wrong: the one bad strip when
+  // parity locates it (RAID6: locate_parity_mismatch) or a majority of copies outvotes it (three
+  // or more copies), else parity from the data / every copy from the first live one (as md).
+  kRepair,
 };
 
 // Outcome of one stripe.
@@ -63,6 +68,9 @@ struct StripeOutcome {
   bool skipped = false;               // could not be processed with the members failed now
                                       // (kRebuild: too few members left to rebuild from)
   bool inconsistent = false;          // kCheck: parity or a mirror copy disagrees with the data
+  std::string repaired;               // kRepair: what was rewritten, for logs and events
+
+  bool failed_read = false;           // the failure was a read of failed_member (media error?)
 
   // Records the outcome of member `m`'s I/O: the first failure wins. True while all went well.
   bool member_io(std::uint32_t m, Status st) {
@@ -71,6 +79,11 @@ struct StripeOutcome {
       failed_member = m;
     }
     return status.is_ok();
+  }
+  // The same for a read, which a job may correct (consistency.h).
+  bool member_read(std::uint32_t m, Status st) {
+    if (!st && status.is_ok()) failed_read = true;
+    return member_io(m, std::move(st));
   }
 };
 

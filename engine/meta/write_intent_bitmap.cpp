@@ -845,6 +845,16 @@ void WriteIntentBitmap::unpin_below(std::uint64_t member_offset) {
   }
 }
 
+void WriteIntentBitmap::pin(std::uint64_t member_offset) {
+  State& st = *state_;
+  if (member_offset >= st.data_size) return;
+  const std::uint64_t region = member_offset >> st.region_shift;
+  const std::uint64_t bit = std::uint64_t{1} << (region % 64);
+  MutexLock lock(st.clear_mutex);  // no clear cycle is between its two phases
+  st.pinned[region / 64].fetch_or(bit);
+  st.candidates[region / 64].fetch_and(~bit);
+}
+
 bool WriteIntentBitmap::is_pinned(std::uint64_t region) const noexcept {
   if (region >= state_->region_count) return false;
   return (state_->pinned[region / 64].load() >> (region % 64)) & 1;

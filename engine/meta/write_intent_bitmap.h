@@ -255,6 +255,11 @@ class WriteIntentBitmap {
   // passed them); data_size or more unpins every region. Their bits clear as usual from then on.
   void unpin_below(std::uint64_t member_offset);
   bool is_pinned(std::uint64_t region) const noexcept;
+  // Pins the region holding member byte `member_offset`, whose bit a write in flight has set:
+  // its stripe is left inconsistent (a member refused its part of the write), and the bit must
+  // stay set on disk until a re-sync passes the region, at the next assembly or in the
+  // background. Out of range: ignored.
+  void pin(std::uint64_t member_offset);
 
   // The member byte ranges (relative to data_offset) whose bits are set, as {offset, length},
   // ascending, adjacent regions merged, the last clipped to data_size: what a resync covers.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "array_harness.h"
 
@@ -186,6 +187,85 @@ TEST_F(ArrayErrorClassesTest, AWriteErrorFailsTheMember) {
 
 // A 4Kn member makes the array's logical block 4096: a 512-byte request is refused at the API
 // and no member sees it (before, every member answered -EINVAL and all were failed).
+// Issue 29 item 1: a member that refuses its part of a stripe's write as malformed (EINVAL, as a
+// 4Kn drive does to a 512-byte write, or NVMe Invalid Field / LBA Out of Range) keeps its place
+// and the request fails; but the other members took their parts, so the stripe's parity no longer
+// matches. Its region's write-intent bit stays set (no clear takes it), so the next assembly
+// re-syncs it; before, the next flush cleared it and the stripe stayed inconsistent for good.
+TEST_F(ArrayErrorClassesTest, AWriteAMemberRefusesLeavesItsRegionToTheResync) {
+  auto array = make(RaidLevel::kRaid5, 4);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  const std::uint32_t victim = (*array)->geometry().data_member(3, 0);
+  auto buf = AlignedBuffer::allocate(4096, 4096);
+  std::memset(buf->data(), 0x3c, 4096);
+  const std::uint64_t at = 3 * (*array)->geometry().stripe_data_bytes();
+  // A first write sets the region's bit (a bitmap page write, which must not be refused).
+  ASSERT_TRUE(run_one(*queue_, IoKind::kWrite, at, 4096, buf->data()).is_ok());
+  files_->faulty[victim]->fail_op_with(MemberOp::kWrite, EINVAL);
+  std::memset(buf->data(), 0x3d, 4096);
+  const Status st = run_one(*queue_, IoKind::kWrite, at, 4096, buf->data());
+  EXPECT_FALSE(st.is_ok()) << "the request fails";
+  files_->faulty[victim]->fail_op_with(MemberOp::kWrite, 0);
+  EXPECT_EQ((*array)->member_health(victim), MemberHealth::kActive) << "the member stays";
+  EXPECT_EQ((*array)->health(), ArrayHealth::kOptimal);
+  queue_.reset();
+  EXPECT_EQ(*(*array)->count_inconsistent_stripes(), 1u) << "parity written, the data not";
+  // Flushes after the clear interval: idle bits go, this one must stay.
+  {
+    auto ctx = std::move(*IoContext::create(8));
+    auto queue = std::move(*(*array)->attach(*ctx));
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      ASSERT_TRUE(run_one(*queue, IoKind::kFlush, 0, 0, nullptr).is_ok());
+    }
+  }
+  ASSERT_TRUE((*array)->stop().is_ok());
+  array->reset();
+  auto devs = files_->open(4, kMemberBytes, false);
+  ASSERT_TRUE(devs.is_ok());
+  ArrayOptions o;
+  o.parity = parity_.get();
+  AssembleReport report;
+  auto again = Array::assemble(std::move(*devs), o, {}, &report);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_GT(report.resynced_bytes, 0u) << "the region was re-synced";
+  EXPECT_EQ(*(*again)->count_inconsistent_stripes(), 0u);
+}
+
+// A device whose logical block is larger than the array's is refused wherever a device joins a
+// running array (spare, replacement, hot replace, re-add), naming both sizes, changing nothing.
+// Before, a 4Kn device was taken as a spare of a 512-byte array, and its first 512-byte write
+// came back EINVAL.
+TEST_F(ArrayErrorClassesTest, ADeviceWithALargerLogicalBlockIsRefused) {
+  auto array = make(RaidLevel::kRaid5, 4);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  ASSERT_EQ((*array)->logical_block_size(), 512u);
+  ArrayFiles more;
+  auto extra = more.open(2, kMemberBytes, true);
+  ASSERT_TRUE(extra.is_ok());
+  more.faulty[0]->set_logical_block_size(4096);
+  more.faulty[1]->set_logical_block_size(4096);
+  auto refused = [](const Status& st) {
+    return st.code() == Errc::kInvalidArgument && st.message().find("4096") != std::string::npos &&
+           st.message().find("512") != std::string::npos;
+  };
+  const auto spare = (*array)->add_spare(std::move((*extra)[0]));
+  EXPECT_TRUE(refused(spare.status())) << spare.status().to_string();
+  EXPECT_EQ((*array)->member_slots().size(), 4u) << "nothing changed";
+  EXPECT_TRUE(refused((*array)->start_replace(1, std::move((*extra)[1]))));
+  EXPECT_FALSE((*array)->replace_progress());
+  ASSERT_TRUE((*array)->fail_member(2, "test").is_ok());
+  auto again = more.open(2, kMemberBytes, false);
+  ASSERT_TRUE(again.is_ok());
+  more.faulty[0]->set_logical_block_size(4096);
+  EXPECT_TRUE(refused((*array)->replace_failed(2, std::move((*again)[0]))));
+  EXPECT_EQ((*array)->member_slot(2)->state, MemberSlotState::kFailed);
+  // Its own device, reformatted with 4 KiB blocks meanwhile.
+  files_->faulty[2]->set_logical_block_size(4096);
+  EXPECT_TRUE(refused((*array)->readd_failed(2).status()));
+  EXPECT_EQ((*array)->member_slot(2)->state, MemberSlotState::kFailed);
+}
+
 TEST_F(ArrayErrorClassesTest, RequestsBelowTheLogicalBlockAreRefused) {
   auto devs = files_->open(3, kMemberBytes, true);
   ASSERT_TRUE(devs.is_ok());

@@ -12,6 +12,7 @@
 
 #include "array_harness.h"
 #include "array_traffic.h"
+#include "gate_member.h"
 
 namespace graid::testing {
 namespace {
@@ -281,6 +282,78 @@ TEST_P(ArrayHotReplaceTest, ResumesFromItsCheckpointAfterAStopAndAfterACrash) {
   verify(*array, "resumed replace, the others failed");
 }
 
+// Item 6 of the resilience review: stop() flushed the roles, cleared the write-intent bits, and
+// only then flushed the hot replacement, which takes its role's writes too. A power cut between
+// the two took writes from the replacement below its copy's checkpoint and left no bit to say so:
+// the assembly after it resumed the copy above them, and the swap put a stale copy in the role.
+TEST_P(ArrayHotReplaceTest, StopFlushesTheReplacementBeforeAnyBitIsCleared) {
+  auto array = make();
+  ASSERT_TRUE(array);
+  fill(*array, 45);
+  const std::uint32_t victim = 1;
+  const std::uint32_t n = array->member_count();
+  const std::string path = extra_path(0);
+  FaultyMember* copy_drive = extra_faulty(0);
+  auto gate = std::make_shared<MetadataGate>();
+  ASSERT_TRUE(array->start_replace(victim, std::make_unique<GateMember>(std::move(extra_[0]), gate))
+                  .is_ok());
+  std::atomic<bool> stop{false};
+  RebuildControl control;
+  control.stop = &stop;
+  control.window_stripes = 4;
+  control.bytes_per_second = 8u << 20;
+  std::thread stopper([&] {
+    while (array->replace_progress()->copied_bytes < kMemberBytes * 2 / 3)
+      std::this_thread::sleep_for(1ms);
+    stop = true;
+  });
+  auto done = array->replace(control);
+  stopper.join();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  ASSERT_FALSE(*done) << "stopped";
+  // Writes below the checkpoint: they go to the replacement too, and are not flushed there yet.
+  const std::uint64_t at = ((1u << 20) / kStrip) * array->geometry().stripe_data_bytes();
+  const auto len = static_cast<std::uint32_t>(16 * array->geometry().stripe_data_bytes());
+  {
+    const std::vector<std::byte> fresh = random_bytes(len, 46);
+    std::copy(fresh.begin(), fresh.end(), model_.begin() + static_cast<std::ptrdiff_t>(at));
+    auto ctx = std::move(*IoContext::create(8));
+    auto queue = std::move(*array->attach(*ctx));
+    auto buf = std::move(*AlignedBuffer::allocate(len, 4096));
+    std::memcpy(buf.data(), fresh.data(), len);
+    ASSERT_TRUE(run_one(*queue, IoKind::kWrite, at, len, buf.data()).is_ok());
+  }
+  ASSERT_GT(copy_drive->unflushed_writes(), 0u);
+  // The power goes while stop() waits for the replacement's flush.
+  gate->arm([](std::uint64_t offset) { return offset == kFlushOffset; });
+  std::thread stopping([&] { (void)array->stop(); });
+  ASSERT_TRUE(gate->wait_for_held(1, 20s)) << "stop() flushes the replacement";
+  std::this_thread::sleep_for(50ms);  // the roles' flushes, issued with it, finish
+  std::mt19937_64 rng(47);
+  for (std::uint32_t m = 0; m < n; ++m)
+    ASSERT_TRUE(files_.faulty[m]->power_loss(rng, PowerLossPolicy::kLoseAll).is_ok());
+  ASSERT_TRUE(copy_drive->power_loss(rng, PowerLossPolicy::kLoseAll).is_ok());
+  gate->open();
+  stopping.join();
+  array.reset();
+
+  std::vector<std::unique_ptr<MemberDevice>> devs;
+  for (std::uint32_t m = 0; m < n; ++m)
+    devs.push_back(std::move(*open_member(files_.paths[m], {})));
+  devs.push_back(std::move(*open_member(path, {})));
+  AssembleReport report;
+  auto again = Array::assemble(std::move(devs), options(), {}, &report);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_FALSE(report.was_clean) << "the power went before stop() marked it clean";
+  ASSERT_TRUE((*again)->replace_progress()) << "the replace resumes";
+  auto finished = (*again)->replace(RebuildControl{});
+  ASSERT_TRUE(finished.is_ok()) << finished.status().to_string();
+  EXPECT_TRUE(*finished);
+  EXPECT_EQ((*again)->member_slot(victim)->path, path);
+  fail_others(**again, victim);
+  verify(**again, "replace resumed after a power cut in stop(), the others failed");
+}
+
 // A recorded replace whose role is gone at assembly does not resume: the record is dropped and
 // the device stays a hot spare, which the failed role can take.
 TEST_P(ArrayHotReplaceTest, RecordWithoutItsRoleLeavesTheDeviceASpare) {
@@ -317,6 +390,60 @@ INSTANTIATE_TEST_SUITE_P(Levels, ArrayHotReplaceTest,
                                            LevelShape{RaidLevel::kRaid5, 4},
                                            LevelShape{RaidLevel::kRaid6, 5}),
                          level_shape_name);
+
+// Item 5 of the resilience review: a resumed copy is paced from where it resumed, and a stop
+// ends its sleep at once. The pace counted from 0 while it was fed the resumed position, so a copy
+// resumed at 64 MiB under a 4 MB/s cap slept about 17 s after its first window, deaf to the stop
+// flag (graidd joins the job's thread: SIGTERM waited that long; at a normal speed, a copy
+// resumed far into a large drive slept for hours).
+TEST(ArrayHotReplaceResumeTest, ResumedCopyIsPacedFromItsCheckpointAndStopsAtOnce) {
+  constexpr std::uint64_t kBytes = 72u << 20;
+  constexpr std::uint64_t kResumeAt = 64u << 20;
+  ArrayFiles files;
+  auto devs = files.open(3, kBytes, true);
+  ASSERT_TRUE(devs.is_ok()) << devs.status().to_string();
+  std::unique_ptr<MemberDevice> replacement = std::move(devs->back());
+  devs->pop_back();
+  CreateOptions c;
+  c.level = RaidLevel::kRaid1;
+  c.strip_bytes = 64u << 10;
+  c.name = "resume";
+  auto array = Array::create(std::move(*devs), c, ArrayOptions{});
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  ASSERT_TRUE((*array)->start_replace(0, std::move(replacement)).is_ok());
+  std::atomic<bool> stop{false};
+  RebuildControl control;
+  control.stop = &stop;
+  std::thread stopper([&] {
+    while ((*array)->replace_progress()->copied_bytes < kResumeAt)
+      std::this_thread::sleep_for(1ms);
+    stop = true;
+  });
+  auto done = (*array)->replace(control);
+  stopper.join();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  ASSERT_FALSE(*done) << "stopped";
+  const std::uint64_t reached = (*array)->replace_progress()->copied_bytes;
+  ASSERT_GE(reached, kResumeAt);
+
+  // Resumed under a 4 MB/s cap with 1 MiB windows: a quarter of a second per window.
+  stop = false;
+  control.bytes_per_second = 4'000'000;
+  control.window_stripes = 16;
+  std::chrono::steady_clock::time_point asked;
+  std::thread late_stopper([&] {
+    std::this_thread::sleep_for(300ms);  // a window or two copied, the pace asleep
+    asked = std::chrono::steady_clock::now();
+    stop = true;
+  });
+  done = (*array)->replace(control);
+  const auto returned = std::chrono::steady_clock::now();
+  late_stopper.join();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  EXPECT_FALSE(*done) << "stopped again";
+  EXPECT_GT((*array)->replace_progress()->copied_bytes, reached) << "it copied on from there";
+  EXPECT_LT(returned - asked, 5s) << "the stop was not seen during the pace's sleep";
+}
 
 TEST(ArrayHotReplaceRaid0Test, IsRefused) {
   ArrayFiles files;

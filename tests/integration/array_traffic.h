@@ -132,6 +132,7 @@ class ArrayJobTest : public ::testing::TestWithParam<LevelShape> {
   ArrayOptions options() {
     ArrayOptions o;
     o.parity = parity_.get();
+    o.bitmap_clear_interval = bitmap_clear_interval_;
     return o;
   }
   // The array, named `name`; extra_[0] is the last extra file, extra_[1] the one before.
@@ -183,6 +184,8 @@ class ArrayJobTest : public ::testing::TestWithParam<LevelShape> {
     }
   }
 
+  // Flushes clear idle regions' write-intent bits at most this often (ArrayOptions).
+  std::chrono::milliseconds bitmap_clear_interval_{500};
   ArrayFiles files_;
   std::vector<std::unique_ptr<MemberDevice>> extra_;
   std::uint32_t extra_count_ = 0;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <vector>
 
 #include "graid/array.h"
@@ -94,6 +95,52 @@ TEST(BackgroundPaceTest, TheLongerOfTheTwoLimitsApplies) {
   pace.after(11'000'000);  // the cap is met (11 ms due, 15 ms now); the share asks 45 ms
   ASSERT_EQ(clock.slept.size(), 2u);
   EXPECT_EQ(clock.slept[1], 45ms);
+}
+
+// A job resumed from a checkpoint passes that position as `done`: the rate counts from there.
+TEST(BackgroundPaceTest, AResumedJobIsPacedFromWhereItResumed) {
+  FakeClock clock;
+  BackgroundPace::Limits limits;
+  limits.fixed_rate = 32'000'000;  // 32 MB/s
+  constexpr std::uint64_t kResumedAt = 64u << 20;
+  BackgroundPace pace(std::move(limits), kResumedAt, clock.timer());
+  clock.work(1ms);
+  pace.after(kResumedAt + 3'200'000);  // 3.2 MB past the resume point: due at 100 ms
+  Clock::duration slept{};
+  for (const auto d : clock.slept)
+    slept += d;
+  EXPECT_EQ(slept, 99ms);
+}
+
+// A long sleep is cut into slices and ends once the stop flag is set: the job's thread is then
+// joined within a slice, whatever the cap asked.
+TEST(BackgroundPaceTest, ASleepEndsWithinASliceOfTheStopFlag) {
+  FakeClock clock;
+  std::atomic<bool> stop{false};
+  BackgroundPace::Limits limits;
+  limits.fixed_rate = 1'000'000;  // 1 MB/s
+  limits.stop = &stop;
+  BackgroundPace::Timer timer = clock.timer();
+  timer.sleep_until = [&](Clock::time_point until) {
+    clock.slept.push_back(until - clock.now);
+    clock.now = until;
+    if (clock.slept.size() == 3) stop = true;  // set during the third slice
+  };
+  BackgroundPace pace(std::move(limits), 0, timer);
+  pace.after(10'000'000);  // 10 s due
+  ASSERT_EQ(clock.slept.size(), 3u) << "no slice after the stop";
+  for (const auto d : clock.slept)
+    EXPECT_LE(d, BackgroundPace::kStopCheck);
+  // Without a stop flag the whole sleep runs, in slices.
+  FakeClock plain;
+  BackgroundPace::Limits capped;
+  capped.fixed_rate = 1'000'000;
+  BackgroundPace full(std::move(capped), 0, plain.timer());
+  full.after(1'000'000);  // 1 s due
+  Clock::duration slept{};
+  for (const auto d : plain.slept)
+    slept += d;
+  EXPECT_EQ(slept, 1s);
 }
 
 TEST(BackgroundPaceTest, SpeedSettingsMapToACapAndAShare) {

@@ -206,6 +206,17 @@ struct VdInfo {
   std::uint64_t size = 0;   // bytes (a multiple of 4 KiB)
 };
 
+// A range of array data whose contents are lost (Array::lost_ranges): a member could not be read
+// there during a background job and redundancy could not make it up. Reads that touch it fail
+// with kIoError (no member is failed for it); a write that covers all of it makes it readable
+// again (docs/resilience.md, "Lost ranges").
+struct LostRange {
+  std::uint64_t offset = 0;  // array data byte
+  std::uint32_t len = 0;     // bytes
+
+  friend bool operator==(const LostRange&, const LostRange&) = default;
+};
+
 // What a queue has done, for tests, benchmarks and `stats`. Callers see snapshots (QueueStats,
 // plain integers); a queue counts in single-writer atomics (Counter) so that Array::stats() can
 // read them from another thread without slowing the queue's own thread.
@@ -348,6 +359,16 @@ struct MemberExamination {
   std::vector<VdInfo> vds;
 };
 
+// What Array::readd_failed() decided for a device taken back into its role.
+struct ReaddPlan {
+  // Member data bytes (a multiple of the strip) below which the device lacks only what the
+  // write-intent bitmap marks, so only marked regions are rebuilt there; above it the device is
+  // rebuilt in full. 0: rebuilt in full.
+  std::uint64_t bitmap_limited_below = 0;
+  // Which it was and why, for logs and events ("rebuilt where the bitmap marks ...").
+  std::string description;
+};
+
 // How a rebuild runs (Array::rebuild).
 struct RebuildControl {
   // Checked between windows: when it becomes true the rebuild records its checkpoint and
@@ -483,6 +504,9 @@ enum class ArrayEventKind : std::uint8_t {
   kReplaceFinished,   // the copy took `member`'s role; the old device is out (message: which)
   kReplaceStopped,    // a hot replace was given up (message: why); `member` is unchanged
   kResyncStopped,     // a background re-sync paused (stopped, or failed: message says which)
+  kDataLost,          // a job could not reconstruct what `member` could not read: the array
+                      // ranges in the message are lost (Array::lost_ranges), reads of them fail
+  kLostRangeRewritten,  // a write covered a lost range: it reads again (message: which)
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;
 
@@ -585,6 +609,10 @@ class Array {
     std::uint64_t area_offset = 0;
     std::uint64_t area_bytes = 0;
     bool active = false;
+    // Active, and every update since it turned on had a record (none that went out without one
+    // is still in flight), as the superblocks record it: a crash now leaves nothing the replay
+    // cannot make whole, so a dirty degraded assembly needs no override.
+    bool covers_all = false;
     JournalPolicy policy = JournalPolicy::kDegradedOnly;
   };
   JournalState journal_state() const;
@@ -643,14 +671,17 @@ class Array {
   Status replace_failed(std::uint32_t member, std::unique_ptr<MemberDevice> device,
                         bool force = false);
   // Takes failed role `member`'s own device back (a drive marked offline, or one whose errors
-  // were transient): it becomes kRebuilding from 0. When it failed while this array object ran
-  // (so the write-intent bitmap kept a bit for every write it missed: none is cleared while a
-  // member is failed), it is valid at once wherever no bit is set, and rebuild() rewrites only
-  // the regions whose bit is set; otherwise (failed before assembly, no bitmap) all of it. A
-  // crash during that rebuild resumes as a full one from the checkpoint. Refuses what
-  // take_spare() refuses; kIoError when the device cannot take its superblock (it stays
-  // failed).
-  Status readd_failed(std::uint32_t member);
+  // were transient): it becomes kRebuilding from 0, and rebuild() fills it. How much is rebuilt
+  // is decided from the device's own superblock (md's recovery_offset rule, ReaddPlan): below
+  // the point up to which that record says it was in sync (all of it if it was active, its
+  // recorded rebuild offset if it failed while being rebuilt) it is valid at once wherever the
+  // write-intent bitmap marks no write, and only the marked regions are rebuilt; above that
+  // point, and wherever its record cannot be trusted (unreadable, another array or member, an
+  // event count older than the last time bits were cleared, which includes every device that
+  // failed before this assembly), it is rebuilt in full. A crash during that rebuild resumes as
+  // a full one from the checkpoint. Refuses what take_spare() refuses; kIoError when the device
+  // cannot take its superblock (it stays failed).
+  Result<ReaddPlan> readd_failed(std::uint32_t member);
   // Hot replace of a working member (md's want_replacement): `device` starts as a copy of
   // active role `member` that every write to the role also goes to once the copy has passed its
   // stripe; replace() then copies window by window and, at the end, swaps it into the role (new
@@ -732,6 +763,10 @@ class Array {
 
   // Marks a member failed (as an I/O error does) and records it on the survivors.
   Status fail_member(std::uint32_t member, std::string_view reason);
+
+  // The array data ranges whose contents are lost (LostRange), ascending; recorded in the
+  // superblocks, at most 64 (a job that would need another fails the member it read from).
+  std::vector<LostRange> lost_ranges() const;
 
   // Attaches the calling thread: I/O on this array from this thread goes through the queue.
   Result<std::unique_ptr<ArrayQueue>> attach(IoContext& ctx);

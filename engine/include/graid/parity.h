@@ -99,6 +99,29 @@ std::unique_ptr<ParityBackend> make_ref_backend();
 // SIMD code ISA-L selects at run time for this CPU.
 std::unique_ptr<ParityBackend> make_cpu_backend();
 
+// Where a stripe's one bad strip is, found from its parity (md's raid6check): `deltas[j]` is
+// stored parity strip j XOR the parity recomputed from the stored data (j = 0: P, 1: Q), `len`
+// bytes each. A single bad data strip z with error e gives deltas[j] = a_j(z) * e, where a_j(z) is
+// data strip z's coefficient in parity j (1 for P, g^z for Q), so z is the one index for which
+// every delta is that multiple of deltas[0] at every byte; a bad parity strip shows in its own
+// delta only. Written for any number of parity strips (more codes extend
+// parity_coefficient()); with one parity strip a bad data strip cannot be told from a bad P.
+struct ParityMismatch {
+  enum class Kind : std::uint8_t {
+    kNone,     // every delta is zero: the stripe is consistent
+    kParity,   // only parity strips differ (`parity_mask`, bit j: parity strip j)
+    kData,     // data strip `data_index` is the one bad strip
+    kUnknown,  // more than one strip differs, or a data strip and P cannot be told apart
+  };
+  Kind kind = Kind::kNone;
+  std::uint32_t parity_mask = 0;
+  std::uint32_t data_index = 0;
+};
+// Data strip `d`'s coefficient in parity strip `j` of `scheme` (P: 1; Q: g^d).
+std::uint8_t parity_coefficient(ParityScheme scheme, std::uint32_t j, std::uint32_t d) noexcept;
+ParityMismatch locate_parity_mismatch(ParityScheme scheme, std::uint32_t k,
+                                      std::span<const ChunkView> deltas, std::size_t len);
+
 // The backend named `name` ("ref", "cpu"); kNotFound for other names.
 Result<std::unique_ptr<ParityBackend>> make_parity_backend(std::string_view name);
 
