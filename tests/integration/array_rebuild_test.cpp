@@ -5,7 +5,8 @@
 // consistent, and serves every byte with *other* members failed (so the rebuilt member's data is
 // what answers). Also: a rebuild stopped and the array dropped without a clean stop (a crash)
 // resumes from the recorded checkpoint after assembly; a second member failing during a RAID6
-// rebuild; a survivor that cannot be read during a RAID5 rebuild fails it cleanly.
+// rebuild; blocks a survivor cannot read during a RAID5 rebuild are recorded lost and the rebuild
+// finishes (on RAID6 they are reconstructed).
 #include <algorithm>
 #include <cstring>
 
