@@ -44,7 +44,8 @@
 # The whole script runs on any machine against the fake CUDA runtime: CTest's
 # device_check_dry_run_on_fake_cuda (tests/integration/device_check_dry_run.sh) carries the
 # fake-runtime builds of the programs, with GRAID_DEVICE_CHECK_BENCH_ARGS (extra cuda_bench
-# arguments), GRAID_CUDA_BENCH_MIB and GRAID_DEVICE_CHECK_MEMBER_SIZE making it small.
+# arguments), GRAID_CUDA_BENCH_MIB, GRAID_DEVICE_CHECK_MEMBER_SIZE and
+# GRAID_DEVICE_CHECK_BENCH_SECONDS (graid-bench's --seconds) making it small.
 set -u
 
 OUTDIR=${1:-${OUT:-}}
@@ -283,6 +284,13 @@ if ((carried_ok)); then
     # data (--verify), so its raw baseline keeps one depth (--raw-qd) to stay inside its cap.
     variant_timing=(--seconds 1 --rounds 1 --warmup 0.2)
     all_timing=(--seconds 0.5 --rounds 1 --warmup 0.1 --raw-qd 128)
+    # The dry run on the fake runtime (tests/integration/device_check_dry_run.sh) runs the same
+    # steps shorter: GRAID_DEVICE_CHECK_BENCH_SECONDS replaces both --seconds (and the warm-up).
+    if [[ -n "${GRAID_DEVICE_CHECK_BENCH_SECONDS:-}" ]]; then
+      variant_timing=(--seconds "$GRAID_DEVICE_CHECK_BENCH_SECONDS" --rounds 1 --warmup 0.05)
+      all_timing=(--seconds "$GRAID_DEVICE_CHECK_BENCH_SECONDS" --rounds 1 --warmup 0.05
+        --raw-qd 128)
+    fi
     say "graid-bench: ~$(bench_estimate 2 1 1 0.2 1) s per variant run (cap ${CAP_BENCH_VARIANT} s)," \
       "~$(bench_estimate 10 0.5 1 0.1 0) s for every profile (cap ${CAP_BENCH_ALL} s), plus set-up"
     benchdir=$(bench_dir 2>"$OUTDIR/graid-bench-dir.log")

@@ -22,9 +22,12 @@ done
 # The caps are the device's; the fake device emulates each kernel on one core of a machine that
 # CTest shares with other tests, so the steps get twice as long here (the caps' sum is checked
 # as it is, below).
+# Sizes and durations are what the fake device needs to run every step (the checks below look
+# at which steps ran and what they printed, not at figures): 0.2 s graid-bench runs; cuda_bench
+# keeps 200 MiB, which its 128 MiB end-to-end batches (the host-CPU ratios) need.
 GRAID_CARRY=$carry GRAID_DEVICE_CHECK_ASSUME_GPU=1 GRAID_CUDA_BENCH_MIB=200 \
   GRAID_DEVICE_CHECK_CAP_SCALE=2 \
-  GRAID_DEVICE_CHECK_MEMBER_SIZE=64M \
+  GRAID_DEVICE_CHECK_MEMBER_SIZE=64M GRAID_DEVICE_CHECK_BENCH_SECONDS=0.2 \
   GRAID_DEVICE_CHECK_BENCH_ARGS="--benchmark_min_time=0.01 --benchmark_filter=^(baseline/|kernel/enc_pq/k:4/chunk:64K|kernel/rec2_pq(_bitserial)?/k:4/chunk:64K|e2e/[a-z_]+/enc_pq/|single/[a-z_]+/enc_pq/k:8/chunk:(4|64)K|latency/[a-z_]+/enc_pq/k:8/chunk:64K/batch:1$)" \
   bash "$script" "$out"
 rc=$?
