@@ -12,6 +12,7 @@ constexpr std::size_t kCtrlSerial = 4, kCtrlSerialLen = 20;
 constexpr std::size_t kCtrlModel = 24, kCtrlModelLen = 40;
 constexpr std::size_t kCtrlFirmware = 64, kCtrlFirmwareLen = 8;
 constexpr std::size_t kCtrlMdts = 77;
+constexpr std::size_t kCtrlCrdt = 128;  // CRDT1, CRDT2, CRDT3: 16 bits each (NVMe 1.4 and later)
 constexpr std::size_t kCtrlOncs = 520;
 constexpr std::size_t kCtrlVwc = 525;
 // Identify Namespace fields.
@@ -101,6 +102,8 @@ ControllerInfo parse_identify_controller(std::span<const std::byte> page) {
   info.mdts = u8(page, kCtrlMdts);
   info.oncs = u16(page, kCtrlOncs);
   info.volatile_write_cache = (u8(page, kCtrlVwc) & 1U) != 0;
+  for (std::size_t i = 0; i < info.crdt.size(); ++i)
+    info.crdt[i] = u16(page, kCtrlCrdt + 2 * i);
   return info;
 }
 
@@ -122,6 +125,7 @@ Limits derive_limits(std::uint32_t nsid, const NamespaceInfo& ns, const Controll
   transfer = std::max(transfer - transfer % lba, lba);
   l.max_transfer_bytes = static_cast<std::uint32_t>(transfer);
   l.max_segments = queue.max_segments;
+  l.crdt = ctrl.crdt;
 
   const bool kernel_zeroes = !queue.write_zeroes_max_bytes || *queue.write_zeroes_max_bytes != 0;
   if (ctrl.has_write_zeroes() && kernel_zeroes) {

@@ -5,6 +5,7 @@
 // offset is unit-tested. Internal to engine/io.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -44,6 +45,7 @@ struct ControllerInfo {
   std::uint8_t mdts = 0;   // max data transfer size: 2^mdts units of CAP.MPSMIN; 0 = no limit
   std::uint16_t oncs = 0;  // optional NVM command support
   bool volatile_write_cache = false;
+  std::array<std::uint16_t, 3> crdt{};  // Command Retry Delay Times 1..3, in 100 ms
   std::string model, serial, firmware;  // trailing spaces trimmed
 
   bool has_write_zeroes() const noexcept { return (oncs & (1U << 3)) != 0; }
@@ -63,7 +65,7 @@ struct QueueLimits {
 // the unit of MDTS, cannot be read through /dev/ng; 4 KiB is the smallest and by far the usual
 // value, so this errs small) capped at kMaxMdtsTransfer, else kDefaultMaxTransfer; Write Zeroes
 // when ONCS has it (and sysfs does not say the kernel turned it off), capped by sysfs; discard as
-// in DiscardMethod's order of preference.
+// in DiscardMethod's order of preference; the controller's retry delays (CRDT) as they are.
 Limits derive_limits(std::uint32_t nsid, const NamespaceInfo& ns, const ControllerInfo& ctrl,
                      const QueueLimits& queue);
 

@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "graid/buffer.h"
@@ -197,7 +199,8 @@ class NvmeMember final : public MemberDevice {
       const std::uint32_t n = nvme::chunk_bytes(limits_, op, addr, len - done);
       nvme::DsmRange range;
       const nvme::Command cmd = nvme::encode(limits_, op, offset + done, n, addr, false, range);
-      for (unsigned tries = 0;; ++tries) {
+      nvme::RetryState retries;
+      for (;;) {
         nvme_passthru_cmd pc;
         nvme::to_passthru_cmd(cmd, pc);
         int ret = ::ioctl(file_->fd(), NVME_IOCTL_IO_CMD, &pc);
@@ -205,8 +208,15 @@ class NvmeMember final : public MemberDevice {
         if (ret == 0) break;
         const nvme::Outcome outcome = nvme::decode_result(ret);
         if (outcome.err == 0) break;  // success with the More bit
-        const unsigned budget = ret < 0 ? nvme::IoOp::kAgainRetries : nvme::IoOp::kStatusRetries;
-        if (outcome.retry && tries < budget) continue;
+        const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+        if (const auto delay = retries.next(outcome, limits_, now)) {
+          // Blocking calls block: metadata and background jobs wait here as the ring's
+          // requests wait on their timers.
+          std::this_thread::sleep_for(std::chrono::nanoseconds(*delay));
+          continue;
+        }
         const std::string why =
             ret > 0 ? fmt::format("{} (NVMe status {:#x})",
                                   nvme::status_name(static_cast<std::uint32_t>(ret)), ret)

@@ -118,6 +118,24 @@ TEST(NvmeIdentify, ControllerStringsMdtsAndOptionalCommands) {
   EXPECT_TRUE(c.volatile_write_cache);
 }
 
+// CRDT1..3 are bytes 129:128, 131:130 and 133:132 of Identify Controller (NVMe base
+// specification 1.4 and later; before 1.4 those bytes are reserved, so 0: no delay asked).
+TEST(NvmeIdentify, ControllerRetryDelayTimes) {
+  Page p{};
+  put(p, 111, 1, 1);       // CNTRLTYPE (I/O controller), just below them
+  put(p, 128, 3, 2);       // CRDT1: 300 ms
+  put(p, 130, 0x1234, 2);  // CRDT2
+  put(p, 132, 0xffff, 2);  // CRDT3: the most, 109 minutes
+  put(p, 134, 0xaa, 1);    // reserved, just above them
+  const ControllerInfo c = parse_identify_controller(p);
+  EXPECT_EQ(c.crdt[0], 3);
+  EXPECT_EQ(c.crdt[1], 0x1234);
+  EXPECT_EQ(c.crdt[2], 0xffff);
+  const Limits l = derive_limits(1, NamespaceInfo{}, c, QueueLimits{});
+  EXPECT_EQ(l.crdt, c.crdt) << "the limits the I/O path retries with";
+  EXPECT_EQ(parse_identify_controller(Page{}).crdt, (std::array<std::uint16_t, 3>{}));
+}
+
 TEST(NvmeLimits, TransferSizeFromSysfsThenMdtsThenADefault) {
   NamespaceInfo ns;
   ns.lba_shift = 12;
