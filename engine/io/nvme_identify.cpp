@@ -17,6 +17,7 @@ constexpr std::size_t kCtrlOncs = 520;
 constexpr std::size_t kCtrlVwc = 525;
 // Identify Namespace fields.
 constexpr std::size_t kNsNsze = 0;
+constexpr std::size_t kNsNsfeat = 24;
 constexpr std::size_t kNsNlbaf = 25;
 constexpr std::size_t kNsFlbas = 26;
 constexpr std::size_t kNsDps = 29;
@@ -89,6 +90,7 @@ Result<NamespaceInfo> parse_identify_namespace(std::span<const std::byte> page,
                       index, lbads < 32 ? (std::uint64_t{1} << lbads) : 0);
   }
   info.lba_shift = lbads;
+  info.nsfeat = u8(page, kNsNsfeat);
   info.dlfeat = u8(page, kNsDlfeat);
   return info;
 }
@@ -136,8 +138,11 @@ Limits derive_limits(std::uint32_t nsid, const NamespaceInfo& ns, const Controll
     }
     l.max_zeroes_blocks = static_cast<std::uint32_t>(blocks);
   }
-  const bool dealloc_reads_zeroes = (ns.dlfeat & 7U) == 1;
-  const bool write_zeroes_deallocates = (ns.dlfeat & 0x8U) != 0;
+  // A deallocated block that reads as an error (DULBE) is not a zeroed block: a stripe read after
+  // it would fail as a media error. DEAC deallocates only where DLFEAT says reads return zeroes
+  // (the base specification; the kernel sets DEAC on the same condition).
+  const bool dealloc_reads_zeroes = ns.deallocated_reads_zeroes();
+  const bool write_zeroes_deallocates = dealloc_reads_zeroes && (ns.dlfeat & 0x8U) != 0;
   if (l.write_zeroes()) {
     l.discard = write_zeroes_deallocates ? DiscardMethod::kWriteZeroesDeallocate
                                          : DiscardMethod::kWriteZeroes;

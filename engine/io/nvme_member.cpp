@@ -96,6 +96,38 @@ Status identify(int fd, const std::string& path, std::uint32_t cns, std::uint32_
                     err == EACCES || err == EPERM ? " (NVMe admin commands need root)" : "");
 }
 
+// Get Features (admin opcode 0Ah), current value, of `fid` for namespace `nsid`: the
+// completion's dword 0.
+Result<std::uint32_t> get_feature(int fd, const std::string& path, std::uint32_t fid,
+                                  std::uint32_t nsid) {
+  nvme_admin_cmd cmd{};
+  cmd.opcode = nvme::kAdminGetFeatures;
+  cmd.nsid = nsid;
+  cmd.cdw10 = fid;  // SEL 0: the current value
+  const int ret = ::ioctl(fd, NVME_IOCTL_ADMIN_CMD, &cmd);
+  if (ret == 0) return cmd.result;
+  if (ret > 0) {
+    return make_error(Errc::kIoError, "{}: Get Features {:#x} failed: {} (NVMe status {:#x})", path,
+                      fid, nvme::status_name(static_cast<std::uint32_t>(ret)), ret);
+  }
+  return make_error(Errc::kIoError, "{}: Get Features {:#x}: {}", path, fid, std::strerror(errno));
+}
+
+// Whether reads of deallocated blocks fail (DULBE) rather than return what DLFEAT says. Where
+// the namespace has the error but its state cannot be read, it is taken as on: graid then never
+// deallocates to zero a range, which costs only speed.
+bool deallocated_reads_fail(int fd, const std::string& path, std::uint32_t nsid,
+                            const nvme::NamespaceInfo& ns) {
+  if (!ns.has_deallocated_error()) return false;
+  auto value = get_feature(fd, path, nvme::kFeatureErrorRecovery, nsid);
+  if (value.is_ok()) return nvme::error_recovery_dulbe(*value);
+  fmt::print(stderr,
+             "graid: {}; taking the Deallocated or Unwritten Logical Block error as enabled: "
+             "ranges are zeroed by Write Zeroes without deallocating\n",
+             value.status().message());
+  return true;
+}
+
 class NvmeMember final : public MemberDevice {
  public:
   NvmeMember(std::string path, std::shared_ptr<MemberFile> file, UniqueFd claim,
@@ -156,8 +188,8 @@ class NvmeMember final : public MemberDevice {
       return make_error(Errc::kInvalidArgument, "{}: zero [{}, +{}) is not in whole {}-byte blocks",
                         path_, offset, len, lba);
     }
-    // Write Zeroes (deallocating where DLFEAT says the drive can and still reads zeroes); never
-    // a plain deallocate, which a controller may skip.
+    // Write Zeroes (deallocating where DLFEAT says deallocated blocks read zeroes and DULBE is
+    // off); never a plain deallocate, which a controller may skip.
     if (limits_.write_zeroes()) {
       return run_sync(MemberOp::kDiscard, offset, nullptr, len);
     }
@@ -312,6 +344,7 @@ Result<std::unique_ptr<MemberDevice>> open_nvme_member(const std::string& path,
       identify(raw, path, nvme::kCnsNamespace, static_cast<std::uint32_t>(nsid), page->span()));
   auto ns = nvme::parse_identify_namespace(page->span(), path);
   if (!ns.is_ok()) return ns.status();
+  ns->dulbe = deallocated_reads_fail(raw, path, static_cast<std::uint32_t>(nsid), *ns);
   GRAID_RETURN_IF_ERROR(identify(raw, path, nvme::kCnsController, 0, page->span()));
   const nvme::ControllerInfo ctrl = nvme::parse_identify_controller(page->span());
 
