@@ -260,7 +260,7 @@ TEST(NvmeIoOp, AWaitingPieceEndsWhenAnotherPieceFails) {
 // completes it no sooner than asked, while the thread keeps polling (commands are answered by a
 // task on the same ring, since a file has no NVMe to answer them).
 TEST(NvmeIoOp, RetryTimerWaitsOnARealRing) {
-  auto ctx = IoContext::create(16);
+  auto ctx = IoContext::create(member_ring_options(16));  // as the member's threads make them
   ASSERT_TRUE(ctx.is_ok()) << ctx.status().to_string();
   class RingSink final : public CommandSink, public Task {
    public:
