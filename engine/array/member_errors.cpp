@@ -13,6 +13,11 @@ MemberErrorClass classify_member_error(MemberOp op, std::int32_t result) noexcep
   if ((op == MemberOp::kRead || op == MemberOp::kWrite) && (err == EINVAL || err == ERANGE)) {
     return MemberErrorClass::kRequest;
   }
+  // A range the member says it does not have (NVMe LBA Out of Range on a Write Zeroes or
+  // deallocate) is the request's fault as it is for a read or write.
+  if ((op == MemberOp::kDiscard || op == MemberOp::kWriteZeroes) && err == ERANGE) {
+    return MemberErrorClass::kRequest;
+  }
   if (op == MemberOp::kRead && (err == EIO || err == EILSEQ || err == ENODATA || err == EBADMSG)) {
     return MemberErrorClass::kMedia;
   }

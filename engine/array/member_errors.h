@@ -5,12 +5,15 @@
 //                 no support for): never a member failure; the array falls back (writing
 //                 zeroes) and stops advertising the operation.
 //   kRequest      the request itself was wrong for the member (-EINVAL, -ERANGE: misaligned or
-//                 out of range). The engine validates requests so this should not happen; if
-//                 it does, the request fails and the member stays.
+//                 out of range; -ERANGE also for discard and write-zeroes). The engine validates
+//                 requests so this should not happen; if it does, the request fails and the
+//                 member stays.
 //   kMedia        a read that failed on this range (-EIO, -EILSEQ, -ENODATA, -EBADMSG): the
 //                 strip is reconstructed from redundancy and rewritten in place (md's read-error
 //                 correction), and counted; the member fails only past a threshold.
-//   kDevice       anything else (a write error, a vanished device): the member fails.
+//   kDevice       anything else (a write error, a vanished device, an NVMe path or "not ready"
+//                 status that the passthrough member retried for 30 s: -ENOLINK, -EREMOTEIO):
+//                 the member fails.
 #pragma once
 
 #include <atomic>

@@ -17,6 +17,9 @@ static_assert(sizeof(nvme_uring_cmd) == 72 && sizeof(nvme_passthru_cmd) == 72);
 
 constexpr std::uint32_t kStatusDnr = 0x4000;
 constexpr std::uint32_t kStatusCodeMask = 0x7ff;  // SCT (10:8) and SC (7:0)
+constexpr unsigned kStatusCrdShift = 11;          // CRD (12:11)
+constexpr unsigned kSctPath = 3;
+constexpr std::int64_t kCrdtUnitNs = 100'000'000;  // CRDT counts 100 ms
 
 bool has_data(MemberOp op) noexcept {
   return op == MemberOp::kRead || op == MemberOp::kWrite;
@@ -30,11 +33,16 @@ void set_slba(Command& c, std::uint64_t slba) noexcept {
 // The table of docs/nvme.md. Generic (SCT 0) and media (SCT 2) codes follow the kernel's
 // nvme_error_status(), so a drive used through /dev/ngXnY fails requests with the errno class
 // the same drive gives through /dev/nvmeXnY, except that media errors are -EIO as the engine's
-// read-error repair expects (the kernel says -ENODATA; both are the media class).
+// read-error repair expects (the kernel says -ENODATA; both are the media class), and that the
+// "retry later" statuses the kernel leaves at -EIO (transient transport error, format in
+// progress) are device errors here: once their retries are spent the member is not serving.
+// `later` marks those statuses: the base specification says the command may succeed if sent
+// again later (with DNR clear), so they are retried for kTransientRetryNs, not kStatusRetries.
 struct StatusEntry {
   std::uint16_t code;  // SCT << 8 | SC
   std::int32_t err;
   const char* name;
+  bool later = false;
 };
 constexpr StatusEntry kStatusTable[] = {
     // SCT 0: generic command status
@@ -50,11 +58,13 @@ constexpr StatusEntry kStatusTable[] = {
     {0x00f, -EINVAL, "data SGL length invalid"},
     {0x015, -EINVAL, "invalid use of controller memory buffer"},
     {0x020, -EIO, "namespace is write protected"},
-    {0x021, -EIO, "command interrupted"},
+    {0x021, -EREMOTEIO, "command interrupted", true},
+    {0x022, -ENOLINK, "transient transport error", true},
     {0x080, -ERANGE, "LBA out of range"},
     {0x081, -ENOSPC, "capacity exceeded"},
-    {0x082, -EREMOTEIO, "namespace not ready"},
+    {0x082, -EREMOTEIO, "namespace not ready", true},
     {0x083, -EBUSY, "reservation conflict"},
+    {0x084, -EREMOTEIO, "format in progress", true},
     // SCT 1: command specific status
     {0x180, -EOPNOTSUPP, "conflicting attributes"},
     {0x181, -EILSEQ, "invalid protection information"},
@@ -69,14 +79,15 @@ constexpr StatusEntry kStatusTable[] = {
     {0x285, -EILSEQ, "compare failure"},
     {0x286, -EACCES, "access denied"},
     {0x287, -ENODATA, "deallocated or unwritten logical block"},
-    // SCT 3: path related status
-    {0x300, -ENOLINK, "internal path error"},
-    {0x301, -ENOLINK, "asymmetric access persistent loss"},
-    {0x302, -ENOLINK, "asymmetric access inaccessible"},
-    {0x303, -ENOLINK, "asymmetric access transition"},
-    {0x360, -ENOLINK, "controller pathing error"},
-    {0x370, -ENOLINK, "host pathing error"},
-    {0x371, -ENOLINK, "command aborted by host"},
+    // SCT 3: path related status; every code of this type is "retry later" (the kernel's
+    // multipath fails them over to another path; a passthrough node has only this one)
+    {0x300, -ENOLINK, "internal path error", true},
+    {0x301, -ENOLINK, "asymmetric access persistent loss", true},
+    {0x302, -ENOLINK, "asymmetric access inaccessible", true},
+    {0x303, -ENOLINK, "asymmetric access transition", true},
+    {0x360, -ENOLINK, "controller pathing error", true},
+    {0x370, -ENOLINK, "host pathing error", true},
+    {0x371, -ENOLINK, "command aborted by host", true},
 };
 
 const StatusEntry* find_status(std::uint32_t status) noexcept {
@@ -238,16 +249,63 @@ void to_passthru_cmd(const Command& cmd, nvme_passthru_cmd& out) noexcept {
 
 Outcome decode_result(std::int32_t result) noexcept {
   if (result == 0) return {};
-  if (result < 0) return {result, result == -EAGAIN || result == -EINTR};
+  if (result < 0) {
+    return {result, result == -EAGAIN || result == -EINTR ? Retry::kKernel : Retry::kNo, 0};
+  }
   const auto status = static_cast<std::uint32_t>(result);
   // Success with the More bit (or CRD) set: the kernel passes the whole field through.
   if ((status & kStatusCodeMask) == 0) return {};
   const StatusEntry* e = find_status(status);
-  const std::int32_t err = e != nullptr ? e->err : -EIO;
-  // DNR clear says the same command may succeed if tried again; worth it only for the transient
-  // classes (a malformed or refused command fails the same way however often it is sent).
-  const bool transient = err == -EIO || err == -EREMOTEIO || err == -ENOLINK;
-  return {err, transient && (status & kStatusDnr) == 0};
+  const bool path = ((status >> 8) & 7U) == kSctPath;
+  Outcome o;
+  o.err = e != nullptr ? e->err : (path ? -ENOLINK : -EIO);
+  o.crd = static_cast<std::uint8_t>((status >> kStatusCrdShift) & 3U);
+  if ((status & kStatusDnr) != 0) return o;  // the controller says it would fail again
+  if (path || (e != nullptr && e->later)) {
+    o.retry = Retry::kLater;
+  } else if (o.err == -EIO) {
+    // DNR clear on a media, internal or unknown error: a few more tries may get through. A
+    // malformed or refused command fails the same way however often it is sent.
+    o.retry = Retry::kSoon;
+  }
+  return o;
+}
+
+std::optional<std::int64_t> retry_delay_ns(const Outcome& o, const Limits& limits, unsigned tries,
+                                           std::int64_t failing_ns) noexcept {
+  switch (o.retry) {
+    case Retry::kNo:
+      return std::nullopt;
+    case Retry::kKernel:
+      if (tries >= kAgainRetries) return std::nullopt;
+      return 0;
+    case Retry::kSoon:
+      if (tries >= kStatusRetries) return std::nullopt;
+      break;
+    case Retry::kLater:
+      break;
+  }
+  if (failing_ns >= kTransientRetryNs) return std::nullopt;
+  std::int64_t delay = o.crd != 0 ? std::int64_t{limits.crdt[o.crd - 1U]} * kCrdtUnitNs : 0;
+  if (o.retry == Retry::kLater) {
+    // A CRD of 0 (or a CRDT of 0) asks for no wait; waiting a little is still allowed, and
+    // keeps a path that stays down from being hammered for the whole bound.
+    const std::int64_t backoff =
+        tries >= 10 ? kBackoffMaxNs : std::min(kBackoffMaxNs, kBackoffFirstNs << tries);
+    delay = std::max(delay, backoff);
+  }
+  return std::min(delay, kTransientRetryNs - std::max<std::int64_t>(failing_ns, 0));
+}
+
+std::optional<std::int64_t> RetryState::next(const Outcome& o, const Limits& limits,
+                                             std::int64_t now_ns) noexcept {
+  static_assert(static_cast<int>(Retry::kKernel) == 1 && static_cast<int>(Retry::kLater) == 3);
+  if (o.retry == Retry::kNo) return std::nullopt;
+  if (total() == 0) failed_at_ns_ = now_ns;
+  std::uint16_t& tries = tries_[static_cast<std::size_t>(o.retry) - 1];
+  const auto delay = retry_delay_ns(o, limits, tries, now_ns - failed_at_ns_);
+  if (delay) ++tries;
+  return delay;
 }
 
 const char* status_name(std::uint32_t status) noexcept {

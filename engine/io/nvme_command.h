@@ -21,8 +21,10 @@
 // carries at most max_zeroes_blocks; a deallocate is one range.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "graid/member.h"
@@ -79,6 +81,9 @@ struct Limits {
   std::uint32_t max_segments = 0;  // pages per command buffer; 0: transfer / 4 KiB (at least 2)
   std::uint32_t max_zeroes_blocks = 0;  // per Write Zeroes; 0: no Write Zeroes
   DiscardMethod discard = DiscardMethod::kNone;
+  // The controller's Command Retry Delay Times (Identify Controller CRDT1..3, in 100 ms): how
+  // long a completion with CRD = n asks the host to wait before sending the command again.
+  std::array<std::uint16_t, 3> crdt{};
 
   std::uint32_t lba_size() const noexcept { return 1U << lba_shift; }
   bool write_zeroes() const noexcept { return max_zeroes_blocks != 0; }
@@ -113,11 +118,57 @@ void to_passthru_cmd(const Command& cmd, nvme_passthru_cmd& out) noexcept;
 
 // What a completion means: a CQE's or ioctl's result (0 success, > 0 the NVMe status field as
 // the kernel reports it, SC | SCT << 8 | CRD << 11 | More << 13 | DNR << 14; < 0 -errno).
+//
+// How a failed command may be sent again (the policy of docs/nvme.md, "Retries"):
+enum class Retry : std::uint8_t {
+  kNo,      // fails at once: DNR set, or a status that fails the same way however often sent
+  kKernel,  // -EAGAIN/-EINTR from the kernel: sent again at once, up to kAgainRetries times
+  kSoon,    // DNR clear on an error that may not recur (media, internal, unknown): up to
+            // kStatusRetries more tries, each after the CRD delay
+  kLater,   // a "retry later" status (path related, namespace not ready, command interrupted,
+            // transient transport error, format in progress): sent again after the CRD delay
+            // (or a backoff) until kTransientRetryNs have passed since the command first failed
+};
 struct Outcome {
   std::int32_t err = 0;  // 0 or -errno for the member request (the table in docs/nvme.md)
-  bool retry = false;    // worth resubmitting as it is (DNR clear, or -EAGAIN/-EINTR)
+  Retry retry = Retry::kNo;
+  std::uint8_t crd = 0;  // Command Retry Delay: 0, or which of Limits::crdt to wait (1..3)
 };
 Outcome decode_result(std::int32_t result) noexcept;
+
+inline constexpr std::uint16_t kAgainRetries = 1000;  // as IoContext does for member requests
+inline constexpr std::uint16_t kStatusRetries = 4;    // the kernel's nvme_max_retries: 5 tries
+// How long "retry later" statuses are retried: nvme_core's default I/O timeout (30 s), after
+// which the kernel times a command out (aborting it or resetting the controller).
+inline constexpr std::int64_t kTransientRetryNs = 30'000'000'000;
+// Backoff for "retry later" statuses without a CRD delay, so that a path that stays down is
+// not hammered: 1 ms doubling per try, at most 1 s.
+inline constexpr std::int64_t kBackoffFirstNs = 1'000'000;
+inline constexpr std::int64_t kBackoffMaxNs = 1'000'000'000;
+
+// The wait in nanoseconds before sending again a command that failed with `o`, or nullopt when
+// it must not be sent again. `tries`: how often it was already sent again for this kind of
+// outcome (Retry); `failing_ns`: how long since it first failed. A wait never reaches past
+// kTransientRetryNs after the first failure (a CRDT of up to 109 minutes is cut short there),
+// and nothing but kKernel is retried once that has passed.
+std::optional<std::int64_t> retry_delay_ns(const Outcome& o, const Limits& limits, unsigned tries,
+                                           std::int64_t failing_ns) noexcept;
+
+// One command's retries: the counts and first failure time retry_delay_ns needs.
+class RetryState {
+ public:
+  // The wait before sending the command again after it failed with `o` at `now_ns` (a steady
+  // clock in nanoseconds), counting that resend; nullopt when it fails for good.
+  std::optional<std::int64_t> next(const Outcome& o, const Limits& limits,
+                                   std::int64_t now_ns) noexcept;
+  // Resends counted so far, and how long since the first failure (for logs).
+  unsigned total() const noexcept { return tries_[0] + tries_[1] + tries_[2]; }
+  std::int64_t failing_ns(std::int64_t now_ns) const noexcept { return now_ns - failed_at_ns_; }
+
+ private:
+  std::array<std::uint16_t, 3> tries_{};  // by Retry kind: kKernel, kSoon, kLater
+  std::int64_t failed_at_ns_ = 0;
+};
 // What an NVMe status field says, for logs ("unrecovered read error").
 const char* status_name(std::uint32_t status) noexcept;
 

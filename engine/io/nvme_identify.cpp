@@ -12,10 +12,12 @@ constexpr std::size_t kCtrlSerial = 4, kCtrlSerialLen = 20;
 constexpr std::size_t kCtrlModel = 24, kCtrlModelLen = 40;
 constexpr std::size_t kCtrlFirmware = 64, kCtrlFirmwareLen = 8;
 constexpr std::size_t kCtrlMdts = 77;
+constexpr std::size_t kCtrlCrdt = 128;  // CRDT1, CRDT2, CRDT3: 16 bits each (NVMe 1.4 and later)
 constexpr std::size_t kCtrlOncs = 520;
 constexpr std::size_t kCtrlVwc = 525;
 // Identify Namespace fields.
 constexpr std::size_t kNsNsze = 0;
+constexpr std::size_t kNsNsfeat = 24;
 constexpr std::size_t kNsNlbaf = 25;
 constexpr std::size_t kNsFlbas = 26;
 constexpr std::size_t kNsDps = 29;
@@ -88,6 +90,7 @@ Result<NamespaceInfo> parse_identify_namespace(std::span<const std::byte> page,
                       index, lbads < 32 ? (std::uint64_t{1} << lbads) : 0);
   }
   info.lba_shift = lbads;
+  info.nsfeat = u8(page, kNsNsfeat);
   info.dlfeat = u8(page, kNsDlfeat);
   return info;
 }
@@ -101,6 +104,8 @@ ControllerInfo parse_identify_controller(std::span<const std::byte> page) {
   info.mdts = u8(page, kCtrlMdts);
   info.oncs = u16(page, kCtrlOncs);
   info.volatile_write_cache = (u8(page, kCtrlVwc) & 1U) != 0;
+  for (std::size_t i = 0; i < info.crdt.size(); ++i)
+    info.crdt[i] = u16(page, kCtrlCrdt + 2 * i);
   return info;
 }
 
@@ -122,6 +127,7 @@ Limits derive_limits(std::uint32_t nsid, const NamespaceInfo& ns, const Controll
   transfer = std::max(transfer - transfer % lba, lba);
   l.max_transfer_bytes = static_cast<std::uint32_t>(transfer);
   l.max_segments = queue.max_segments;
+  l.crdt = ctrl.crdt;
 
   const bool kernel_zeroes = !queue.write_zeroes_max_bytes || *queue.write_zeroes_max_bytes != 0;
   if (ctrl.has_write_zeroes() && kernel_zeroes) {
@@ -132,8 +138,11 @@ Limits derive_limits(std::uint32_t nsid, const NamespaceInfo& ns, const Controll
     }
     l.max_zeroes_blocks = static_cast<std::uint32_t>(blocks);
   }
-  const bool dealloc_reads_zeroes = (ns.dlfeat & 7U) == 1;
-  const bool write_zeroes_deallocates = (ns.dlfeat & 0x8U) != 0;
+  // A deallocated block that reads as an error (DULBE) is not a zeroed block: a stripe read after
+  // it would fail as a media error. DEAC deallocates only where DLFEAT says reads return zeroes
+  // (the base specification; the kernel sets DEAC on the same condition).
+  const bool dealloc_reads_zeroes = ns.deallocated_reads_zeroes();
+  const bool write_zeroes_deallocates = dealloc_reads_zeroes && (ns.dlfeat & 0x8U) != 0;
   if (l.write_zeroes()) {
     l.discard = write_zeroes_deallocates ? DiscardMethod::kWriteZeroesDeallocate
                                          : DiscardMethod::kWriteZeroes;

@@ -56,6 +56,17 @@ void Piece::on_complete(std::int32_t res, std::span<const std::uint64_t> /*big_c
   op_->piece_done(*this, res);
 }
 
+std::int32_t RetryTimer::prep(io_uring_sqe& sqe, std::span<std::byte> /*cmd*/) {
+  io_uring_prep_timeout(&sqe, &wait_, 0, 0);
+  return 0;
+}
+
+void RetryTimer::on_complete(std::int32_t /*res*/, std::span<const std::uint64_t> /*big_cqe*/) {
+  // -ETIME when it expired. Anything else (a kernel that refused the timeout) sends the piece
+  // again without the wait, which the time bound still ends.
+  piece_->op_->timer_done(*piece_);
+}
+
 IoOp::IoOp() {
   for (Piece& p : pieces_)
     p.op_ = this;
@@ -109,7 +120,7 @@ void IoOp::start(CommandSink& sink, const Limits& limits, const std::string& pat
 
 bool IoOp::take_next(Piece& p) {
   const MemberRequest& r = *req_;
-  p.retries_ = 0;
+  p.retries_ = RetryState();
   if (r.op == MemberOp::kFlush) {
     if (flush_issued_) return false;
     flush_issued_ = true;
@@ -150,15 +161,33 @@ std::int32_t IoOp::prep(Piece& p, io_uring_sqe& sqe, std::span<std::byte> cmd) {
   return 0;
 }
 
+bool IoOp::retry(Piece& p, const Outcome& outcome) {
+  if (error_ != 0) return false;  // the request fails anyway
+  const std::optional<std::int64_t> delay = p.retries_.next(outcome, *limits_, sink_->now_ns());
+  if (!delay) return false;
+  if (*delay == 0) {
+    sink_->submit(p);
+  } else {
+    p.timer_.wait_.tv_sec = *delay / 1'000'000'000;
+    p.timer_.wait_.tv_nsec = *delay % 1'000'000'000;
+    sink_->submit_timer(p.timer_);
+  }
+  return true;
+}
+
+void IoOp::timer_done(Piece& p) {
+  if (error_ == 0) {
+    sink_->submit(p);
+    return;
+  }
+  // Another piece failed while this one waited: the request fails anyway.
+  if (--active_ == 0) finish();
+}
+
 void IoOp::piece_done(Piece& p, std::int32_t res) {
   const Outcome outcome = decode_result(res);
   if (outcome.err != 0) {
-    const std::uint16_t budget = res < 0 ? kAgainRetries : kStatusRetries;
-    if (outcome.retry && error_ == 0 && p.retries_ < budget) {
-      ++p.retries_;
-      sink_->submit(p);
-      return;
-    }
+    if (retry(p, outcome)) return;
     if (error_ == 0) error_ = outcome.err;
     if (g_logged.fetch_add(1, std::memory_order_relaxed) < kLoggedFailures) {
       const MemberRequest& r = *req_;
@@ -166,9 +195,12 @@ void IoOp::piece_done(Piece& p, std::int32_t res) {
                                   ? fmt::format("{} (NVMe status {:#x})",
                                                 status_name(static_cast<std::uint32_t>(res)), res)
                                   : std::string(std::strerror(-res));
+      const unsigned retries = p.retries_.total();
       fmt::print(stderr, "graid: {}: NVMe {} of {} bytes at offset {}: {}{}; fails with {}\n",
                  *path_, op_name(r.op), p.len_, r.offset + p.offset_, why,
-                 p.retries_ > 0 ? fmt::format(" after {} retries", p.retries_) : std::string(),
+                 retries > 0 ? fmt::format(" after {} retries in {} ms", retries,
+                                           p.retries_.failing_ns(sink_->now_ns()) / 1'000'000)
+                             : std::string(),
                  std::strerror(-outcome.err));
     }
   }

@@ -8,15 +8,22 @@
 //
 //   start ──► running: pieces issued while the window has room and bytes remain
 //                │ a piece completes
-//                ├─ retryable failure (DNR clear, -EAGAIN/-EINTR), budget left ─► same piece again
+//                ├─ retryable failure (nvme::retry_delay_ns says how long to wait) ─►
+//                │     no wait: same piece again at once
+//                │     a wait: the piece's timer (IORING_OP_TIMEOUT on the same ring, so the
+//                │             thread never sleeps for it) ─► expires ─► same piece again
+//                │             (or, if another piece failed meanwhile, the piece ends)
 //                ├─ failure ─► first error kept; no new pieces; wait for those in flight
 //                └─ success ─► next piece into the freed window slot
-//   last piece in flight done ──► done: req.on_done(len, 0 or the first error), op recycled
+//   last piece in flight (or waiting) done ──► done: req.on_done(len, 0 or the first error),
+//                                              op recycled
 //
 // Completions run where the ring delivers them (inside IoContext::poll, on the submitting
 // thread), so the op needs no locking. Ops come from a per-thread free list: no allocation per
 // I/O once a thread has warmed up.
 #pragma once
+
+#include <linux/time_types.h>
 
 #include <array>
 #include <cstdint>
@@ -34,6 +41,10 @@ class CommandSink {
  public:
   // Starts `cmd` (its prep runs now or later; on_complete runs later, never inline).
   virtual void submit(RingCommand& cmd) = 0;
+  // The same for an operation on no file (a piece's retry timer).
+  virtual void submit_timer(RingCommand& cmd) = 0;
+  // The clock that bounds retries, in nanoseconds (IoContext::clock_ns: the thread's pass clock).
+  virtual std::int64_t now_ns() const = 0;
   // The registered-buffer index holding [p, +len), if any (IoContext::registered_buffer).
   virtual std::optional<std::uint16_t> registered_buffer(const std::byte* p,
                                                          std::size_t len) const = 0;
@@ -48,6 +59,8 @@ class IoOp;
 class ContextSink final : public CommandSink {
  public:
   void submit(RingCommand& cmd) override { ctx_->submit_command(*file_, cmd); }
+  void submit_timer(RingCommand& cmd) override { ctx_->submit_command(cmd); }
+  std::int64_t now_ns() const override { return ctx_->clock_ns(); }
   std::optional<std::uint16_t> registered_buffer(const std::byte* p,
                                                  std::size_t len) const override {
     return ctx_->registered_buffer(p, len);
@@ -59,29 +72,47 @@ class ContextSink final : public CommandSink {
   const std::shared_ptr<MemberFile>* file_ = nullptr;
 };
 
-// One piece of a request: one NVMe command.
-class Piece final : public RingCommand {
+class Piece;
+
+// The wait before a piece is sent again: a pure timeout (IORING_OP_TIMEOUT, no count) on the
+// piece's ring, completing with -ETIME when it expires.
+class RetryTimer final : public RingCommand {
  public:
   std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte> cmd) override;
   void on_complete(std::int32_t res, std::span<const std::uint64_t> big_cqe) override;
 
  private:
   friend class IoOp;
+  friend class Piece;
+  Piece* piece_ = nullptr;
+  __kernel_timespec wait_{};  // read by the kernel when the SQE is submitted
+};
+
+// One piece of a request: one NVMe command.
+class Piece final : public RingCommand {
+ public:
+  Piece() { timer_.piece_ = this; }
+  Piece(const Piece&) = delete;
+  Piece& operator=(const Piece&) = delete;
+
+  std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte> cmd) override;
+  void on_complete(std::int32_t res, std::span<const std::uint64_t> big_cqe) override;
+
+ private:
+  friend class IoOp;
+  friend class RetryTimer;
 
   IoOp* op_ = nullptr;
   std::uint64_t offset_ = 0;  // bytes from the request's start
   std::uint32_t len_ = 0;
-  std::uint16_t retries_ = 0;
+  RetryState retries_;
   DsmRange range_;  // a deallocate's data: read by the controller while the command runs
+  RetryTimer timer_;
 };
 
 class IoOp {
  public:
   static constexpr unsigned kWindow = 8;
-  // Resubmissions of one piece: DNR-clear statuses (the kernel's nvme_max_retries is 5 tries),
-  // and -EAGAIN/-EINTR from the kernel (as IoContext does for member requests).
-  static constexpr std::uint16_t kStatusRetries = 4;
-  static constexpr std::uint16_t kAgainRetries = 1000;
 
   IoOp();
   IoOp(const IoOp&) = delete;
@@ -108,8 +139,12 @@ class IoOp {
 
  private:
   friend class Piece;
+  friend class RetryTimer;
   std::int32_t prep(Piece& p, io_uring_sqe& sqe, std::span<std::byte> cmd);
   void piece_done(Piece& p, std::int32_t res);
+  void timer_done(Piece& p);
+  // Whether `p`, failed with `outcome`, is sent again (now, or when its timer expires).
+  bool retry(Piece& p, const Outcome& outcome);
   bool take_next(Piece& p);  // assigns the next piece; false when none remains
   void finish();
 

@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "graid/buffer.h"
@@ -94,6 +96,38 @@ Status identify(int fd, const std::string& path, std::uint32_t cns, std::uint32_
                     err == EACCES || err == EPERM ? " (NVMe admin commands need root)" : "");
 }
 
+// Get Features (admin opcode 0Ah), current value, of `fid` for namespace `nsid`: the
+// completion's dword 0.
+Result<std::uint32_t> get_feature(int fd, const std::string& path, std::uint32_t fid,
+                                  std::uint32_t nsid) {
+  nvme_admin_cmd cmd{};
+  cmd.opcode = nvme::kAdminGetFeatures;
+  cmd.nsid = nsid;
+  cmd.cdw10 = fid;  // SEL 0: the current value
+  const int ret = ::ioctl(fd, NVME_IOCTL_ADMIN_CMD, &cmd);
+  if (ret == 0) return cmd.result;
+  if (ret > 0) {
+    return make_error(Errc::kIoError, "{}: Get Features {:#x} failed: {} (NVMe status {:#x})", path,
+                      fid, nvme::status_name(static_cast<std::uint32_t>(ret)), ret);
+  }
+  return make_error(Errc::kIoError, "{}: Get Features {:#x}: {}", path, fid, std::strerror(errno));
+}
+
+// Whether reads of deallocated blocks fail (DULBE) rather than return what DLFEAT says. Where
+// the namespace has the error but its state cannot be read, it is taken as on: graid then never
+// deallocates to zero a range, which costs only speed.
+bool deallocated_reads_fail(int fd, const std::string& path, std::uint32_t nsid,
+                            const nvme::NamespaceInfo& ns) {
+  if (!ns.has_deallocated_error()) return false;
+  auto value = get_feature(fd, path, nvme::kFeatureErrorRecovery, nsid);
+  if (value.is_ok()) return nvme::error_recovery_dulbe(*value);
+  fmt::print(stderr,
+             "graid: {}; taking the Deallocated or Unwritten Logical Block error as enabled: "
+             "ranges are zeroed by Write Zeroes without deallocating\n",
+             value.status().message());
+  return true;
+}
+
 class NvmeMember final : public MemberDevice {
  public:
   NvmeMember(std::string path, std::shared_ptr<MemberFile> file, UniqueFd claim,
@@ -154,8 +188,8 @@ class NvmeMember final : public MemberDevice {
       return make_error(Errc::kInvalidArgument, "{}: zero [{}, +{}) is not in whole {}-byte blocks",
                         path_, offset, len, lba);
     }
-    // Write Zeroes (deallocating where DLFEAT says the drive can and still reads zeroes); never
-    // a plain deallocate, which a controller may skip.
+    // Write Zeroes (deallocating where DLFEAT says deallocated blocks read zeroes and DULBE is
+    // off); never a plain deallocate, which a controller may skip.
     if (limits_.write_zeroes()) {
       return run_sync(MemberOp::kDiscard, offset, nullptr, len);
     }
@@ -197,7 +231,8 @@ class NvmeMember final : public MemberDevice {
       const std::uint32_t n = nvme::chunk_bytes(limits_, op, addr, len - done);
       nvme::DsmRange range;
       const nvme::Command cmd = nvme::encode(limits_, op, offset + done, n, addr, false, range);
-      for (unsigned tries = 0;; ++tries) {
+      nvme::RetryState retries;
+      for (;;) {
         nvme_passthru_cmd pc;
         nvme::to_passthru_cmd(cmd, pc);
         int ret = ::ioctl(file_->fd(), NVME_IOCTL_IO_CMD, &pc);
@@ -205,8 +240,15 @@ class NvmeMember final : public MemberDevice {
         if (ret == 0) break;
         const nvme::Outcome outcome = nvme::decode_result(ret);
         if (outcome.err == 0) break;  // success with the More bit
-        const unsigned budget = ret < 0 ? nvme::IoOp::kAgainRetries : nvme::IoOp::kStatusRetries;
-        if (outcome.retry && tries < budget) continue;
+        const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+        if (const auto delay = retries.next(outcome, limits_, now)) {
+          // Blocking calls block: metadata and background jobs wait here as the ring's
+          // requests wait on their timers.
+          std::this_thread::sleep_for(std::chrono::nanoseconds(*delay));
+          continue;
+        }
         const std::string why =
             ret > 0 ? fmt::format("{} (NVMe status {:#x})",
                                   nvme::status_name(static_cast<std::uint32_t>(ret)), ret)
@@ -302,6 +344,7 @@ Result<std::unique_ptr<MemberDevice>> open_nvme_member(const std::string& path,
       identify(raw, path, nvme::kCnsNamespace, static_cast<std::uint32_t>(nsid), page->span()));
   auto ns = nvme::parse_identify_namespace(page->span(), path);
   if (!ns.is_ok()) return ns.status();
+  ns->dulbe = deallocated_reads_fail(raw, path, static_cast<std::uint32_t>(nsid), *ns);
   GRAID_RETURN_IF_ERROR(identify(raw, path, nvme::kCnsController, 0, page->span()));
   const nvme::ControllerInfo ctrl = nvme::parse_identify_controller(page->span());
 

@@ -293,42 +293,54 @@ TEST(NvmeCheck, RefusesUnalignedOutOfRangeAndUnsupportedRequests) {
 struct StatusCase {
   std::int32_t result;
   std::int32_t err;
-  bool retry;
+  Retry retry;
   MemberErrorClass read_class;  // what the array makes of a read failing so
 };
 
 TEST(NvmeStatus, TableMapsStatusesToErrnosAndErrorClasses) {
   const StatusCase cases[] = {
-      // media errors: retried while DNR is clear; reads are repaired from redundancy
-      {0x281, -EIO, true, MemberErrorClass::kMedia},
-      {0x4281, -EIO, false, MemberErrorClass::kMedia},
-      {0x280, -EIO, true, MemberErrorClass::kMedia},
-      {0x287, -ENODATA, false, MemberErrorClass::kMedia},
-      {0x282, -EILSEQ, false, MemberErrorClass::kMedia},
-      {0x286, -EACCES, false, MemberErrorClass::kDevice},
-      // the request was wrong: the request fails, the member stays
-      {0x4002, -EINVAL, false, MemberErrorClass::kRequest},
-      {0x4080, -ERANGE, false, MemberErrorClass::kRequest},
-      {0x183, -EINVAL, false, MemberErrorClass::kRequest},
+      // media errors: retried a few times while DNR is clear; reads are repaired from redundancy
+      {0x281, -EIO, Retry::kSoon, MemberErrorClass::kMedia},
+      {0x4281, -EIO, Retry::kNo, MemberErrorClass::kMedia},
+      {0x280, -EIO, Retry::kSoon, MemberErrorClass::kMedia},
+      {0x287, -ENODATA, Retry::kNo, MemberErrorClass::kMedia},
+      {0x282, -EILSEQ, Retry::kNo, MemberErrorClass::kMedia},
+      {0x286, -EACCES, Retry::kNo, MemberErrorClass::kDevice},
+      // the request was wrong: the request fails, the member stays (CRD or not)
+      {0x4002, -EINVAL, Retry::kNo, MemberErrorClass::kRequest},
+      {0x0802, -EINVAL, Retry::kNo, MemberErrorClass::kRequest},
+      {0x4080, -ERANGE, Retry::kNo, MemberErrorClass::kRequest},
+      {0x0880, -ERANGE, Retry::kNo, MemberErrorClass::kRequest},
+      {0x183, -EINVAL, Retry::kNo, MemberErrorClass::kRequest},
       // the drive cannot: never a member failure for discard/zeroes (see below)
-      {0x4001, -EOPNOTSUPP, false, MemberErrorClass::kUnsupported},
-      // not there: retried while DNR is clear, then the member fails
-      {0x082, -EREMOTEIO, true, MemberErrorClass::kDevice},
-      {0x4082, -EREMOTEIO, false, MemberErrorClass::kDevice},
-      {0x370, -ENOLINK, true, MemberErrorClass::kDevice},
-      {0x371, -ENOLINK, true, MemberErrorClass::kDevice},
-      {0x00b, -ENODEV, false, MemberErrorClass::kDevice},
-      {0x006, -EIO, true, MemberErrorClass::kMedia},
-      {0x081, -ENOSPC, false, MemberErrorClass::kDevice},
-      {0x182, -EROFS, false, MemberErrorClass::kDevice},
+      {0x4001, -EOPNOTSUPP, Retry::kNo, MemberErrorClass::kUnsupported},
+      // "retry later": retried for the bound while DNR is clear, then the member fails
+      {0x082, -EREMOTEIO, Retry::kLater, MemberErrorClass::kDevice},
+      {0x4082, -EREMOTEIO, Retry::kNo, MemberErrorClass::kDevice},
+      {0x021, -EREMOTEIO, Retry::kLater, MemberErrorClass::kDevice},
+      {0x0821, -EREMOTEIO, Retry::kLater, MemberErrorClass::kDevice},
+      {0x4821, -EREMOTEIO, Retry::kNo, MemberErrorClass::kDevice},
+      {0x022, -ENOLINK, Retry::kLater, MemberErrorClass::kDevice},
+      {0x084, -EREMOTEIO, Retry::kLater, MemberErrorClass::kDevice},
+      {0x300, -ENOLINK, Retry::kLater, MemberErrorClass::kDevice},
+      {0x303, -ENOLINK, Retry::kLater, MemberErrorClass::kDevice},
+      {0x370, -ENOLINK, Retry::kLater, MemberErrorClass::kDevice},
+      {0x371, -ENOLINK, Retry::kLater, MemberErrorClass::kDevice},
+      {0x3ab, -ENOLINK, Retry::kLater, MemberErrorClass::kDevice},  // any path status
+      {0x4370, -ENOLINK, Retry::kNo, MemberErrorClass::kDevice},
+      // not there, or refused for good
+      {0x00b, -ENODEV, Retry::kNo, MemberErrorClass::kDevice},
+      {0x006, -EIO, Retry::kSoon, MemberErrorClass::kMedia},
+      {0x081, -ENOSPC, Retry::kNo, MemberErrorClass::kDevice},
+      {0x182, -EROFS, Retry::kNo, MemberErrorClass::kDevice},
       // unknown codes and vendor statuses: a generic I/O error
-      {0x7ff, -EIO, true, MemberErrorClass::kMedia},
-      {0x47c0, -EIO, false, MemberErrorClass::kMedia},
+      {0x7ff, -EIO, Retry::kSoon, MemberErrorClass::kMedia},
+      {0x47c0, -EIO, Retry::kNo, MemberErrorClass::kMedia},
       // kernel errors pass through; -EAGAIN/-EINTR are retried
-      {-EAGAIN, -EAGAIN, true, MemberErrorClass::kDevice},
-      {-EINTR, -EINTR, true, MemberErrorClass::kDevice},
-      {-ENODEV, -ENODEV, false, MemberErrorClass::kDevice},
-      {-EOPNOTSUPP, -EOPNOTSUPP, false, MemberErrorClass::kUnsupported},
+      {-EAGAIN, -EAGAIN, Retry::kKernel, MemberErrorClass::kDevice},
+      {-EINTR, -EINTR, Retry::kKernel, MemberErrorClass::kDevice},
+      {-ENODEV, -ENODEV, Retry::kNo, MemberErrorClass::kDevice},
+      {-EOPNOTSUPP, -EOPNOTSUPP, Retry::kNo, MemberErrorClass::kUnsupported},
   };
   for (const StatusCase& c : cases) {
     SCOPED_TRACE(c.result);
@@ -346,6 +358,12 @@ TEST(NvmeStatus, TableMapsStatusesToErrnosAndErrorClasses) {
             MemberErrorClass::kUnsupported);
   EXPECT_EQ(classify_member_error(MemberOp::kDiscard, decode_result(0x4001).err),
             MemberErrorClass::kUnsupported);
+  // LBA Out of Range is the command's fault whatever the command: the member stays.
+  for (MemberOp op :
+       {MemberOp::kRead, MemberOp::kWrite, MemberOp::kDiscard, MemberOp::kWriteZeroes}) {
+    EXPECT_EQ(classify_member_error(op, decode_result(0x4080).err), MemberErrorClass::kRequest)
+        << static_cast<int>(op);
+  }
   // A write that hits a media error fails the member (md does the same).
   EXPECT_EQ(classify_member_error(MemberOp::kWrite, decode_result(0x4280).err),
             MemberErrorClass::kDevice);

@@ -118,6 +118,24 @@ TEST(NvmeIdentify, ControllerStringsMdtsAndOptionalCommands) {
   EXPECT_TRUE(c.volatile_write_cache);
 }
 
+// CRDT1..3 are bytes 129:128, 131:130 and 133:132 of Identify Controller (NVMe base
+// specification 1.4 and later; before 1.4 those bytes are reserved, so 0: no delay asked).
+TEST(NvmeIdentify, ControllerRetryDelayTimes) {
+  Page p{};
+  put(p, 111, 1, 1);       // CNTRLTYPE (I/O controller), just below them
+  put(p, 128, 3, 2);       // CRDT1: 300 ms
+  put(p, 130, 0x1234, 2);  // CRDT2
+  put(p, 132, 0xffff, 2);  // CRDT3: the most, 109 minutes
+  put(p, 134, 0xaa, 1);    // reserved, just above them
+  const ControllerInfo c = parse_identify_controller(p);
+  EXPECT_EQ(c.crdt[0], 3);
+  EXPECT_EQ(c.crdt[1], 0x1234);
+  EXPECT_EQ(c.crdt[2], 0xffff);
+  const Limits l = derive_limits(1, NamespaceInfo{}, c, QueueLimits{});
+  EXPECT_EQ(l.crdt, c.crdt) << "the limits the I/O path retries with";
+  EXPECT_EQ(parse_identify_controller(Page{}).crdt, (std::array<std::uint16_t, 3>{}));
+}
+
 TEST(NvmeLimits, TransferSizeFromSysfsThenMdtsThenADefault) {
   NamespaceInfo ns;
   ns.lba_shift = 12;
@@ -164,6 +182,55 @@ TEST(NvmeLimits, WriteZeroesAndDiscardFollowOncsDlfeatAndSysfs) {
   EXPECT_EQ(derive_limits(1, ns, c, q).discard, DiscardMethod::kDeallocate);
   ns.dlfeat = 0x00;  // reads of deallocated blocks not reported: no discard at all
   EXPECT_EQ(derive_limits(1, ns, c, q).discard, DiscardMethod::kNone);
+  ns.dlfeat = 0x08;  // DEAC supported, but deallocated blocks do not read as zeroes
+  c.oncs = 1U << 3;
+  EXPECT_EQ(derive_limits(1, ns, c, q).discard, DiscardMethod::kWriteZeroes);
+}
+
+// NSFEAT bit 2 says the namespace has the Deallocated or Unwritten Logical Block error; the
+// Error Recovery feature's DULBE (dword 0 bit 16) says whether it is on. When it is, a
+// deallocated block reads as status 2/87h, not as DLFEAT's zeroes: graid must not deallocate to
+// zero a range (the array would read errors where it expects zeroes).
+TEST(NvmeIdentify, DeallocatedErrorSupportAndTheDulbeBit) {
+  Page p = namespace_page(1000, 0);
+  put(p, 24, 0x04, 1);  // NSFEAT: DAE
+  auto ns = parse_identify_namespace(p, "/dev/ng0n1");
+  ASSERT_TRUE(ns.is_ok());
+  EXPECT_EQ(ns->nsfeat, 0x04);
+  EXPECT_TRUE(ns->has_deallocated_error());
+  EXPECT_FALSE(ns->dulbe) << "Identify alone does not say it is on";
+  EXPECT_TRUE(ns->deallocated_reads_zeroes());
+  put(p, 24, 0x1b, 1);  // thin, atomics, ID reuse, optimal I/O: no DAE
+  ns = parse_identify_namespace(p, "/dev/ng0n1");
+  ASSERT_TRUE(ns.is_ok());
+  EXPECT_FALSE(ns->has_deallocated_error());
+
+  EXPECT_TRUE(error_recovery_dulbe(0x10000));
+  EXPECT_TRUE(error_recovery_dulbe(0x1ffff));
+  EXPECT_FALSE(error_recovery_dulbe(0xffff)) << "TLER, bits 15:0";
+  EXPECT_FALSE(error_recovery_dulbe(0x20000));
+}
+
+TEST(NvmeLimits, DulbeOnMeansDeallocatedBlocksDoNotReadAsZeroes) {
+  NamespaceInfo ns;
+  ns.lba_shift = 12;
+  ns.nsfeat = 0x04;
+  ns.dlfeat = 0x09;  // reads zeroes, Write Zeroes may deallocate
+  ns.dulbe = true;
+  EXPECT_FALSE(ns.deallocated_reads_zeroes());
+  ControllerInfo c;
+  const QueueLimits q;
+  c.oncs = (1U << 2) | (1U << 3);  // DSM and Write Zeroes
+  Limits l = derive_limits(1, ns, c, q);
+  EXPECT_TRUE(l.write_zeroes());
+  EXPECT_EQ(l.discard, DiscardMethod::kWriteZeroes) << "Write Zeroes without DEAC";
+  c.oncs = 1U << 2;  // DSM only
+  EXPECT_EQ(derive_limits(1, ns, c, q).discard, DiscardMethod::kNone)
+      << "a deallocate would leave blocks that read as errors: the array writes zeroes itself";
+  ns.dulbe = false;  // the same namespace with the error off
+  EXPECT_EQ(derive_limits(1, ns, c, q).discard, DiscardMethod::kDeallocate);
+  c.oncs = (1U << 2) | (1U << 3);
+  EXPECT_EQ(derive_limits(1, ns, c, q).discard, DiscardMethod::kWriteZeroesDeallocate);
 }
 
 // ---- sysfs -------------------------------------------------------------------------------------

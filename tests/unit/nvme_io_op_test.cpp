@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <random>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "graid/member.h"
 #include "io/nvme_member.h"
 #include "member_io_helpers.h"
+#include "nvme_fake_sink.h"
 #include "temp_dir.h"
 
 namespace graid::nvme {
@@ -30,68 +30,10 @@ namespace {
 
 using graid::testing::CountingRequest;
 using graid::testing::make_buffer;
-
-// What one prepared SQE said.
-struct Sent {
-  RingCommand* cmd = nullptr;
-  nvme_uring_cmd nvme{};
-  std::uint8_t opcode = 0;
-  std::uint32_t cmd_op = 0;
-  std::uint32_t uring_cmd_flags = 0;
-  std::uint16_t buf_index = 0;
-};
-
-// Records commands; the test completes them when and how it likes. prep runs at submit, into a
-// zeroed 128-byte SQE, as an SQE128 IoContext does.
-class FakeSink final : public CommandSink {
- public:
-  void submit(RingCommand& cmd) override {
-    alignas(64) std::byte sqe_bytes[128] = {};
-    auto& sqe = *reinterpret_cast<io_uring_sqe*>(sqe_bytes);
-    constexpr std::size_t kCmdOffset = offsetof(io_uring_sqe, addr3);
-    const std::int32_t err =
-        cmd.prep(sqe, {sqe_bytes + kCmdOffset, sizeof(sqe_bytes) - kCmdOffset});
-    ASSERT_EQ(err, 0);
-    Sent s;
-    s.cmd = &cmd;
-    std::memcpy(&s.nvme, sqe_bytes + kCmdOffset, sizeof(s.nvme));
-    s.opcode = sqe.opcode;
-    s.cmd_op = sqe.cmd_op;
-    s.uring_cmd_flags = sqe.uring_cmd_flags;
-    s.buf_index = sqe.buf_index;
-    pending.push_back(s);
-    ++submitted;
-  }
-  std::optional<std::uint16_t> registered_buffer(const std::byte* p,
-                                                 std::size_t len) const override {
-    if (region.data() != nullptr && p >= region.data() && p + len <= region.data() + region.size())
-      return std::uint16_t{3};
-    return std::nullopt;
-  }
-  // Completes the pending command at `i` with `res` and returns what it was.
-  Sent complete(std::size_t i, std::int32_t res) {
-    Sent s = pending.at(i);
-    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-    s.cmd->on_complete(res, {});
-    return s;
-  }
-
-  std::deque<Sent> pending;
-  int submitted = 0;
-  std::span<std::byte> region;
-};
-
-Limits small_limits() {
-  Limits l;
-  l.nsid = 1;
-  l.lba_shift = 9;
-  l.max_transfer_bytes = 64 << 10;
-  l.max_zeroes_blocks = 1024;
-  l.discard = DiscardMethod::kWriteZeroesDeallocate;
-  return l;
-}
-
-const std::string kPath = "/dev/ng-test";
+using testing::FakeSink;
+using testing::kPath;
+using testing::Sent;
+using testing::small_limits;
 
 TEST(NvmeIoOp, ReadSplitsIntoCommandsCoveringEveryBlockOnce) {
   FakeSink sink;
@@ -239,9 +181,10 @@ TEST(NvmeIoOp, RetryableStatusesResendTheSamePieceWithinABudget) {
   req.buf = buf.data();
   IoOp op;
   op.start(sink, l, kPath, req);
-  // Namespace not ready, DNR clear: resent, then it works.
-  Sent first = sink.complete(0, 0x082);
+  // An internal error, DNR clear, no CRD: resent at once, then it works.
+  Sent first = sink.complete(0, 0x006);
   ASSERT_EQ(sink.pending.size(), 1U);
+  EXPECT_TRUE(sink.timers.empty());
   EXPECT_EQ(std::memcmp(&first.nvme, &sink.pending[0].nvme, sizeof(first.nvme)), 0)
       << "the same command again";
   sink.complete(0, 0);
@@ -258,7 +201,7 @@ TEST(NvmeIoOp, RetryableStatusesResendTheSamePieceWithinABudget) {
   op2.start(sink, l, kPath, bad);
   while (!sink.pending.empty())
     sink.complete(0, 0x281);
-  EXPECT_EQ(sink.submitted - before, 1 + IoOp::kStatusRetries);
+  EXPECT_EQ(sink.submitted - before, 1 + kStatusRetries);
   ASSERT_EQ(bad.calls, 1);
   EXPECT_EQ(bad.result, -EIO);
 
@@ -298,6 +241,8 @@ TEST(NvmeIoOp, PrepRefusesACommandAreaTooSmallForTheCommand) {
   class Sink final : public CommandSink {
    public:
     void submit(RingCommand& c) override { cmd = &c; }
+    void submit_timer(RingCommand&) override { ADD_FAILURE() << "no retry expected"; }
+    std::int64_t now_ns() const override { return 0; }
     std::optional<std::uint16_t> registered_buffer(const std::byte*, std::size_t) const override {
       return std::nullopt;
     }
