@@ -337,7 +337,11 @@ std::string render_result(std::string_view verb, std::string_view object, const 
   }
   if (verb == "delete" && result.is_object() && result.contains("deleted")) {
     const json& deleted = result["deleted"];
-    return fmt::format("deleted {} {}\n", object, ids_text(deleted));
+    std::string out = fmt::format("deleted {} {}\n", object, ids_text(deleted));
+    if (auto kept = result.find("not_erased"); kept != result.end() && kept->is_array())
+      for (const auto& why : *kept)
+        if (why.is_string()) out += fmt::format("  not erased: {}\n", why.get<std::string>());
+    return out;
   }
   if (verb == "list") {
     if (object == "event" && result.is_object()) {

@@ -180,10 +180,36 @@ void Registry::reopen(Pd& pd) {
     pd.device.reset();
     return;
   }
+  // A path can name another device by now: a file put where a failed PD's was, a drive swapped
+  // in at the same node. A PD is the device graidd first opened this run; anything else at its
+  // path is left alone (missing) until the PD is deleted and the new device added as a PD.
+  const DeviceIdentity now = (*dev)->identity();
+  if (pd.identity.known) {
+    std::string other;
+    if (now != pd.identity) {
+      other = now.block ? "a different device" : "a different file";
+    } else if (now.block && !pd.info.serial.empty()) {
+      const std::string serial = probe_pd(**dev).serial;
+      if (!serial.empty() && serial != pd.info.serial)
+        other = fmt::format("a drive with serial {}, not {}", serial, pd.info.serial);
+    }
+    if (!other.empty()) {
+      pd.missing = true;
+      pd.busy = false;
+      pd.message = fmt::format(
+          "{} now names {} than pd {} was: graidd leaves it alone (delete the pd, and add the new "
+          "device with graidctl create pd)",
+          pd.path, other, pd.id);
+      pd.device.reset();
+      spdlog::warn("pd {}: {}", pd.id, pd.message);
+      return;
+    }
+  }
   pd.missing = false;
   pd.busy = false;
   pd.message.clear();
   pd.device = std::move(*dev);
+  if (!pd.identity.known) pd.identity = now;
 }
 
 std::optional<std::uint32_t> Registry::pd_at_slot(std::uint32_t dg_id, std::uint32_t slot) const {

@@ -151,13 +151,16 @@ Result<json> Registry::delete_dg(const json& args) {
       for (std::uint32_t t = 0; t < threads_.count(); ++t)
         threads_.call(t, [](IoContext&) {});
   }
-  std::string problems;
+  std::vector<std::string> problems;  // PDs left as they are, and why
   for (auto& [id, pd] : pds_) {
     if (pd.dg_id != dg.id) continue;
     if (!pd.device) reopen(pd);
     if (pd.device) {
-      auto st = Array::erase_superblock(*pd.device);
-      if (!st) problems += fmt::format("; pd {}: {}", id, st.message());
+      // Only this DG's superblock: whatever else the device carries is not ours to erase.
+      auto st = Array::erase_superblock(*pd.device, dg.uuid);
+      if (!st) problems.push_back(fmt::format("pd {}: {}", id, st.message()));
+    } else {
+      problems.push_back(fmt::format("pd {} not erased: {}", id, pd.message));
     }
     pd.dg_id.reset();
     pd.slot.reset();
@@ -166,13 +169,16 @@ Result<json> Registry::delete_dg(const json& args) {
     pd.replaced = false;
     pd.superblock = false;
     pd.sb_uuid.clear();
-    pd.message.clear();
+    if (!pd.missing) pd.message.clear();  // a missing PD keeps saying why
   }
   const std::uint32_t id = dg.id;
   dgs_.erase(id);
-  events_.add("dg_deleted", id, std::nullopt, std::nullopt, "deleted" + problems);
+  std::string summary = "deleted";
+  for (const auto& p : problems)
+    summary += "; " + p;
+  events_.add("dg_deleted", id, std::nullopt, std::nullopt, summary);
   if (auto st = save(); !st) return st;
-  return json{{"deleted", id}};
+  return json{{"deleted", id}, {"not_erased", problems}};
 }
 
 }  // namespace graid::daemon

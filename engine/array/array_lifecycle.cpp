@@ -282,6 +282,20 @@ Result<MemberExamination> Array::examine(MemberDevice& member) {
   return out;
 }
 
+Status Array::erase_superblock(MemberDevice& member, std::string_view array_uuid) {
+  const auto sb = read_superblock(member);
+  if (!sb) {
+    return make_error(Errc::kNotFound, "{} carries no superblock of array {} ({}): left as it is",
+                      member.path(), array_uuid, sb.status().message());
+  }
+  if (sb->array_uuid.to_string() != array_uuid) {
+    return make_error(Errc::kInvalidArgument,
+                      "{} carries the superblock of array {} ('{}'), not of {}: left as it is",
+                      member.path(), sb->array_uuid.to_string(), sb->name, array_uuid);
+  }
+  return erase_superblock(member);
+}
+
 Status Array::erase_superblock(MemberDevice& member) {
   // Everything before the bit pages: the superblock, the block kept for a backup superblock and
   // the bitmap header. The bit pages carry no identity of their own and are meaningless without

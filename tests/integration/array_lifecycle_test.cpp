@@ -855,16 +855,24 @@ TEST_F(ArrayLifecycleTest, EraseSuperblockLeavesADeviceCreateTakesWithoutForce) 
     auto dev = open_member(files_.paths[0]);
     ASSERT_TRUE(dev.is_ok());
     FaultyMember member(std::move(*dev));
-    ASSERT_TRUE(Array::examine(member).is_ok());
+    auto exam = Array::examine(member);
+    ASSERT_TRUE(exam.is_ok());
     const FaultCounts before = member.counts();
-    ASSERT_TRUE(Array::erase_superblock(member).is_ok());
+    // The checked form erases only the named array's superblock: another UUID writes nothing.
+    const Status other = Array::erase_superblock(member, "00000000-0000-4000-8000-000000000001");
+    EXPECT_EQ(other.code(), Errc::kInvalidArgument) << other.to_string();
+    EXPECT_NE(other.message().find(exam->array_uuid), std::string::npos) << other.to_string();
+    EXPECT_EQ(member.counts().sync_writes, before.sync_writes);
+    ASSERT_TRUE(Array::erase_superblock(member, exam->array_uuid).is_ok());
     EXPECT_EQ(member.counts().sync_writes, before.sync_writes + 1);
     EXPECT_EQ(member.counts().sync_flushes, before.sync_flushes + 1);
     auto gone = Array::examine(member);
     ASSERT_FALSE(gone.is_ok());
     EXPECT_EQ(gone.status().code(), Errc::kNotFound) << gone.status().to_string();
-    // Erasing a device without a superblock is no error.
+    // Erasing a device without a superblock is no error; the checked form refuses, writing nothing.
     EXPECT_TRUE(Array::erase_superblock(member).is_ok());
+    EXPECT_EQ(Array::erase_superblock(member, exam->array_uuid).code(), Errc::kNotFound);
+    EXPECT_EQ(member.counts().sync_writes, before.sync_writes + 2);
   }
   // The superblock, the backup slot and the bitmap header are zero; nothing after them changed.
   const std::vector<std::byte> headers = read_bytes(files_.paths[0], 0, meta::kBitmapPagesOffset);

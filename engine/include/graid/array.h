@@ -743,6 +743,12 @@ class Array {
   // nothing here can tell. Succeeds on a device that carried no superblock. kIoError (and what
   // was written so far stays) when a write or the flush fails.
   static Status erase_superblock(MemberDevice& member);
+  // The same, only when `member` carries the superblock of array `array_uuid` (its
+  // MemberExamination::array_uuid text): kNotFound when it carries none (blank, erased or
+  // unreadable) and kInvalidArgument when it carries another array's, writing nothing in either
+  // case. What a caller that reopened a device by path uses, where the path may name another
+  // device now (graidd's delete dg).
+  static Status erase_superblock(MemberDevice& member, std::string_view array_uuid);
 
   // The drive group's settings (what the superblocks record; defaults where they record none).
   ArraySettings settings() const;
