@@ -58,6 +58,9 @@ class NbdServer::Listener final : private SocketOpOwner {
 
 namespace {
 
+// How often a stopping server with connections open looks at its stop deadline.
+constexpr std::chrono::milliseconds kStopTick{50};
+
 // Closes the descriptor unless released.
 struct FdGuard {
   int fd;
@@ -243,7 +246,9 @@ void NbdServer::ReapTask::run() {
 }
 
 bool NbdServer::finished() const noexcept {
-  if (shared_ == nullptr || !shared_->stopping || !sessions_.empty() || reap_queued_) return false;
+  if (shared_ == nullptr || !shared_->stopping || !sessions_.empty() || reap_queued_ ||
+      stop_clock_.busy())
+    return false;
   return std::none_of(listeners_.begin(), listeners_.end(),
                       [](const auto& l) { return l->busy(); });
 }
@@ -257,6 +262,22 @@ void NbdServer::begin_stop() {
     l->stop();
   for (auto& s : sessions_)
     s->stop();
+  stop_deadline_ = std::chrono::steady_clock::now() + shared_->options.stop_timeout;
+  if (!sessions_.empty()) stop_clock_.wait(ctx_, kStopTick);
+}
+
+void NbdServer::on_socket_op(SocketOp& /*stop_clock*/, std::int32_t /*res*/) {
+  if (sessions_.empty()) return;  // finished in time (or being reaped): no more ticks
+  if (!aborted_ && std::chrono::steady_clock::now() >= stop_deadline_) {
+    aborted_ = true;
+    spdlog::warn(
+        "nbd: {} connection(s) still open {} ms after stop: closing them (the replies they had "
+        "not sent are dropped)",
+        sessions_.size(), shared_->options.stop_timeout.count());
+    for (auto& s : sessions_)
+      s->abort();
+  }
+  stop_clock_.wait(ctx_, kStopTick);
 }
 
 void NbdServer::on_accept(Listener& listener, int fd) {

@@ -20,6 +20,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "graid/array.h"
 #include "graid/member.h"
 #include "graid/status.h"
+#include "nbd/socket_op.h"
 
 namespace graid::nbd {
 
@@ -72,6 +74,10 @@ struct NbdServerOptions {
   std::uint64_t max_bytes_per_connection = 64u << 20;
   // Free data buffers the server keeps for reuse (all connections together).
   std::uint64_t buffer_cache_bytes = 128u << 20;
+  // After stop(), how long connections get to answer the requests they have. A connection still
+  // open then (a client that does not read its replies, so a send waits on a full socket) is
+  // closed at once: its socket operations are cancelled and the replies it had left are dropped.
+  std::chrono::milliseconds stop_timeout{5000};
 };
 
 // What the server has done (read on the server's thread, or after run() returned).
@@ -85,7 +91,7 @@ struct NbdServerStats {
 class NbdSession;
 struct ServedExport;
 
-class NbdServer {
+class NbdServer final : private SocketOpOwner {
  public:
   // On the thread that owns `ctx`: checks the exports (a name at most once, an array, a VD
   // inside it), binds the listeners and attaches one ArrayQueue per array. kInvalidArgument
@@ -102,7 +108,8 @@ class NbdServer {
   // start(), then polls the context until finished() (after stop()).
   void run();
   // Asks the server to stop: no more connections; each connection stops reading, finishes the
-  // requests it has (their replies are sent), and closes. Thread-safe; idempotent.
+  // requests it has (their replies are sent), and closes; one still open after the options'
+  // stop_timeout is closed at once (docs/nbd.md). Thread-safe; idempotent.
   void stop();
   // True once stopped with no connection or socket operation left.
   bool finished() const noexcept;
@@ -140,6 +147,9 @@ class NbdServer {
   };
 
   void begin_stop();
+  // The stop clock: while stopping with connections open, a tick every kStopTick; past the
+  // deadline, the connections left are closed at once.
+  void on_socket_op(SocketOp& op, std::int32_t res) override;
   void on_accept(Listener& listener, int fd);
   void session_finished(NbdSession& session);
   void reap();
@@ -153,6 +163,9 @@ class NbdServer {
   bool started_ = false;
   std::atomic<bool> stop_posted_{false};
   StopTask stop_task_{*this};
+  SocketOp stop_clock_{*this};
+  std::chrono::steady_clock::time_point stop_deadline_{};
+  bool aborted_ = false;  // the connections left at the deadline were closed
   ReapTask reap_task_{*this};
   std::string unix_path_;
   std::uint16_t tcp_port_ = 0;

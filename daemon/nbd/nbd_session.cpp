@@ -27,7 +27,7 @@ NbdSession::NbdSession(NbdServer::Shared& shared, int fd) : shared_(shared), fd_
 NbdSession::~NbdSession() {
   // Destroyed by the server only once finished (nothing in flight); a server torn down early
   // still must not leak the descriptor.
-  assert(finished_ || (!recv_op_.busy() && !send_op_.busy()));
+  assert(finished_ || (!recv_op_.busy() && !send_op_.busy() && !cancel_op_.busy()));
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -46,8 +46,19 @@ void NbdSession::stop() {
   maybe_finish();
 }
 
+void NbdSession::abort() {
+  hard_close();
+  // shutdown() does not wake every kind of socket operation parked in the ring (a sendmsg waiting
+  // for room on a unix socket): cancel them.
+  if ((recv_op_.busy() || send_op_.busy()) && !cancel_op_.busy() && fd_ >= 0)
+    cancel_op_.cancel_fd(shared_.ctx, fd_);
+  maybe_finish();
+}
+
 void NbdSession::on_socket_op(SocketOp& op, std::int32_t res) {
-  if (&op == &recv_op_) {
+  if (&op == &cancel_op_) {
+    // The cancelled operations complete on their own (-ECANCELED), or already had.
+  } else if (&op == &recv_op_) {
     on_recv(res);
   } else {
     on_send(res);
@@ -221,7 +232,9 @@ void NbdSession::stop_reading() {
 
 void NbdSession::maybe_finish() {
   if (finished_ || !done_reading_ || waiting_ || receiving_ != nullptr) return;
-  if (recv_op_.busy() || send_op_.busy() || send_head_ != nullptr || slots_in_use_ != 0) return;
+  if (recv_op_.busy() || send_op_.busy() || cancel_op_.busy() || send_head_ != nullptr ||
+      slots_in_use_ != 0)
+    return;
   finished_ = true;
   ::close(fd_);
   fd_ = -1;

@@ -9,6 +9,8 @@
 //   closing     no more reads (DISC, the client closed, stop(), a protocol violation); requests
 //               in flight complete and (unless the socket failed) their replies are sent; then the
 //               fd is closed and the server is told, which destroys the session at its next poll.
+//               abort() (the server's stop timeout) cancels the socket operations and drops the
+//               replies not yet sent instead.
 //
 // Every ArrayIo a session starts completes exactly once (the engine's contract) and the session
 // is destroyed only after all have: a client that disconnects mid-request leaves its requests to
@@ -73,6 +75,9 @@ class NbdSession final : private SocketOpOwner {
   void start();
   // Graceful stop: no more requests are read; those in flight complete and are answered.
   void stop();
+  // Closes the connection at once: socket operations in flight are cancelled, replies not yet
+  // sent are dropped; requests in the engine still complete before the session finishes.
+  void abort();
   bool finished() const noexcept { return finished_; }
 
  private:
@@ -148,6 +153,7 @@ class NbdSession final : private SocketOpOwner {
   int fd_;
   SocketOp recv_op_{*this};
   SocketOp send_op_{*this};
+  SocketOp cancel_op_{*this};  // abort(): cancels recv_op_ and send_op_
   Phase phase_ = Phase::kHandshake;
 
   // Receiving.

@@ -33,6 +33,13 @@ void SocketOp::cancel_fd(IoContext& ctx, int fd) {
   start(ctx, Kind::kCancelFd, fd);
 }
 
+void SocketOp::wait(IoContext& ctx, std::chrono::nanoseconds delay) {
+  const auto ns = delay.count() > 0 ? delay.count() : 0;
+  delay_.tv_sec = ns / 1'000'000'000;
+  delay_.tv_nsec = ns % 1'000'000'000;
+  start(ctx, Kind::kTimeout, -1);
+}
+
 std::int32_t SocketOp::prep(io_uring_sqe& sqe, std::span<std::byte> /*cmd*/) {
   switch (kind_) {
     case Kind::kRecv: {
@@ -50,6 +57,9 @@ std::int32_t SocketOp::prep(io_uring_sqe& sqe, std::span<std::byte> /*cmd*/) {
       return 0;
     case Kind::kCancelFd:
       io_uring_prep_cancel_fd(&sqe, fd_, IORING_ASYNC_CANCEL_ALL);
+      return 0;
+    case Kind::kTimeout:
+      io_uring_prep_timeout(&sqe, &delay_, 0, 0);
       return 0;
   }
   return -EINVAL;

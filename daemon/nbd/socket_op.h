@@ -1,11 +1,14 @@
-// One socket operation on an IoContext's ring (accept, recv, sendmsg, cancel by fd): how the NBD
+// One socket operation on an IoContext's ring (accept, recv, sendmsg, cancel by fd, or a timer):
+// how the NBD
 // server does all its socket I/O on the thread that also runs the array's member I/O, sleeping in
 // the one IoContext::poll(). Single-shot, as RingCommand requires; the owner is told the CQE's
 // result on the ring's thread and may start the op again from there.
 #pragma once
 
+#include <linux/time_types.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 
@@ -35,6 +38,8 @@ class SocketOp final : public RingCommand {
   // Cancels every operation in flight on `fd` (IORING_ASYNC_CANCEL_FD | ALL); completes with the
   // number cancelled or -ENOENT.
   void cancel_fd(IoContext& ctx, int fd);
+  // Completes after `delay` (IORING_OP_TIMEOUT; -ETIME when it expired).
+  void wait(IoContext& ctx, std::chrono::nanoseconds delay);
 
   bool busy() const noexcept { return busy_; }
 
@@ -42,7 +47,7 @@ class SocketOp final : public RingCommand {
   void on_complete(std::int32_t res, std::span<const std::uint64_t> big_cqe) override;
 
  private:
-  enum class Kind : std::uint8_t { kRecv, kSendMsg, kAccept, kCancelFd };
+  enum class Kind : std::uint8_t { kRecv, kSendMsg, kAccept, kCancelFd, kTimeout };
   void start(IoContext& ctx, Kind kind, int fd);
 
   SocketOpOwner& owner_;
@@ -50,6 +55,7 @@ class SocketOp final : public RingCommand {
   int fd_ = -1;
   std::span<std::byte> buf_;
   const msghdr* msg_ = nullptr;
+  __kernel_timespec delay_{};
   bool busy_ = false;
 };
 

@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "nbd_harness.h"
 #include "nbd_test_client.h"
@@ -374,6 +376,37 @@ TEST_F(NbdServerTest, StopAnswersRequestsInFlight) {
     const bool absent =
         std::all_of(p, p + data.size(), [](std::byte b) { return b == std::byte{0}; });
     EXPECT_TRUE(whole || absent) << "write " << i << " torn";
+  }
+}
+
+// stop() while a reply waits on a socket the client never reads (an 8 MiB READ over a unix
+// socket): the connection gets stop_timeout to send it, then is closed and the server finishes.
+// Hung on main f1b45f8 (the sendmsg waited for the client forever; here the client's close after
+// 10 s ends it).
+TEST_F(NbdServerTest, StopClosesAConnectionThatNeverReadsItsReply) {
+  NbdServerOptions o;
+  o.stop_timeout = std::chrono::milliseconds(300);
+  start(exports_of(export_of(*array_)), o);
+  NbdTestClient c;
+  ASSERT_TRUE(c.connect_unix(server_->path()) && c.handshake("", false));
+  ASSERT_TRUE(c.send_request(kCmdRead, 0, 1, 0, static_cast<std::uint32_t>(kVdBytes)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the reply fills the socket
+  std::promise<void> stopped;
+  auto done = stopped.get_future();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread stopper([&] {
+    server_->stop();
+    stopped.set_value();
+  });
+  const bool in_time = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const auto took = std::chrono::steady_clock::now() - t0;
+  if (!in_time) c.close();  // ends the send, so that the test fails instead of hanging
+  stopper.join();
+  EXPECT_TRUE(in_time) << "stop() did not return within 10 s";
+  EXPECT_GE(took, std::chrono::milliseconds(250)) << "closed before its stop_timeout";
+  // The server closed the connection: what the client reads ends (before the whole reply).
+  if (in_time) {
+    EXPECT_TRUE(c.sees_eof());
   }
 }
 
