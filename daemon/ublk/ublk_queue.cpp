@@ -69,7 +69,7 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   if (user_copy) {
     q->pool_ = std::make_unique<nbd::BufferPool>(pool_cache_bytes);
   } else {
-    auto buffers = AlignedBuffer::allocate(std::size_t{depth} * max_io_bytes, 4096);
+    auto buffers = MappedBuffer::map(std::size_t{depth} * max_io_bytes);
     if (!buffers.is_ok()) return buffers.status();
     q->buffers_ = std::move(*buffers);
     // Member reads and writes go straight to and from the tags' buffers: each tag's head is

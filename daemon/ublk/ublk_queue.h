@@ -34,6 +34,7 @@
 #include "graid/buffer.h"
 #include "graid/status.h"
 #include "nbd/buffer_pool.h"
+#include "ublk/mapped_buffer.h"
 #include "ublk/ring_regions.h"
 #include "ublk/ublk_helper_lane.h"
 #include "ublk/ublk_uapi.h"
@@ -144,6 +145,10 @@ class UblkQueue {
   // Of those, the ones handed to the helper lane and not yet back.
   std::uint32_t on_helper() const noexcept { return on_helper_; }
   const UblkQueueStats& stats() const noexcept { return stats_; }
+  // Copy mode: the tags' buffers (depth × max I/O) and how much of them is in memory now (only
+  // what requests have touched, and the registered heads); 0 with USER_COPY.
+  std::size_t tag_buffer_bytes() const noexcept { return buffers_.size(); }
+  std::size_t tag_buffer_resident_bytes() const { return buffers_.resident_bytes(); }
 
   struct Tag;
 
@@ -162,7 +167,7 @@ class UblkQueue {
   std::uint32_t max_io_ = 0;
   std::uint32_t logical_block_ = 512;
   bool user_copy_ = false;
-  AlignedBuffer buffers_;     // copy mode: every tag's buffer
+  MappedBuffer buffers_;      // copy mode: every tag's buffer (untouched until used)
   IoContext* ctx_ = nullptr;  // the thread's ring (the tags' buffer heads are registered there)
   HelperLane* helper_ = nullptr;
   std::uint64_t stripe_bytes_ = 0;  // data bytes per stripe: a request's home is its first stripe

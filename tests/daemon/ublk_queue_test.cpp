@@ -289,6 +289,16 @@ TEST_P(UblkQueueTest, CopyModeTagBufferHeadsAreRegisteredInTheRingWhileTheQueueL
     EXPECT_FALSE(ctx_->registered_buffer(buf, 4096).has_value()) << "withdrawn with the queue";
 }
 
+// Copy mode's tag buffers take memory only where used: once started, only the registered heads
+// (at most kRegisteredTagBytes a tag) are resident, not depth × max I/O. On main f1b45f8 the
+// buffers were zero-filled at creation, all of them resident; here that is 4 MiB of which at most
+// 1 MiB may be.
+TEST_P(UblkQueueTest, CopyModeTagBuffersAreResidentOnlyWhereUsed) {
+  if (GetParam().user_copy) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
+  EXPECT_EQ(queue_->tag_buffer_bytes(), std::size_t{kDepth} * kMaxIo);
+  EXPECT_LE(queue_->tag_buffer_resident_bytes(), std::size_t{kDepth} * kRegisteredTagBytes);
+}
+
 TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce) {
   std::mt19937_64 rng(20261201);
   struct InFlight {
