@@ -444,6 +444,14 @@ void Registry::shutdown() {
     if (!quiet) spdlog::error("dg {}: {}", id, quiet.to_string());
     auto st = dg.array->stop();
     if (!st) spdlog::error("dg {} not stopped clean: {}", id, st.to_string());
+    if (const std::uint32_t attached = dg.array->queues_attached(); attached != 0) {
+      // A ublk device whose queues never finished still serves from them: the array stays
+      // (memory and open members) until the process exits rather than being freed under them.
+      spdlog::error("dg {}: {} queue(s) still attached; the array is left for the exit", id,
+                    attached);
+      (void)dg.array.release();
+      continue;
+    }
     dg.array.reset();
   }
 }

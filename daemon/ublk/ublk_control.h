@@ -31,7 +31,17 @@ std::string char_device_path(std::uint32_t dev_id);
 // loaded, or a kernel without it), or no permission.
 std::string ublk_unavailable_reason(const std::string& control_path = kControlPath);
 
-class UblkControl {
+// The driver commands that take a device down: UblkControl's in graidd, a fake's in tests.
+class UblkStopCommands {
+ public:
+  virtual Status stop_dev(std::uint32_t dev_id) = 0;
+  virtual Status del_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout) = 0;
+
+ protected:
+  ~UblkStopCommands() = default;
+};
+
+class UblkControl final : public UblkStopCommands {
  public:
   // Opens the control device and sets up the ring. kNotFound when it does not exist (the reason
   // says how to get it), kUnsupported when the kernel refuses a 128-byte-SQE ring.
@@ -54,9 +64,9 @@ class UblkControl {
   Result<cpu_set_t> queue_affinity(std::uint32_t dev_id, std::uint16_t q);
   // Blocks until every tag is fetched (see above).
   Status start_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout);
-  Status stop_dev(std::uint32_t dev_id);
+  Status stop_dev(std::uint32_t dev_id) override;
   // Waits until nothing holds /dev/ublkcN any more: close it everywhere first.
-  Status del_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout);
+  Status del_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout) override;
   Status start_user_recovery(std::uint32_t dev_id);
   Status end_user_recovery(std::uint32_t dev_id, std::chrono::milliseconds timeout);
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -102,6 +103,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   std::unique_ptr<UblkDevice> dev(new UblkDevice(control, std::move(call), array, std::move(vd)));
   dev->threads_ = std::max<std::uint32_t>(1, options.threads);
   dev->spread_ = options.spread;
+  dev->drain_timeout_ = options.drain_timeout;
 
   DevInfo wanted{};
   wanted.nr_hw_queues = plan->queues;
@@ -182,6 +184,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
   std::unique_ptr<UblkDevice> dev(new UblkDevice(control, std::move(call), array, std::move(vd)));
   dev->threads_ = std::max<std::uint32_t>(1, options.threads);
   dev->spread_ = options.spread;
+  dev->drain_timeout_ = options.drain_timeout;
   dev->info_.dev_id = dev_id;
   dev->info_.path = block_device_path(dev_id);
   dev->info_.queues = info->nr_hw_queues;
@@ -216,8 +219,37 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
   return dev;
 }
 
+std::unique_ptr<UblkDevice> UblkDevice::adopt(UblkStopCommands& commands, ThreadCall call,
+                                              Array& array, VdHandle vd, std::uint32_t dev_id,
+                                              std::vector<std::unique_ptr<UblkQueue>> queues,
+                                              std::uint32_t threads,
+                                              std::chrono::milliseconds drain_timeout) {
+  std::unique_ptr<UblkDevice> dev(new UblkDevice(commands, std::move(call), array, std::move(vd)));
+  dev->threads_ = std::max<std::uint32_t>(1, threads);
+  dev->drain_timeout_ = drain_timeout;
+  dev->info_.dev_id = dev_id;
+  dev->info_.path = block_device_path(dev_id);
+  dev->info_.queues = static_cast<std::uint16_t>(queues.size());
+  dev->helpers_.resize(queues.size());
+  dev->queues_ = std::move(queues);
+  dev->added_ = true;
+  return dev;
+}
+
 UblkDevice::~UblkDevice() {
-  (void)stop();
+  if (stop()) return;
+  // A queue the kernel never released would be freed under it: keep it (and its memory, and its
+  // helper lane) for the life of the process instead, and say so.
+  std::uint32_t stuck = 0;
+  for (std::size_t q = 0; q < queues_.size(); ++q)
+    if (queues_[q]) {
+      ++stuck;
+      (void)queues_[q].release();  // deliberately leaked, see above
+      if (helpers_[q]) (void)helpers_[q].release();
+    }
+  if (stuck != 0)
+    spdlog::error("{}: {} queue(s) never finished; left in place until graidd exits", info_.path,
+                  stuck);
 }
 
 Status UblkDevice::drain_queues(std::chrono::milliseconds timeout) {
@@ -244,16 +276,12 @@ Status UblkDevice::drain_queues(std::chrono::milliseconds timeout) {
     if (std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  // A queue the kernel never released would be freed under it: keep it (and its memory, and its
-  // helper lane) for the life of the process instead, and say so.
   std::uint32_t stuck = 0;
-  for (std::size_t q = 0; q < queues_.size(); ++q)
-    if (queues_[q]) {
-      ++stuck;
-      (void)queues_[q].release();  // deliberately leaked, see above
-      if (helpers_[q]) (void)helpers_[q].release();
-    }
-  return make_error(Errc::kBusy, "{}: {} queue(s) still had requests after {} ms; left in place",
+  for (const auto& q : queues_)
+    stuck += q != nullptr ? 1 : 0;
+  return make_error(Errc::kBusy,
+                    "{}: {} queue(s) still had requests {} ms after STOP_DEV; the device stays "
+                    "until they finish (try again)",
                     info_.path, stuck, timeout.count());
 }
 
@@ -267,13 +295,18 @@ void UblkDevice::release_char_device() {
 }
 
 Status UblkDevice::stop() {
-  if (stopped_ || !added_) return {};
-  stopped_ = true;
+  if (!added_) return {};
   // STOP_DEV drains the device's in-flight I/O (the queues keep serving meanwhile) and then
-  // aborts every outstanding fetch, which is what finishes the queues.
-  Status result = control_.stop_dev(info_.dev_id);
-  if (Status st = drain_queues(std::chrono::seconds(30)); !st) return st;  // device kept
+  // aborts every outstanding fetch, which is what finishes the queues. Sent once: a retry after
+  // a drain timeout only waits for the queues again.
+  if (!stop_sent_) {
+    stop_sent_ = true;
+    stop_result_ = control_.stop_dev(info_.dev_id);
+  }
+  // Until every queue has finished, the device and its queues stay as they are (kBusy).
+  if (Status st = drain_queues(drain_timeout_); !st) return st;
   release_char_device();
+  Status result = stop_result_;
   if (Status st = control_.del_dev(info_.dev_id, std::chrono::seconds(10)); !st && result)
     result = st;
   added_ = false;
@@ -283,7 +316,7 @@ Status UblkDevice::stop() {
 UblkQueueStats UblkDevice::stats() {
   UblkQueueStats sum = retired_;
   for (std::size_t q = 0; q < queues_.size(); ++q) {
-    if (!queues_[q] || stopped_) continue;
+    if (!queues_[q]) continue;
     call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {
       if (!queues_[q]) return;
       sum += queues_[q]->stats();

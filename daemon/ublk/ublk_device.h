@@ -47,6 +47,8 @@ struct UblkDeviceOptions {
   // served); false: the driver copies into per-tag buffers (copy mode). limits.user_copy must
   // agree. Falls back to copy mode where the driver refuses it.
   std::chrono::milliseconds start_timeout{10000};
+  // stop(): how long the queues get to finish after STOP_DEV before it answers kBusy.
+  std::chrono::milliseconds drain_timeout{30000};
 };
 
 struct UblkDeviceInfo {
@@ -73,14 +75,26 @@ class UblkDevice {
                                                      Array& array, VdHandle vd,
                                                      std::uint32_t dev_id,
                                                      const UblkDeviceOptions& options);
-  // stop() if not done.
+  // Tests: a device made of queues the caller started on its own (fake) driver, as create()
+  // leaves one; stop() sends its commands to `commands`. Queue i is served on thread i % threads.
+  static std::unique_ptr<UblkDevice> adopt(UblkStopCommands& commands, ThreadCall call,
+                                           Array& array, VdHandle vd, std::uint32_t dev_id,
+                                           std::vector<std::unique_ptr<UblkQueue>> queues,
+                                           std::uint32_t threads,
+                                           std::chrono::milliseconds drain_timeout);
+  // stop() if not done. Queues that still have not finished then are left alive for the life of
+  // the process (with their memory), never freed under the kernel.
   ~UblkDevice();
   UblkDevice(const UblkDevice&) = delete;
   UblkDevice& operator=(const UblkDevice&) = delete;
 
-  // Removes the device (see above). Idempotent. A queue that does not finish within the
-  // timeout is left alive (and the device undeleted) rather than freed under the kernel.
+  // Removes the device (see above): STOP_DEV once, then waits up to the drain timeout for every
+  // queue to finish, then DEL_DEV. kBusy, with the queues and the device kept as they are, while
+  // a queue has not finished; a later stop() waits again and finishes the job. Ok once removed,
+  // and from then on.
   Status stop();
+  // True once stop() has removed the device.
+  bool removed() const noexcept { return !added_; }
 
   const UblkDeviceInfo& info() const noexcept { return info_; }
   const VdInfo& vd() const noexcept { return vd_.info(); }
@@ -88,7 +102,7 @@ class UblkDevice {
   UblkQueueStats stats();
 
  private:
-  UblkDevice(UblkControl& control, ThreadCall call, Array& array, VdHandle vd)
+  UblkDevice(UblkStopCommands& control, ThreadCall call, Array& array, VdHandle vd)
       : control_(control), call_(std::move(call)), array_(array), vd_(std::move(vd)) {}
   Status open_char_device();
   Status start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
@@ -97,7 +111,7 @@ class UblkDevice {
   Status drain_queues(std::chrono::milliseconds timeout);
   void release_char_device();
 
-  UblkControl& control_;
+  UblkStopCommands& control_;
   ThreadCall call_;
   Array& array_;
   VdHandle vd_;
@@ -109,7 +123,9 @@ class UblkDevice {
   bool spread_ = false;
   UblkQueueStats retired_;  // the counters of the queues destroyed so far
   bool added_ = false;      // the kernel has the device (DEL_DEV owed)
-  bool stopped_ = false;    // stop() done
+  bool stop_sent_ = false;  // STOP_DEV was sent (stop() waits for the queues)
+  Status stop_result_;      // what STOP_DEV answered
+  std::chrono::milliseconds drain_timeout_{30000};
 };
 
 }  // namespace graid::ublk

@@ -3,7 +3,8 @@
 // reads, writes, flushes, discards and write-zeroes checked byte for byte against a model; every
 // delivered request committed exactly once with the right result; errors mapped to -errno; and
 // teardown with requests in flight (the kernel aborting fetches, as STOP_DEV does) finishing every
-// tag without a lost or doubled commit. Each test also runs with a helper lane on a second thread
+// tag without a lost or doubled commit; and a device's stop() while a queue has not finished.
+// Each test also runs with a helper lane on a second thread
 // (ublk_helper_lane.h), where part of the requests are served.
 #include "ublk/ublk_queue.h"
 
@@ -14,6 +15,7 @@
 
 #include "graidd/io_threads.h"
 #include "nbd_harness.h"
+#include "ublk/ublk_device.h"
 
 namespace graid::testing {
 namespace {
@@ -542,6 +544,52 @@ TEST_P(UblkQueueTest, AFailedUserCopyFailsTheRequestAndWritesNothing) {
   const auto bytes = array_->read(0, 8192);
   for (auto b : bytes)
     ASSERT_EQ(b, std::byte{0});
+}
+
+// The driver's stop commands, counted.
+struct FakeStopCommands final : UblkStopCommands {
+  Status stop_dev(std::uint32_t) override {
+    ++stops;
+    return {};
+  }
+  Status del_dev(std::uint32_t, std::chrono::milliseconds) override {
+    ++dels;
+    return {};
+  }
+  int stops = 0, dels = 0;
+};
+
+// UblkDevice::stop() while a queue has not finished (its driver never aborts the fetches, as a
+// kernel still draining after STOP_DEV): kBusy, and kBusy again on a retry, the queue still
+// attached and no DEL_DEV sent. On main f1b45f8 the retry answered success with the queue still
+// attached (and the VD deletable under it). Once the driver aborts the fetches, stop() removes
+// the device, sending DEL_DEV once.
+TEST_P(UblkQueueTest, StopStaysBusyUntilEveryQueueHasFinished) {
+  if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
+  FakeStopCommands commands;
+  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
+  auto vd = array_->array->open_vd(array_->vd.id);
+  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
+  const std::uint32_t attached = array_->array->queues_attached();
+  std::vector<std::unique_ptr<UblkQueue>> queues;
+  queues.push_back(std::move(queue_));
+  auto dev = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues),
+                               1, std::chrono::milliseconds(50));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const Status st = dev->stop();
+    EXPECT_EQ(st.code(), Errc::kBusy) << "attempt " << attempt << ": " << st.to_string();
+    EXPECT_FALSE(dev->removed());
+    EXPECT_EQ(array_->array->queues_attached(), attached);
+  }
+  EXPECT_EQ(commands.stops, 1);
+  EXPECT_EQ(commands.dels, 0);
+  EXPECT_EQ(driver_->abort_fetched(), kDepth);  // STOP_DEV's cancel arrives at last
+  EXPECT_TRUE(dev->stop().is_ok());
+  EXPECT_TRUE(dev->removed());
+  EXPECT_EQ(array_->array->queues_attached(), attached - 1);
+  EXPECT_TRUE(dev->stop().is_ok());
+  EXPECT_EQ(commands.stops, 1);
+  EXPECT_EQ(commands.dels, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, UblkQueueTest,
