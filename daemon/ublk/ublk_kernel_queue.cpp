@@ -2,6 +2,7 @@
 
 #include <liburing.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -74,9 +75,10 @@ Result<std::unique_ptr<KernelQueueTransport>> KernelQueueTransport::create(
   std::unique_ptr<KernelQueueTransport> t(new KernelQueueTransport());
   t->ctx_ = &ctx;
   t->q_id_ = q_id;
-  t->map_bytes_ = (std::size_t{depth} * sizeof(IoDesc) + 4095) / 4096 * 4096;
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  t->map_bytes_ = desc_map_bytes(depth, page);
   void* p = ::mmap(nullptr, t->map_bytes_, PROT_READ, MAP_SHARED | MAP_POPULATE, ublkc->fd(),
-                   static_cast<off_t>(kDescAreaStride * q_id));
+                   static_cast<off_t>(desc_area_stride(page) * q_id));
   if (p == MAP_FAILED)
     return make_error(Errc::kIoError, "ublk queue {}: mapping its descriptors: {}", q_id,
                       std::strerror(errno));

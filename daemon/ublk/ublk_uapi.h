@@ -170,11 +170,16 @@ constexpr std::uint32_t io_cmd_op(unsigned nr) {
 inline constexpr std::int32_t kIoResOk = 0;
 
 // The per-queue descriptor arrays sit at fixed offsets of /dev/ublkcN: queue q's at q times the
-// size of the largest possible array (4096 descriptors, page-rounded), mapped with its own
-// queue's depth (page-rounded).
+// size of the largest possible array (4096 descriptors, rounded up to the kernel's page size:
+// 96 KiB with 4 KiB pages, 128 KiB with 64 KiB pages), mapped with its own queue's depth
+// (page-rounded too). `page` is sysconf(_SC_PAGESIZE).
 inline constexpr unsigned kMaxQueueDepth = 4096;
-inline constexpr std::uint64_t kDescAreaStride =
-    (kMaxQueueDepth * sizeof(IoDesc) + 4095) / 4096 * 4096;
+constexpr std::uint64_t desc_area_stride(std::uint64_t page) {
+  return (kMaxQueueDepth * sizeof(IoDesc) + page - 1) / page * page;
+}
+constexpr std::uint64_t desc_map_bytes(std::uint16_t depth, std::uint64_t page) {
+  return (std::uint64_t{depth} * sizeof(IoDesc) + page - 1) / page * page;
+}
 
 // USER_COPY: where a tag's request data lies in /dev/ublkcN (pread/pwrite there).
 inline constexpr std::uint64_t kUserCopyBase = 0x80000000ull;

@@ -33,8 +33,15 @@ TEST(UblkAbi, CommandEncodingsAreThoseOfLinux612) {
   EXPECT_EQ(ctrl_cmd_op(kCmdEndUserRecovery), 0xc0207511u);
   EXPECT_EQ(io_cmd_op(kIoFetchReq), 0xc0107520u);
   EXPECT_EQ(io_cmd_op(kIoCommitAndFetchReq), 0xc0107521u);
-  // Descriptor areas: 4096 x 24 bytes, page-rounded, per queue.
-  EXPECT_EQ(kDescAreaStride, 98304u);
+  // Descriptor areas: 4096 x 24 bytes, rounded to the kernel's page, per queue; each queue maps
+  // its own depth's, page-rounded. (Main f1b45f8 used 4 KiB pages whatever the kernel's: a
+  // 64 KiB-page kernel refused every queue after the first.)
+  EXPECT_EQ(desc_area_stride(4096), 98304u);
+  EXPECT_EQ(desc_area_stride(16384), 98304u);
+  EXPECT_EQ(desc_area_stride(65536), 131072u);
+  EXPECT_EQ(desc_map_bytes(128, 4096), 4096u);
+  EXPECT_EQ(desc_map_bytes(171, 4096), 8192u);  // 171 x 24 = 4104
+  EXPECT_EQ(desc_map_bytes(128, 65536), 65536u);
   EXPECT_EQ(user_copy_offset(1, 2, 512), 0x80000000ull + (1ull << 41) + (2ull << 25) + 512);
 }
 
