@@ -54,6 +54,8 @@ void UblkExports::prepare_threads(std::uint32_t dev_id, std::uint16_t queues) {
         spdlog::warn("I/O thread {}: cannot pin it to ublk queue {}'s CPUs", t, t);
     });
   }
+  // The engine's metadata workers too: the write path waits on their bitmap updates.
+  set_metadata_workers_io_flusher();
   std::ofstream oom("/proc/self/oom_score_adj");
   if (oom) oom << "-1000\n";
 }

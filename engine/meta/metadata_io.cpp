@@ -1,16 +1,38 @@
 // Metadata I/O on every member at once. See metadata_io.h for the design and the lifetime rule.
 #include "meta/metadata_io.h"
 
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <system_error>
 #include <thread>
 
+#include "graid/array.h"
 #include "graid/thread_annotations.h"
+
+#ifndef PR_SET_IO_FLUSHER
+#define PR_SET_IO_FLUSHER 57
+#endif
 
 namespace graid::meta {
 namespace {
+
+std::atomic<bool> g_io_flusher{false};   // set_workers_io_flusher() was called
+thread_local bool t_io_flusher = false;  // this worker has marked itself
+
+// Before each operation: a worker of a process that serves a block device the kernel may write
+// back through (ublk) must not wait on memory reclaim that needs that very device.
+void become_io_flusher_if_asked() {
+  if (t_io_flusher || !g_io_flusher.load(std::memory_order_acquire)) return;
+  t_io_flusher = true;
+  if (::prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) != 0)
+    spdlog::warn("graid: metadata worker: PR_SET_IO_FLUSHER: {}", std::strerror(errno));
+}
 
 // What one call waits for: a status per slot and how many are still running. Shared by the
 // caller and the workers, so a worker that finishes after the caller gave up writes into memory
@@ -82,6 +104,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
       queue_.pop_front();
       ++busy_;
       lock.unlock();
+      become_io_flusher_if_asked();
       Status st = (*job.op)(*job.member, job.index);
       // Idle again before the caller can see the result: a caller that starts its next update at
       // once then finds this worker free and starts no thread.
@@ -146,4 +169,16 @@ std::size_t metadata_worker_threads() {
   return Pool::instance().threads();
 }
 
+void set_workers_io_flusher() {
+  g_io_flusher.store(true, std::memory_order_release);
+}
+
 }  // namespace graid::meta
+
+namespace graid {
+
+void set_metadata_workers_io_flusher() {
+  meta::set_workers_io_flusher();
+}
+
+}  // namespace graid

@@ -59,6 +59,10 @@ std::vector<Status> run_on_members(std::span<const std::shared_ptr<MemberDevice>
 // Worker threads the pool has started so far, busy or idle (for tests and stats).
 std::size_t metadata_worker_threads();
 
+// From now on every worker, present or future, marks itself PR_SET_IO_FLUSHER before its next
+// operation (graid::set_metadata_workers_io_flusher()).
+void set_workers_io_flusher();
+
 // A shared_ptr that does not own `device` (the caller keeps it alive for as long as any
 // metadata operation on it may run): for callers whose devices are owned elsewhere.
 inline std::shared_ptr<MemberDevice> unowned_member(MemberDevice* device) {

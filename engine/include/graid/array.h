@@ -568,6 +568,12 @@ struct ArrayOptions {
 
 class VdHandle;
 
+// Process-wide: the engine's metadata worker threads (superblock and bitmap updates, which the
+// write path waits for) mark themselves PR_SET_IO_FLUSHER before their next operation, as a
+// server of a block device the kernel writes back through (ublk) must mark every thread its I/O
+// waits on. Needs CAP_SYS_RESOURCE; a worker that is refused logs it once.
+void set_metadata_workers_io_flusher();
+
 class Array {
  public:
   // Writes superblocks (and an empty bitmap) to every member, making a new array. Refuses
