@@ -12,26 +12,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::uint64_t kVdAlign = 4096;
-constexpr std::uint64_t kVdStartAlign = std::uint64_t{1} << 20;
-
-// The largest extent a new VD could take (VDs start on 1 MiB boundaries, sizes are 4 KiB
-// multiples): what `create vd` without --size uses.
-std::uint64_t largest_free_extent(const Array& array) {
-  auto vds = array.vds();
-  std::sort(vds.begin(), vds.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
-  std::uint64_t best = 0, cursor = 0;
-  const auto gap = [&](std::uint64_t end) {
-    const std::uint64_t start = (cursor + kVdStartAlign - 1) / kVdStartAlign * kVdStartAlign;
-    if (end > start) best = std::max(best, (end - start) / kVdAlign * kVdAlign);
-  };
-  for (const auto& vd : vds) {
-    gap(vd.start);
-    cursor = std::max(cursor, vd.start + vd.size);
-  }
-  gap(array.capacity());
-  return best;
-}
+constexpr std::uint64_t kVdAlign = 4096;  // VD sizes are multiples of this
 
 }  // namespace
 
@@ -42,7 +23,7 @@ Result<json> Registry::create_vd(const json& args) {
   Array& array = *dg.array;
   if (array.health() == ArrayHealth::kFailed)
     return make_error(Errc::kUnsupported, "dg {} has failed: no VD can be made on it", dg.id);
-  const std::uint64_t largest = largest_free_extent(array);
+  const std::uint64_t largest = array.largest_free_extent();
   std::uint64_t size = largest;
   if (const auto requested = arg_opt_u64(args, "size")) {
     size = *requested;

@@ -1,6 +1,7 @@
 // The VD table: carving virtual drives out of the array's data space and recording them in the
 // superblocks.
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "array/array_state.h"
@@ -9,6 +10,38 @@ namespace graid {
 
 VdInfo vd_info(const meta::VdEntry& e) {
   return VdInfo{e.id, e.name, e.start, e.size};
+}
+
+namespace {
+
+// Where a VD may start: a 1 MiB boundary that is also a full-stripe boundary, so that the strip
+// and stripe hints a frontend gives (ublk's io_opt and chunk sectors) line up with the array's
+// stripes. VDs made before this rule keep their place; only new starts follow it.
+std::uint64_t vd_start_align(const Geometry& g) {
+  return std::lcm(std::uint64_t{1} << 20, g.stripe_data_bytes());
+}
+
+}  // namespace
+
+std::uint64_t Array::largest_free_extent() const {
+  const State& s = *state_;
+  MutexLock guard(s.control_mutex);
+  const std::uint64_t align = vd_start_align(s.geometry);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> used;  // [start, end)
+  for (const meta::VdEntry& e : s.sb.vds)
+    if (e.in_use()) used.emplace_back(e.start, e.start + e.size);
+  std::sort(used.begin(), used.end());
+  std::uint64_t best = 0, cursor = 0;
+  const auto gap = [&](std::uint64_t end) {
+    const std::uint64_t start = (cursor + align - 1) / align * align;
+    if (end > start) best = std::max(best, (end - start) / meta::kDataAlign * meta::kDataAlign);
+  };
+  for (const auto& [start, end] : used) {
+    gap(start);
+    cursor = std::max(cursor, end);
+  }
+  gap(s.capacity);
+  return best;
 }
 
 Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
@@ -20,7 +53,7 @@ Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
                       meta::kMaxVdNameLen);
   }
   if (size == 0) return make_error(Errc::kInvalidArgument, "VD size must be more than 0");
-  constexpr std::uint64_t kAlign = 1u << 20;
+  const std::uint64_t kAlign = vd_start_align(s.geometry);
   if (size > s.capacity) {
     // Checked before rounding up, which would wrap to 0 for sizes near 2^64.
     return make_error(Errc::kNoSpace, "a VD of {} bytes does not fit in the array's {} bytes", size,

@@ -177,6 +177,35 @@ TEST_F(ArrayApiTest, VirtualDrivesAreExtentsThatPersist) {
   EXPECT_EQ(c->start, 0u);
 }
 
+// A VD starts on a full-stripe boundary that is also a 1 MiB boundary: RAID5 of 4 with 64 KiB
+// strips has 192 KiB stripes, so the second VD starts at 3 MiB. On main f1b45f8 it started at
+// 1 MiB, in the middle of a stripe, and ublk's io_opt hint did not line up with the stripes.
+TEST_F(ArrayApiTest, VirtualDrivesStartOnAFullStripe) {
+  auto array = make(RaidLevel::kRaid5, 4, 65536, 16u << 20);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  const std::uint64_t stripe = (*array)->geometry().stripe_data_bytes();
+  ASSERT_EQ(stripe, 3u * 65536);
+  auto a = (*array)->create_vd("alpha", 1u << 20);
+  auto b = (*array)->create_vd("beta", 1u << 20);
+  auto c = (*array)->create_vd("gamma", 5u << 20);
+  ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok());
+  EXPECT_EQ(a->start, 0u);
+  EXPECT_EQ(b->start, 3u << 20);
+  EXPECT_EQ(c->start, 6u << 20);
+  for (const VdInfo& vd : (*array)->vds()) {
+    EXPECT_EQ(vd.start % stripe, 0u) << vd.name;
+    EXPECT_EQ(vd.start % (1u << 20), 0u) << vd.name;
+  }
+  // What is left is what a VD of "the rest" (graidctl create vd without --size) gets: from the
+  // next boundary after gamma (12 MiB) to the end.
+  const std::uint64_t rest = (*array)->largest_free_extent();
+  EXPECT_EQ(rest, ((*array)->capacity() - (12u << 20)) / 4096 * 4096);
+  auto d = (*array)->create_vd("delta", rest);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_EQ(d->start, 12u << 20);
+  EXPECT_EQ((*array)->largest_free_extent(), 0u);
+}
+
 TEST_F(ArrayApiTest, SmallWritesInFlightTogetherBecomeOneFullStripeWrite) {
   auto array = make(RaidLevel::kRaid5, 5, 4096);
   ASSERT_TRUE(array.is_ok()) << array.status().to_string();

@@ -649,6 +649,9 @@ class Array {
   // (changing nothing) while a VdHandle on it is open.
   Status delete_vd(std::uint32_t id);
   std::vector<VdInfo> vds() const;
+  // The largest VD create_vd() could make now (VDs start on 1 MiB boundaries that are also
+  // full-stripe boundaries; sizes are 4 KiB multiples); 0 when there is no room.
+  std::uint64_t largest_free_extent() const;
   // Opens VD `id` for a frontend (ublk, NBD): while the handle lives, delete_vd(id) is refused.
   // kNotFound for an unknown id. The handle must be destroyed before the array.
   Result<VdHandle> open_vd(std::uint32_t id);
