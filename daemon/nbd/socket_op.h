@@ -1,8 +1,7 @@
 // One socket operation on an IoContext's ring (accept, recv, sendmsg, cancel by fd, or a timer):
-// how the NBD
-// server does all its socket I/O on the thread that also runs the array's member I/O, sleeping in
-// the one IoContext::poll(). Single-shot, as RingCommand requires; the owner is told the CQE's
-// result on the ring's thread and may start the op again from there.
+// how the NBD server does all its socket I/O on the thread that also runs the array's member I/O,
+// sleeping in the one IoContext::poll(). Single-shot, as RingCommand requires; the owner is told
+// the CQE's result on the ring's thread and may start the op again from there.
 #pragma once
 
 #include <linux/time_types.h>

@@ -53,7 +53,7 @@ Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
                       meta::kMaxVdNameLen);
   }
   if (size == 0) return make_error(Errc::kInvalidArgument, "VD size must be more than 0");
-  const std::uint64_t kAlign = vd_start_align(s.geometry);
+  const std::uint64_t align = vd_start_align(s.geometry);
   if (size > s.capacity) {
     // Checked before rounding up, which would wrap to 0 for sizes near 2^64.
     return make_error(Errc::kNoSpace, "a VD of {} bytes does not fit in the array's {} bytes", size,
@@ -81,7 +81,7 @@ Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
   std::uint64_t candidate = 0;
   for (const auto& [start, end] : used) {
     if (candidate + size <= start) break;
-    candidate = std::max(candidate, (end + kAlign - 1) / kAlign * kAlign);
+    candidate = std::max(candidate, (end + align - 1) / align * align);
   }
   if (candidate + size > s.capacity || candidate + size < candidate) {
     return make_error(Errc::kNoSpace, "no free extent of {} bytes in the array's {} bytes", size,
