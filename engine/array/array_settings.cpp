@@ -152,12 +152,12 @@ void Array::State::activate_journal(bool degrading) {
                        (degrading || failed_count.load(std::memory_order_acquire) > 0));
   if (!wanted || !journal->activate()) return;
   // On from off: updates that decided on no record before this may still be in flight. Coverage
-  // is pending until none is. The count is read after the turn-on and the pending flag (a fence
-  // against the one an update makes after counting itself in, before it asks whether the journal
-  // is on, and after counting itself out, before it looks at the flag): an update not counted
-  // here sees the journal on, and one that finishes unseen by this read sees the flag.
+  // is pending until none is. The count is read after the turn-on and the pending flag, and an
+  // update counts itself in before it asks whether the journal is on and out before it looks at
+  // the flag, all of them sequentially consistent (no fences: TSan does not model them): an
+  // update not counted here sees the journal on, and one that finishes unseen by this read sees
+  // the flag.
   journal_coverage_pending.store(true, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   const bool drained = bare_updates_drained();
   journal_covered = drained;
   if (drained) journal_coverage_pending.store(false, std::memory_order_release);

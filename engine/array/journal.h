@@ -61,7 +61,9 @@ class Journal {
   // Whether updates are journalled now (on, or turning off: updates then wait in enter()).
   // Turned on at assembly, when the policy says so, or when the array degrades under the
   // degraded-only policy.
-  bool active() const noexcept { return state_.load(std::memory_order_acquire) != kOff; }
+  // Sequentially consistent: an update's count-in (StripeOp::count_bare) and this read pair with
+  // activate()'s store and the count read after it (Array::State::activate_journal).
+  bool active() const noexcept { return state_.load(std::memory_order_seq_cst) != kOff; }
   // True when this turned it on from off (updates that decided on no record may still be in
   // flight: Array::State::activate_journal); false when it was on or is turning off (it comes
   // back on once the turn-off ends).

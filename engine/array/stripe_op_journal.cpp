@@ -46,13 +46,12 @@ bool StripeOp::count_bare(bool on) {
   if (on == bare_) return false;
   bare_ = on;
   if (on) {
-    q_.bare_updates.fetch_add(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // before it reads the journal's state
+    // Sequentially consistent, as the journal's state read after it (Journal::active).
+    q_.bare_updates.fetch_add(1, std::memory_order_seq_cst);
     return false;
   }
-  q_.bare_updates.fetch_sub(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // before it reads the pending flag
-  return q_.array.journal_coverage_pending.load(std::memory_order_relaxed);
+  q_.bare_updates.fetch_sub(1, std::memory_order_seq_cst);  // before it reads the pending flag
+  return q_.array.journal_coverage_pending.load(std::memory_order_seq_cst);
 }
 
 void StripeOp::journal_or_write() {
