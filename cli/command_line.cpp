@@ -354,6 +354,7 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
                         *vd, *dg));
       }
       args["confirm"] = true;
+      if (in.force) args["force"] = true;
     } else if (verb == "export") {
       if (in.ublk_flag && in.nbd)
         return usage("export vd takes --ublk or --nbd, not both; export twice for both");
@@ -375,6 +376,7 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     } else if (verb == "unexport") {
       args["nbd"] = in.nbd_flag;
       args["ublk"] = in.ublk_flag;
+      if (in.force) args["force"] = true;
     }
     return Status::ok();
   }
@@ -491,13 +493,13 @@ constexpr Leaf kLeaves[] = {
     {"describe", "controller", "describe controller"},
     {"delete", "pd", "delete pd <ids>"},
     {"delete", "dg", "delete dg <id> --confirm"},
-    {"delete", "vd", "delete vd <dg> <vd> --confirm"},
+    {"delete", "vd", "delete vd <dg> <vd> --confirm [--force]"},
     {"edit", "dg", "edit dg <id> <key> <value> | edit dg <id> force_online --confirm"},
     {"edit", "pd",
      "edit pd <id> marker offline|online | io_mode passthrough|block | hotspare <dg>|global|none"},
     {"export", "vd",
      "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
-    {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk]"},
+    {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk] [--force]"},
     {"replace", "pd", "replace pd <dg> <old pd> <new pd>"},
     {"start", "check", "start check <dg> [--repair]"},
     {"stop", "check", "stop check <dg>"},
@@ -578,6 +580,11 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
   if (verb == "list" && object == "event") text("--since", in.since, "first sequence number");
   if (verb == "delete" && object != "pd") {
     sub->add_flag("--confirm,--confirm-to-delete", in.confirm, "yes, destroy the data");
+  }
+  if ((verb == "delete" || verb == "unexport") && object == "vd") {
+    sub->add_flag("--force", in.force,
+                  "remove its ublk device even while mounted or open: syncs, then removes it; "
+                  "unwritten data of its users is lost");
   }
   if (verb == "edit" && object == "dg") {
     sub->add_flag("--confirm", in.confirm, "force_online: yes, start it with stale members");

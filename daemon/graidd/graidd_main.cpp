@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 
 #include "control/control_server.h"
 #include "graidd/dispatcher.h"
@@ -151,6 +152,14 @@ int run(const Options& o) {
   events.add("daemon_stopping", std::nullopt, std::nullopt, std::nullopt, "stopping");
   server->reset();  // no more requests
   registry->shutdown();
+  if (const std::uint32_t left = registry->devices_left(); left != 0) {
+    // Ends as a kill would, every file at once (Registry::devices_left): the kernel then holds
+    // the devices' I/O until the next graidd takes them back.
+    ::close(sigfd);
+    spdlog::info("stopped, leaving {} ublk device(s) in use to the kernel", left);
+    spdlog::shutdown();
+    std::_Exit(0);
+  }
   registry.reset();
   threads->reset();
   ::close(sigfd);

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "graidd/block_device_users.h"
 #include "graidd/request_args.h"
 
 namespace graid::daemon {
@@ -435,11 +436,34 @@ void Registry::forget_exports(std::uint32_t dg_id, std::uint32_t vd_id, std::str
 void Registry::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // A device in use (a filesystem mounted on it: a package upgrade restarts graidd under it)
+  // is not removed, which would fail the writeback removal starts: flushed, then left to the
+  // kernel, which holds its I/O once this process is gone until the next graidd takes it back.
+  std::set<std::uint32_t> left_running;
+  for (const UblkExportInfo& e : ublk_.list()) {
+    auto users = block_device_users(e.device.path);
+    if (!users.is_ok() || users->empty()) continue;
+    const Status synced = sync_block_device(e.device.path, /*mounts=*/false);
+    spdlog::warn(
+        "dg {} vd {}: {} is in use ({}): left for the next graidd to take back{}; dg {} keeps "
+        "running until graidd exits and re-syncs what its write-intent bitmap marks at the next "
+        "start",
+        e.dg_id, e.vd_id, e.device.path, fmt::join(*users, "; "),
+        synced ? "" : fmt::format(" ({})", synced.message()), e.dg_id);
+    ublk_.abandon(e.dg_id, e.vd_id);
+    left_running.insert(e.dg_id);
+    ++devices_left_;
+  }
   ublk_.remove_all();  // a clean stop removes the devices (their entries bring them back)
   nbd_.remove_all();
   for (auto& [id, dg] : dgs_) {
     if (!dg.array) continue;
     stop_jobs(dg);
+    if (left_running.contains(id)) {
+      // Its device's queues serve on the I/O threads until they stop: not stopped, not freed.
+      (void)dg.array.release();
+      continue;
+    }
     auto quiet = dg.array->quiesce(std::chrono::seconds(30));
     if (!quiet) spdlog::error("dg {}: {}", id, quiet.to_string());
     auto st = dg.array->stop();

@@ -71,8 +71,15 @@ class Registry {
   // be read fails start-up.
   Status start();
   // Stops every export (their requests in flight are answered), then stops every array, which
-  // marks it clean. Idempotent.
+  // marks it clean. A ublk device still in use (mounted, open) is flushed and left to the kernel
+  // for the next graidd to take back, and its DG is left running, not marked clean, until the
+  // process exits (docs/daemon.md). Idempotent.
   void shutdown();
+  // ublk devices shutdown() left to the kernel in use. The process must then end without tearing
+  // down its I/O threads' rings first (graidd_main: _Exit), as a kill would: with the device's
+  // /dev/ublkcN still open, the driver's cancel path re-queues the device's requests endlessly
+  // (a soft lockup on Linux 6.12) until that file closes too.
+  std::uint32_t devices_left() const noexcept { return devices_left_; }
 
   // Brings what the registry knows of member slots up to date with the arrays (a hot spare
   // taken into a failed role by a rebuild job). Called before each request.
@@ -189,8 +196,10 @@ class Registry {
   // Serves a VD as a ublk device and records it in the state dir (registry_vd.cpp). `dev_id`:
   // the device it had before a restart.
   Status export_ublk(Dg& dg, std::uint32_t vd_id, std::optional<std::uint32_t> dev_id);
-  // Removes a VD's ublk device, if it has one, and forgets it. False when it had none.
-  Result<bool> unexport_ublk(Dg& dg, std::uint32_t vd_id, std::string_view why);
+  // Removes a VD's ublk device, if it has one, and forgets it. False when it had none. A device
+  // in use (graidd/block_device_users.h) is refused with kBusy naming its users, unless `force`:
+  // then its filesystems and the device are synced first and it goes anyway.
+  Result<bool> unexport_ublk(Dg& dg, std::uint32_t vd_id, std::string_view why, bool force);
   // Drops a VD's exports (of `kind`, or all) from what the state dir restores at start.
   void forget_exports(std::uint32_t dg_id, std::uint32_t vd_id, std::string_view kind = {});
   // The smallest id not in use: ids go 0, 1, 2... in order of creation and are never reused
@@ -227,8 +236,9 @@ class Registry {
       vd_counters_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   bool shut_down_ = false;
-  int state_lock_fd_ = -1;  // flock on <state dir>/lock: one graidd per state dir
-  int wake_fd_ = -1;        // eventfd: see wake_fd()
+  std::uint32_t devices_left_ = 0;  // see devices_left()
+  int state_lock_fd_ = -1;          // flock on <state dir>/lock: one graidd per state dir
+  int wake_fd_ = -1;                // eventfd: see wake_fd()
 };
 
 }  // namespace graid::daemon

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "graidd/block_device_users.h"
 #include "graidd/registry.h"
 #include "graidd/request_args.h"
 
@@ -108,7 +109,7 @@ Result<json> Registry::delete_vd(const json& args) {
   if (!arg_bool(args, "confirm"))
     return make_error(Errc::kInvalidArgument,
                       "deleting vd {} of dg {} drops its data: add --confirm", vd->id, dg.id);
-  if (auto gone = unexport_ublk(dg, vd->id, "vd deleted"); !gone.is_ok())
+  if (auto gone = unexport_ublk(dg, vd->id, "vd deleted", arg_bool(args, "force")); !gone.is_ok())
     return make_error(gone.status().code(), "vd {} of dg {} not deleted: {}", vd->id, dg.id,
                       gone.status().message());
   if (nbd_.remove(dg.id, vd->id))
@@ -187,7 +188,7 @@ Result<json> Registry::unexport_vd(const json& args) {
   if (all && !has_nbd && !has_ublk)
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} is not exported", vd->id, dg.id);
   if (all || want_ublk) {
-    auto gone = unexport_ublk(dg, vd->id, "unexported");
+    auto gone = unexport_ublk(dg, vd->id, "unexported", arg_bool(args, "force"));
     if (!gone.is_ok()) return gone.status();
   }
   if ((all || want_nbd) && has_nbd) {
@@ -220,14 +221,46 @@ Status Registry::export_ublk(Dg& dg, std::uint32_t vd_id, std::optional<std::uin
   return {};
 }
 
-Result<bool> Registry::unexport_ublk(Dg& dg, std::uint32_t vd_id, std::string_view why) {
+Result<bool> Registry::unexport_ublk(Dg& dg, std::uint32_t vd_id, std::string_view why,
+                                     bool force) {
   const auto info = ublk_.find(dg.id, vd_id);
   if (!info) return false;
+  const std::string& path = info->device.path;
+  // Removing a device under a filesystem or an application loses what they have not written
+  // (the kernel fails the writeback that removal starts): refused unless forced.
+  auto users = block_device_users(path);
+  if (!users.is_ok()) {
+    spdlog::warn("dg {} vd {}: cannot tell who uses {}: {}", dg.id, vd_id, path,
+                 users.status().message());
+  } else if (!users->empty() && !force) {
+    return make_error(Errc::kBusy,
+                      "{} is in use: {}. Unmount or close it first, or add --force, which syncs "
+                      "its filesystems and the device and then removes it anyway: what its users "
+                      "have not yet written is lost and a filesystem on it shuts down",
+                      path, fmt::join(*users, "; "));
+  }
+  std::string forced;
+  if (force && users.is_ok() && !users->empty()) {
+    Status synced = sync_block_device(path, /*mounts=*/true);
+    forced = fmt::format(", forced while in use: {}{}", fmt::join(*users, "; "),
+                         synced ? "" : fmt::format("; {}", synced.message()));
+    spdlog::warn("dg {} vd {}: removing {} while in use ({}){}", dg.id, vd_id, path,
+                 fmt::join(*users, "; "), synced ? "" : fmt::format(": {}", synced.message()));
+  }
   auto gone = ublk_.remove(dg.id, vd_id);
-  if (!gone.is_ok()) return gone.status();
+  if (!gone.is_ok()) {
+    if (forced.empty()) return gone.status();
+    // Stopped, but the kernel deletes a device only once nobody holds it: a mounted filesystem
+    // keeps it until it is unmounted.
+    return make_error(gone.status().code(),
+                      "{} is stopped (its users now get I/O errors) but not yet deleted: {}. The "
+                      "kernel deletes it once they let go of it: unmount or close it, then run "
+                      "this again",
+                      path, gone.status().message());
+  }
   forget_exports(dg.id, vd_id, "ublk");
   events_.add("export_stopped", dg.id, std::nullopt, vd_id,
-              fmt::format("ublk {} removed ({})", info->device.path, why));
+              fmt::format("ublk {} removed ({}{})", path, why, forced));
   return true;
 }
 

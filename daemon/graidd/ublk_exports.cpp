@@ -128,6 +128,23 @@ void UblkExports::remove_all() {
   }
 }
 
+bool UblkExports::abandon(std::uint32_t dg_id, std::uint32_t vd_id) {
+  auto it = devices_.find({dg_id, vd_id});
+  if (it == devices_.end()) return false;
+  spdlog::warn("dg {} vd {}: {} left to the kernel in use; the next graidd takes it back", dg_id,
+               vd_id, it->second->info().path);
+  (void)it->second.release();  // its queues live on the I/O threads until the process ends
+  devices_.erase(it);
+  return true;
+}
+
+std::vector<UblkExportInfo> UblkExports::list() const {
+  std::vector<UblkExportInfo> out;
+  for (const auto& [key, dev] : devices_)
+    out.push_back({key.first, key.second, dev->info()});
+  return out;
+}
+
 std::optional<UblkExportInfo> UblkExports::find(std::uint32_t dg_id, std::uint32_t vd_id) const {
   auto it = devices_.find({dg_id, vd_id});
   if (it == devices_.end()) return std::nullopt;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "graid/array.h"
 #include "graidd/io_threads.h"
@@ -61,6 +62,14 @@ class UblkExports {
   // when the kernel would not let go of it.
   Result<bool> remove(std::uint32_t dg_id, std::uint32_t vd_id);
   void remove_all();
+  // Leaves the VD's device to the kernel as it is, in use (SIGTERM with a filesystem mounted on
+  // it): no STOP_DEV, its queues serve until the process exits, and then the kernel quiesces the
+  // device and holds its I/O for the next graidd, which takes it back (user recovery, as after a
+  // kill). Its array must outlive the process's I/O threads (Registry::shutdown). False when the
+  // VD has no ublk export.
+  bool abandon(std::uint32_t dg_id, std::uint32_t vd_id);
+  // Every device, in (dg, vd) order.
+  std::vector<UblkExportInfo> list() const;
 
   std::optional<UblkExportInfo> find(std::uint32_t dg_id, std::uint32_t vd_id) const;
   // The device's request counters; nullopt when the VD has no ublk export.
