@@ -42,8 +42,7 @@ check still-exported export_live
 check still-mounted grep -q " $mnt " /proc/mounts
 
 # SIGTERM: the device is left to the kernel, which holds its I/O until the next graidd.
-graidd_stop
-sleep 2  # the kernel releases the old process's drives as after a kill (kill-recover.sh)
+graidd_stop  # and at once a new graidd, which waits for the kernel to release the drives
 check graidd-left-it grep -q "left for the next graidd to take back" "$GRAIDD_LOG"
 check device-kept test -b "$dev"
 check graidd-restart graidd_start
