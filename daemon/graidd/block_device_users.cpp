@@ -138,16 +138,6 @@ Result<std::vector<std::string>> block_device_users(const std::string& path,
   return device_users(target, path, roots);
 }
 
-std::vector<std::string> block_device_mount_points(const std::string& path,
-                                                   const DeviceUsersRoots& roots) {
-  std::vector<std::string> points;
-  struct stat target {};
-  if (::stat(path.c_str(), &target) != 0) return points;
-  for (Mount& m : mounts_of(target, roots))
-    points.push_back(std::move(m.point));
-  return points;
-}
-
 Status sync_block_device(const std::string& path, bool mounts, const DeviceUsersRoots& roots) {
   Status first;
   auto note = [&](std::string_view step, const std::string& what) {
@@ -155,9 +145,12 @@ Status sync_block_device(const std::string& path, bool mounts, const DeviceUsers
     if (first) first = make_error(Errc::kIoError, "{} {}: {}", step, what, std::strerror(err));
   };
   if (mounts) {
-    for (const std::string& point : block_device_mount_points(path, roots)) {
-      const int fd = ::open(point.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd < 0 || ::syncfs(fd) != 0) note("syncfs", point);
+    struct stat target {};
+    const auto mounted =
+        ::stat(path.c_str(), &target) == 0 ? mounts_of(target, roots) : std::vector<Mount>{};
+    for (const Mount& m : mounted) {
+      const int fd = ::open(m.point.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0 || ::syncfs(fd) != 0) note("syncfs", m.point);
       if (fd >= 0) ::close(fd);
     }
   }

@@ -30,10 +30,6 @@ struct DeviceUsersRoots {
 // matched by device and inode, a device node by its type and number.
 Result<std::vector<std::string>> block_device_users(const std::string& path,
                                                     const DeviceUsersRoots& roots = {});
-// Where the device is mounted (this mount namespace's mountinfo). Empty when it is not mounted
-// or cannot be looked at.
-std::vector<std::string> block_device_mount_points(const std::string& path,
-                                                   const DeviceUsersRoots& roots = {});
 // What `--force` and SIGTERM do before a device in use goes or is left: syncfs() on every
 // filesystem mounted from it (when `mounts`), then fsync() of the device itself, which writes its
 // page cache and sends the device a flush (graid makes every acknowledged write durable on the

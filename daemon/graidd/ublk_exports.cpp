@@ -120,19 +120,14 @@ void UblkExports::remove_all() {
   while (!devices_.empty()) {
     auto [dg, vd] = devices_.begin()->first;
     auto r = remove(dg, vd);
-    if (!r.is_ok()) {
-      // Leave it to the process's exit: the kernel then aborts the device's I/O itself.
-      (void)devices_.begin()->second.release();
-      devices_.erase(devices_.begin());
-    }
+    // Leave it to the process's exit: the kernel then aborts the device's I/O itself.
+    if (!r.is_ok()) abandon(dg, vd);
   }
 }
 
 bool UblkExports::abandon(std::uint32_t dg_id, std::uint32_t vd_id) {
   auto it = devices_.find({dg_id, vd_id});
   if (it == devices_.end()) return false;
-  spdlog::warn("dg {} vd {}: {} left to the kernel in use; the next graidd takes it back", dg_id,
-               vd_id, it->second->info().path);
   (void)it->second.release();  // its queues live on the I/O threads until the process ends
   devices_.erase(it);
   return true;

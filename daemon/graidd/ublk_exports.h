@@ -62,11 +62,11 @@ class UblkExports {
   // when the kernel would not let go of it.
   Result<bool> remove(std::uint32_t dg_id, std::uint32_t vd_id);
   void remove_all();
-  // Leaves the VD's device to the kernel as it is, in use (SIGTERM with a filesystem mounted on
-  // it): no STOP_DEV, its queues serve until the process exits, and then the kernel quiesces the
-  // device and holds its I/O for the next graidd, which takes it back (user recovery, as after a
-  // kill). Its array must outlive the process's I/O threads (Registry::shutdown). False when the
-  // VD has no ublk export.
+  // Leaves the VD's device to the kernel as it is (in use at SIGTERM, or one whose removal
+  // failed): no STOP_DEV, its queues serve until the process exits, and then the kernel quiesces
+  // the device and holds its I/O for the next graidd, which takes it back (user recovery, as after
+  // a kill). Its array must outlive the process's I/O threads (Registry::shutdown). Logs nothing
+  // (the caller says why). False when the VD has no ublk export.
   bool abandon(std::uint32_t dg_id, std::uint32_t vd_id);
   // Every device, in (dg, vd) order.
   std::vector<UblkExportInfo> list() const;

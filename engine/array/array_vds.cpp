@@ -21,22 +21,27 @@ std::uint64_t vd_start_align(const Geometry& g) {
   return std::lcm(std::uint64_t{1} << 20, g.stripe_data_bytes());
 }
 
+// The extents the VDs take, [start, end), in order of start.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> used_extents(const meta::Superblock& sb) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> used;
+  for (const meta::VdEntry& e : sb.vds)
+    if (e.in_use()) used.emplace_back(e.start, e.start + e.size);
+  std::sort(used.begin(), used.end());
+  return used;
+}
+
 }  // namespace
 
 std::uint64_t Array::largest_free_extent() const {
   const State& s = *state_;
   MutexLock guard(s.control_mutex);
   const std::uint64_t align = vd_start_align(s.geometry);
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> used;  // [start, end)
-  for (const meta::VdEntry& e : s.sb.vds)
-    if (e.in_use()) used.emplace_back(e.start, e.start + e.size);
-  std::sort(used.begin(), used.end());
   std::uint64_t best = 0, cursor = 0;
   const auto gap = [&](std::uint64_t end) {
     const std::uint64_t start = (cursor + align - 1) / align * align;
     if (end > start) best = std::max(best, (end - start) / meta::kDataAlign * meta::kDataAlign);
   };
-  for (const auto& [start, end] : used) {
+  for (const auto& [start, end] : used_extents(s.sb)) {
     gap(start);
     cursor = std::max(cursor, end);
   }
@@ -60,7 +65,6 @@ Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
                       s.capacity);
   }
   size = (size + meta::kDataAlign - 1) / meta::kDataAlign * meta::kDataAlign;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> used;  // [start, end)
   std::uint32_t free_slot = meta::kMaxVds;
   std::uint32_t id = 0;
   for (std::uint32_t i = 0; i < meta::kMaxVds; ++i) {
@@ -70,16 +74,14 @@ Result<VdInfo> Array::create_vd(std::string_view name, std::uint64_t size) {
       continue;
     }
     if (e.name == name) return make_error(Errc::kInvalidArgument, "a VD named '{}' exists", name);
-    used.emplace_back(e.start, e.start + e.size);
     id = std::max(id, e.id + 1);
   }
   if (free_slot == meta::kMaxVds) {
     return make_error(Errc::kBusy, "the array already has {} VDs, the most it can hold",
                       meta::kMaxVds);
   }
-  std::sort(used.begin(), used.end());
   std::uint64_t candidate = 0;
-  for (const auto& [start, end] : used) {
+  for (const auto& [start, end] : used_extents(s.sb)) {
     if (candidate + size <= start) break;
     candidate = std::max(candidate, (end + align - 1) / align * align);
   }
