@@ -334,6 +334,7 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
             *id));
       }
       args["confirm"] = true;
+      if (object == "dg" && in.force) args["force"] = true;
     }
     return Status::ok();
   }
@@ -492,7 +493,7 @@ constexpr Leaf kLeaves[] = {
     {"describe", "vd", "describe vd <dg> <vd>"},
     {"describe", "controller", "describe controller"},
     {"delete", "pd", "delete pd <ids>"},
-    {"delete", "dg", "delete dg <id> --confirm"},
+    {"delete", "dg", "delete dg <id> --confirm [--force]"},
     {"delete", "vd", "delete vd <dg> <vd> --confirm [--force]"},
     {"edit", "dg", "edit dg <id> <key> <value> | edit dg <id> force_online --confirm"},
     {"edit", "pd",
@@ -585,6 +586,11 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
     sub->add_flag("--force", in.force,
                   "remove its ublk device even while mounted or open: syncs, then removes it; "
                   "unwritten data of its users is lost");
+  }
+  if (verb == "delete" && object == "dg") {
+    sub->add_flag("--force", in.force,
+                  "release ublk devices held for its VDs even while mounted or open: the I/O "
+                  "waiting on them fails");
   }
   if (verb == "edit" && object == "dg") {
     sub->add_flag("--confirm", in.confirm, "force_online: yes, start it with stale members");

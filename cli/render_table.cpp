@@ -218,6 +218,24 @@ std::string export_table(const json& exports) {
   return t.render();
 }
 
+// ublk devices graidd owns but does not serve (docs/ublk.md, "Owned-device discovery").
+std::string held_table(const json& held, bool with_dg) {
+  std::vector<TextTable::Column> cols;
+  if (with_dg) cols.push_back({"DG", true});
+  for (TextTable::Column c : {TextTable::Column{"VD", true}, TextTable::Column{"DEVICE"},
+                              TextTable::Column{"STATE"}, TextTable::Column{"WHY"}})
+    cols.push_back(c);
+  TextTable t(std::move(cols));
+  for (const json& h : held) {
+    std::vector<std::string> row;
+    if (with_dg) row.push_back(field_text(h, "dg_id"));
+    for (const char* key : {"vd_id", "device", "state", "reason"})
+      row.push_back(field_text(h, key));
+    t.add_row(std::move(row));
+  }
+  return t.render();
+}
+
 std::string event_table(const json& events) {
   TextTable t(
       {{"SEQ", true}, {"TIME"}, {"KIND"}, {"DG", true}, {"PD", true}, {"VD", true}, {"MESSAGE"}});
@@ -241,6 +259,8 @@ std::string describe_dg(const json& dg) {
            "free",  "vd_count", "clean",   "init_method", "settings", "journal",      "message"});
   if (dg.contains("members")) out += "\nmembers:\n" + member_table(array_field(dg, "members"));
   if (dg.contains("vds")) out += "\nvds:\n" + vd_table(array_field(dg, "vds"));
+  if (!array_field(dg, "held_ublk").empty())
+    out += "\nheld ublk devices:\n" + held_table(array_field(dg, "held_ublk"), false);
   return out;
 }
 
@@ -251,8 +271,11 @@ std::string describe_vd(const json& vd) {
 }
 
 std::string describe_controller(const json& c) {
-  return block(c, {"version", "pid", "uptime_s", "io_threads", "socket", "state_dir", "parity",
-                   "batches", "jobs", "fallbacks"});
+  std::string out = block(c, {"version", "pid", "uptime_s", "io_threads", "socket", "state_dir",
+                              "parity", "batches", "jobs", "fallbacks"});
+  if (!array_field(c, "held_ublk").empty())
+    out += "\nheld ublk devices:\n" + held_table(array_field(c, "held_ublk"), true);
+  return out;
 }
 
 std::string ids_text(const json& ids) {

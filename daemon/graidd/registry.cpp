@@ -16,11 +16,21 @@
 
 #include "graidd/block_device_users.h"
 #include "graidd/request_args.h"
+#include "graidd/ublk_owner.h"
 
 namespace graid::daemon {
 
+namespace {
+
+RegistryOptions with_ublk_owner(RegistryOptions o) {
+  o.ublk.instance = state_dir_tag(o.state_dir);
+  return o;
+}
+
+}  // namespace
+
 Registry::Registry(RegistryOptions options, IoThreads& threads, EventLog& events)
-    : options_(std::move(options)),
+    : options_(with_ublk_owner(std::move(options))),
       threads_(threads),
       events_(events),
       nbd_(threads),
@@ -292,8 +302,10 @@ Status Registry::start() {
     assemble_group(id, uuid, members);
   }
   (void)save();  // logged inside; the operation stands
+  release_dead_held();
   for (const auto& e : std::vector<ExportEntry>(export_entries_))
     restore_export(e);
+  claim_held(std::nullopt);
   use_global_spares();  // a DG that came up degraded
   return {};
 }

@@ -200,6 +200,21 @@ class Registry {
   // in use (graidd/block_device_users.h) is refused with kBusy naming its users, unless `force`:
   // then its filesystems and the device are synced first and it goes anyway.
   Result<bool> unexport_ublk(Dg& dg, std::uint32_t vd_id, std::string_view why, bool force);
+  // ublk devices this graidd owns but does not serve (registry_held.cpp). At start, before the
+  // exports are restored: finds them and deletes the dead ones.
+  void release_dead_held();
+  // After the exports of a DG (or of all, nullopt) are restored: takes back the held devices of
+  // VDs that have none (never recorded), and logs and records the others as held.
+  void claim_held(std::optional<std::uint32_t> only_dg);
+  // Why a held device is not served ("" when it could be).
+  std::string held_reason(const HeldUblk& h) const;
+  std::vector<HeldUblk> held_of(std::uint32_t dg_id, std::optional<std::uint32_t> vd_id) const;
+  // unexport vd / delete dg: releases the held devices of a VD (or of the whole DG), refused
+  // with kBusy while one is in use unless `force`, and forgets their exports. Returns their paths.
+  Result<std::vector<std::string>> release_held(std::uint32_t dg_id,
+                                                std::optional<std::uint32_t> vd_id, bool force,
+                                                std::string_view why);
+  nlohmann::json held_json(std::uint32_t dg_id) const;  // registry_json.cpp
   // Drops a VD's exports (of `kind`, or all) from what the state dir restores at start.
   void forget_exports(std::uint32_t dg_id, std::uint32_t vd_id, std::string_view kind = {});
   // The smallest id not in use: ids go 0, 1, 2... in order of creation and are never reused

@@ -138,6 +138,14 @@ Result<json> Registry::delete_dg(const json& args) {
   const std::size_t vds = dg.array ? dg.array->vds().size() : dg.exam ? dg.exam->vds.size() : 0;
   if (vds > 0)
     return make_error(Errc::kBusy, "dg {} still has {} VD(s): delete them first", dg.id, vds);
+  // ublk devices held for its VDs since a graidd was killed: nothing can serve them once the DG
+  // is gone.
+  if (!held_of(dg.id, std::nullopt).empty()) {
+    auto released = release_held(dg.id, std::nullopt, arg_bool(args, "force"), "dg deleted");
+    if (!released.is_ok())
+      return make_error(released.status().code(), "dg {} not deleted: {}", dg.id,
+                        released.status().message());
+  }
   if (dg.array) {
     stop_jobs(dg);
     auto quiet = dg.array->quiesce(std::chrono::seconds(10));
@@ -172,6 +180,7 @@ Result<json> Registry::delete_dg(const json& args) {
     if (!pd.missing) pd.message.clear();  // a missing PD keeps saying why
   }
   const std::uint32_t id = dg.id;
+  std::erase_if(export_entries_, [&](const ExportEntry& e) { return e.dg_id == id; });
   dgs_.erase(id);
   std::string summary = "deleted";
   for (const auto& p : problems)
@@ -322,6 +331,7 @@ Result<json> Registry::force_online(Dg& dg, bool confirm) {
               fmt::format("data on taken-back members may be stale: {}", what));
   for (const auto& e : std::vector<ExportEntry>(export_entries_))
     if (e.dg_id == dg.id) restore_export(e);
+  claim_held(dg.id);
   if (auto st = save(); !st) return st;
   json out = dg_json(dg, true);
   out["forced"] = overrides;

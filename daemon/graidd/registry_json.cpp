@@ -237,7 +237,21 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     }
   }
   j["message"] = dg.message;
+  j["held_ublk"] = held_json(dg.id);
   return j;
+}
+
+json Registry::held_json(std::uint32_t dg_id) const {
+  json out = json::array();
+  for (const HeldUblk& h : ublk_.held()) {
+    if (h.dg_id != dg_id) continue;
+    out.push_back({{"vd_id", h.vd_id},
+                   {"dev_id", h.dev_id},
+                   {"device", h.path},
+                   {"state", ublk_state_name(h.state)},
+                   {"reason", held_reason(h)}});
+  }
+  return out;
 }
 
 json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {

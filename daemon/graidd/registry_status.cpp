@@ -64,6 +64,17 @@ Result<json> Registry::describe_controller(const json&) {
     j["parity"]["dead"] = p.cuda->dead();
     fallbacks += cs.cpu_batches;
   }
+  // ublk devices of this graidd's that it does not serve (docs/ublk.md, "Owned-device
+  // discovery"), whatever their DG.
+  json held = json::array();
+  for (const HeldUblk& h : ublk_.held())
+    held.push_back({{"dg_id", h.dg_id},
+                    {"vd_id", h.vd_id},
+                    {"dev_id", h.dev_id},
+                    {"device", h.path},
+                    {"state", ublk_state_name(h.state)},
+                    {"reason", held_reason(h)}});
+  j["held_ublk"] = std::move(held);
   j["batches"] = batches;
   j["jobs"] = jobs;
   j["fallbacks"] = fallbacks;

@@ -171,25 +171,66 @@ Result<json> Registry::export_vd(const json& args) {
 }
 
 Result<json> Registry::unexport_vd(const json& args) {
-  auto found = find_dg(args);
-  if (!found.is_ok()) return found.status();
-  Dg& dg = **found;
-  auto vd = find_vd(dg, args);
-  if (!vd.is_ok()) return vd.status();
   const bool want_nbd = arg_bool(args, "nbd");
   const bool want_ublk = arg_bool(args, "ublk");
   const bool all = !want_nbd && !want_ublk;
+  const bool force = arg_bool(args, "force");
+  auto found = find_dg(args);
+  const bool running = found.is_ok() && (*found)->array && find_vd(**found, args).is_ok();
+  if (!running) {
+    // A DG that is offline or gone: what is left of the VD's exports is a ublk device held for
+    // it (its users' I/O waiting) and the entries restored when the DG comes back.
+    const std::uint32_t dg_id = arg_id(args, "dg_id");
+    const std::uint32_t vd_id = arg_id(args, "vd_id");
+    const bool held = (all || want_ublk) && !held_of(dg_id, vd_id).empty();
+    const bool recorded =
+        std::any_of(export_entries_.begin(), export_entries_.end(), [&](const ExportEntry& e) {
+          return e.dg_id == dg_id && e.vd_id == vd_id &&
+                 (all || e.kind == (want_ublk ? "ublk" : "nbd"));
+        });
+    if (held || recorded) {
+      std::vector<std::string> released;
+      if (held) {
+        auto r = release_held(dg_id, vd_id, force, "unexported");
+        if (!r.is_ok()) return r.status();
+        released = std::move(*r);
+      }
+      if (all || want_ublk) forget_exports(dg_id, vd_id, "ublk");
+      if (all || want_nbd) forget_exports(dg_id, vd_id, "nbd");
+      events_.add(
+          "export_stopped", dg_id, std::nullopt, vd_id,
+          fmt::format("exports forgotten while the drive group is not running{}",
+                      released.empty() ? std::string()
+                                       : fmt::format("; released {}", fmt::join(released, ", "))));
+      if (auto s = save(); !s) return s;
+      return json{{"dg_id", dg_id},
+                  {"vd_id", vd_id},
+                  {"state", "offline"},
+                  {"exports", json::array()},
+                  {"released", released}};
+    }
+    if (!found.is_ok()) return found.status();
+    if (!(*found)->array) return find_dg(args, /*need_online=*/true).status();
+  }
+  Dg& dg = **found;
+  auto vd = find_vd(dg, args);
+  if (!vd.is_ok()) return vd.status();
   const bool has_nbd = nbd_.find(dg.id, vd->id).has_value();
   const bool has_ublk = ublk_.find(dg.id, vd->id).has_value();
-  if (want_ublk && !has_ublk)
+  const bool has_held = !held_of(dg.id, vd->id).empty();
+  if (want_ublk && !has_ublk && !has_held)
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} has no ublk export", vd->id, dg.id);
   if (want_nbd && !has_nbd)
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} has no nbd export", vd->id, dg.id);
-  if (all && !has_nbd && !has_ublk)
+  if (all && !has_nbd && !has_ublk && !has_held)
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} is not exported", vd->id, dg.id);
   if (all || want_ublk) {
-    auto gone = unexport_ublk(dg, vd->id, "unexported", arg_bool(args, "force"));
+    auto gone = unexport_ublk(dg, vd->id, "unexported", force);
     if (!gone.is_ok()) return gone.status();
+    if (has_held) {
+      auto released = release_held(dg.id, vd->id, force, "unexported");
+      if (!released.is_ok()) return released.status();
+    }
   }
   if ((all || want_nbd) && has_nbd) {
     nbd_.remove(dg.id, vd->id);

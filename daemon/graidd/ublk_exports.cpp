@@ -1,18 +1,37 @@
 #include "graidd/ublk_exports.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <thread>
+
+#include "graidd/ublk_owner.h"
 
 #ifndef PR_SET_IO_FLUSHER
 #define PR_SET_IO_FLUSHER 57
 #endif
 
 namespace graid::daemon {
+
+const char* ublk_state_name(std::uint16_t state) noexcept {
+  switch (state) {
+    case ublk::kStateDead:
+      return "dead";
+    case ublk::kStateLive:
+      return "live";
+    case ublk::kStateQuiesced:
+      return "quiesced";
+    default:
+      return "unknown";
+  }
+}
 
 UblkExports::~UblkExports() {
   remove_all();
@@ -73,6 +92,7 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
   o.limits.max_depth = options_.depth;
   o.limits.memory_budget = options_.memory_budget;
   o.limits.user_copy = options_.user_copy;
+  o.server_flags = ublk_owner_flags(options_.instance, {dg_id, vd_id});
   Result<std::unique_ptr<ublk::UblkDevice>> dev = make_error(Errc::kNotFound, "");
   if (dev_id) {
     // A killed graidd leaves its devices waiting for a server (user recovery): take them back,
@@ -94,8 +114,64 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
     dev = ublk::UblkDevice::create(*control_, thread_call(), array, std::move(handle), o);
   if (!dev.is_ok()) return dev.status();
   prepare_threads((*dev)->info().dev_id, (*dev)->info().queues);
+  held_.erase((*dev)->info().dev_id);
   devices_[{dg_id, vd_id}] = std::move(*dev);
   return {};
+}
+
+std::vector<HeldUblk> UblkExports::discover() {
+  const std::vector<std::uint32_t> ids = list_ublk_devices(options_.sys_root);
+  if (ids.empty() || !ensure_control()) return held();
+  for (const std::uint32_t id : ids) {
+    const bool served = std::any_of(devices_.begin(), devices_.end(),
+                                    [&](const auto& d) { return d.second->info().dev_id == id; });
+    if (served) continue;
+    auto info = control_->dev_info(id);
+    if (!info.is_ok()) continue;  // deleted meanwhile
+    const auto owner = ublk_owner_of(info->ublksrv_flags, options_.instance);
+    if (!owner) continue;
+    // A killed graidd's device stays live until the kernel has torn its rings down.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (info->state == ublk::kStateLive && std::chrono::steady_clock::now() < deadline) {
+      const pid_t server = info->ublksrv_pid;
+      if (server > 0 && server != ::getpid() && (::kill(server, 0) == 0 || errno == EPERM))
+        break;  // a running process serves it
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      auto again = control_->dev_info(id);
+      if (!again.is_ok()) break;
+      info = std::move(again);
+    }
+    if (!info.is_ok() || info->state == ublk::kStateLive) {
+      held_.erase(id);
+      continue;
+    }
+    held_[id] = HeldUblk{id, owner->dg_id, owner->vd_id, info->state, ublk::block_device_path(id)};
+  }
+  return held();
+}
+
+std::vector<HeldUblk> UblkExports::held() const {
+  std::vector<HeldUblk> out;
+  for (const auto& [id, h] : held_)
+    out.push_back(h);
+  return out;
+}
+
+Status UblkExports::release(std::uint32_t dev_id, std::chrono::milliseconds timeout) {
+  auto it = held_.find(dev_id);
+  if (it == held_.end())
+    return make_error(Errc::kNotFound, "{} is not held", ublk::block_device_path(dev_id));
+  GRAID_RETURN_IF_ERROR(ensure_control());
+  // STOP_DEV of a dead device (never started, or stopped before) does nothing.
+  Status st = control_->stop_dev(dev_id);
+  if (!st && st.code() != Errc::kNotFound) return st;
+  it->second.state = ublk::kStateDead;
+  st = control_->del_dev(dev_id, timeout);
+  if (st || st.code() == Errc::kNotFound) {
+    held_.erase(it);
+    return {};
+  }
+  return st;
 }
 
 Result<bool> UblkExports::remove(std::uint32_t dg_id, std::uint32_t vd_id) {

@@ -8,6 +8,7 @@
 // Called from the control thread only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,7 +35,24 @@ struct UblkExportOptions {
   // UblkDeviceOptions::spread). Off by default: slower where the CPUs are few (docs/ublk.md).
   bool spread = false;
   std::string control_path = ublk::kControlPath;
+  std::string sys_root = "/sys";  // where the ublk devices are listed (class ublk-char)
+  // This graidd's state dir tag (graidd/ublk_owner.h): every device it adds carries it, and
+  // discover() takes only devices that do.
+  std::uint16_t instance = 0;
 };
+
+// A device of this graidd's that it does not serve (discover()): left by a graidd that was
+// killed, either never recorded in the state dir or for a drive group that cannot run now.
+struct HeldUblk {
+  std::uint32_t dev_id = 0;
+  std::uint32_t dg_id = 0, vd_id = 0;  // from its owner tag
+  std::uint16_t state = 0;             // ublk::kStateDead, kStateQuiesced
+  std::string path;                    // /dev/ublkbN
+};
+
+// "dead" (never started, or stopped and not yet deleted), "quiesced" (its I/O waits for a
+// server), "live".
+const char* ublk_state_name(std::uint16_t state) noexcept;
 
 struct UblkExportInfo {
   std::uint32_t dg_id = 0, vd_id = 0;
@@ -71,6 +89,20 @@ class UblkExports {
   // Every device, in (dg, vd) order.
   std::vector<UblkExportInfo> list() const;
 
+  // Lists the ublk devices the kernel has and keeps, as held, those carrying this graidd's tag
+  // that it does not serve. A device still live whose server has exited (the kernel tears a
+  // killed daemon's rings down after it is gone) is waited for, up to 10 s, until it is
+  // quiesced; one live under a running process is not ours to take. add() with a held device's
+  // id takes it back. Returns what is held now.
+  std::vector<HeldUblk> discover();
+  // The held devices, in device id order.
+  std::vector<HeldUblk> held() const;
+  // Removes held device `dev_id`: STOP_DEV (the I/O waiting on it fails), then DEL_DEV, which
+  // the kernel finishes once nobody holds the device (a mounted filesystem keeps it until it is
+  // unmounted): kBusy after `timeout`, the device stopped and still held. kNotFound when it is
+  // not held.
+  Status release(std::uint32_t dev_id, std::chrono::milliseconds timeout);
+
   std::optional<UblkExportInfo> find(std::uint32_t dg_id, std::uint32_t vd_id) const;
   // The device's request counters; nullopt when the VD has no ublk export.
   std::optional<ublk::UblkQueueStats> stats(std::uint32_t dg_id, std::uint32_t vd_id);
@@ -85,6 +117,7 @@ class UblkExports {
   UblkExportOptions options_;
   mutable std::unique_ptr<ublk::UblkControl> control_;  // opened at first need
   std::map<Key, std::unique_ptr<ublk::UblkDevice>> devices_;
+  std::map<std::uint32_t, HeldUblk> held_;  // by device id
   bool threads_prepared_ = false;
 };
 

@@ -111,6 +111,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   wanted.max_io_buf_bytes = plan->max_io_bytes;
   wanted.dev_id = options.dev_id;
   wanted.ublksrv_pid = ::getpid();
+  wanted.ublksrv_flags = options.server_flags;
   wanted.flags = kFlagUserRecovery | kFlagUserRecoveryReissue | kFlagCmdIoctlEncode |
                  (options.limits.user_copy ? kFlagUserCopy : 0);
   auto added = control.add_dev(wanted);

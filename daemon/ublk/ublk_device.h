@@ -47,6 +47,9 @@ struct UblkDeviceOptions {
   // served); false: the driver copies into per-tag buffers (copy mode). limits.user_copy must
   // agree. Falls back to copy mode where the driver refuses it.
   std::chrono::milliseconds start_timeout{10000};
+  // Written into the device info's ublksrv_flags, which the driver keeps for the server and
+  // never interprets: graidd's owner tag (graidd/ublk_owner.h).
+  std::uint64_t server_flags = 0;
   // stop(): how long the queues get to finish after STOP_DEV before it answers kBusy.
   std::chrono::milliseconds drain_timeout{30000};
 };

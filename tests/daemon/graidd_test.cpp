@@ -653,6 +653,46 @@ TEST_F(GraiddTest, ForceOnlineStartsAnOfflineDgFromAStaleMemberOnlyWithConfirm) 
   EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "degraded");
 }
 
+// The exports recorded for a VD of a DG that cannot start are restored when it comes back, and
+// until then unexport vd forgets them (docs/cli.md): the NBD export of an offline DG's VD is not
+// served again once the DG's members are back. Unexporting what the DG does not have is refused
+// and changes nothing. (The ublk side, a device held for such a VD, is the VM's ublk-held.)
+TEST_F(GraiddTest, UnexportOfAnOfflineDgsVdForgetsWhatWouldBeRestored) {
+  const auto paths = make_pds(3);
+  ok({"create", "dg", "raid5", "0-2", "--strip", "16K"});
+  ok({"create", "vd", "0", "--size", "16M", "--no-ublk"});
+  ok({"create", "vd", "0", "--size", "16M", "--no-ublk"});
+  const std::string sock = dir_.file("vd0.sock");
+  ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
+  ok({"export", "vd", "0", "1", "--nbd", "unix:" + dir_.file("vd1.sock")});
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  for (int i : {1, 2})
+    ASSERT_EQ(::rename(paths[i].c_str(), (paths[i] + ".away").c_str()), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  const json dg = ok({"describe", "dg", "0"});
+  ASSERT_EQ(dg["state"], "offline");
+  EXPECT_EQ(dg["held_ublk"], json::array()) << "no ublk here: nothing held";
+  const json before = snapshot();
+  const CtlRun ublk = d_->ctl({"unexport", "vd", "0", "0", "--ublk"});
+  EXPECT_NE(ublk.exit, 0) << "it had no ublk export";
+  EXPECT_NE(describe(ublk).find("offline"), std::string::npos) << describe(ublk);
+  EXPECT_NE(d_->ctl({"unexport", "vd", "0", "7"}).exit, 0) << "no such export recorded";
+  EXPECT_NE(d_->ctl({"unexport", "vd", "3", "0"}).exit, 0) << "no such dg";
+  EXPECT_EQ(snapshot(), before) << "refusals change nothing";
+
+  const json gone = ok({"unexport", "vd", "0", "0"});
+  EXPECT_EQ(gone["released"], json::array()) << gone.dump();
+  EXPECT_NE(d_->ctl({"unexport", "vd", "0", "0"}).exit, 0) << "forgotten already";
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  for (int i : {1, 2})
+    ASSERT_EQ(::rename((paths[i] + ".away").c_str(), paths[i].c_str()), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  EXPECT_EQ(ok({"describe", "vd", "0", "0"})["exports"], json::array()) << "not restored";
+  const json vd1 = ok({"describe", "vd", "0", "1"});
+  ASSERT_EQ(vd1["exports"].size(), 1u) << vd1.dump() << "\nthe other VD's export is restored";
+  EXPECT_EQ(vd1["exports"][0]["kind"], "nbd");
+}
+
 // kill -9 graidd in the middle of a rebuild: the next graidd assembles the DG with the member
 // still rebuilding at its recorded checkpoint, and the rebuild job resumes from there (not from
 // 0) and finishes. RAID5 with no writes since creation (so the write-intent bitmap is clean and

@@ -109,6 +109,26 @@ TEST(RenderTest, DgListAndDescribe) {
   EXPECT_EQ(render_result("edit", "dg", kDg), block);
 }
 
+TEST(RenderTest, HeldUblkDevicesAreShownWhereThereAreAny) {
+  // docs/ublk.md, "Owned-device discovery": a device held for an offline DG.
+  json offline = json::parse(R"({"dg_id":2,"uuid":"u","state":"offline","members":[],"vds":[],
+    "message":"cannot assemble","held_ublk":[{"vd_id":0,"dev_id":5,"device":"/dev/ublkb5",
+    "state":"quiesced","reason":"dg 2 is offline: cannot assemble"}]})");
+  std::string block = render_result("describe", "dg", offline);
+  EXPECT_TRUE(has(block, "held ublk devices:\n")) << block;
+  const std::string row = line_with(block, "/dev/ublkb5");
+  EXPECT_TRUE(has(row, "quiesced")) << block;
+  EXPECT_TRUE(has(row, "dg 2 is offline")) << block;
+  offline["held_ublk"] = json::array();
+  EXPECT_FALSE(has(render_result("describe", "dg", offline), "held ublk")) << "none: no table";
+
+  json controller = json::parse(R"({"version":"0.1.0","pid":42,"held_ublk":[{"dg_id":7,
+    "vd_id":1,"dev_id":3,"device":"/dev/ublkb3","state":"dead","reason":"dg 7 does not exist"}]})");
+  std::string c = render_result("describe", "controller", controller);
+  EXPECT_TRUE(has(line_with(c, "DEVICE"), "DG")) << c;
+  EXPECT_TRUE(has(line_with(c, "/dev/ublkb3"), "dg 7 does not exist")) << c;
+}
+
 TEST(RenderTest, DgProgressLineForWatch) {
   json dg = {{"dg_id", 2}, {"state", "rebuilding"}};
   dg["rebuild"] = {{"percent", 50.0}, {"bytes_per_second", 98.2e6}, {"eta_seconds", 65.0}};
