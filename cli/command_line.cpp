@@ -33,10 +33,12 @@ struct Inputs {
   bool assume_clean = false;
   bool confirm = false;
   bool read_only = false;
-  bool nbd_flag = false;      // unexport --nbd
-  bool ublk_flag = false;     // unexport/export/create vd --ublk
-  bool no_ublk_flag = false;  // create vd --no-ublk
-  bool repair = false;        // start check --repair
+  std::optional<std::string> tls_psk;  // export --tls-psk
+  bool insecure_tcp = false;           // export --insecure-tcp
+  bool nbd_flag = false;               // unexport --nbd
+  bool ublk_flag = false;              // unexport/export/create vd --ublk
+  bool no_ublk_flag = false;           // create vd --no-ublk
+  bool repair = false;                 // start check --repair
   std::optional<std::string> strip, spare, name, size, nbd, since, watch;
 };
 
@@ -360,8 +362,10 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       if (in.ublk_flag && in.nbd)
         return usage("export vd takes --ublk or --nbd, not both; export twice for both");
       if (in.ublk_flag) {
-        if (in.read_only || in.name)
-          return usage("--read-only and --name are for --nbd exports; drop them with --ublk");
+        if (in.read_only || in.name || in.tls_psk || in.insecure_tcp)
+          return usage(
+              "--read-only, --name, --tls-psk and --insecure-tcp are for --nbd exports; drop "
+              "them with --ublk");
         args["ublk"] = true;
         return Status::ok();
       }
@@ -374,6 +378,12 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       args["nbd"] = *address;
       args["read_only"] = in.read_only;
       if (in.name) args["name"] = *in.name;
+      if (in.tls_psk) {
+        auto abs = absolute_path(*in.tls_psk, env);
+        if (!abs.is_ok()) return abs.status();
+        args["tls_psk"] = *abs;
+      }
+      if (in.insecure_tcp) args["insecure_tcp"] = true;
     } else if (verb == "unexport") {
       args["nbd"] = in.nbd_flag;
       args["ublk"] = in.ublk_flag;
@@ -499,7 +509,8 @@ constexpr Leaf kLeaves[] = {
     {"edit", "pd",
      "edit pd <id> marker offline|online | io_mode passthrough|block | hotspare <dg>|global|none"},
     {"export", "vd",
-     "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME]"},
+     "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME] "
+     "[--tls-psk FILE | --insecure-tcp]"},
     {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk] [--force]"},
     {"replace", "pd", "replace pd <dg> <old pd> <new pd>"},
     {"start", "check", "start check <dg> [--repair]"},
@@ -599,6 +610,12 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
     text("--nbd", in.nbd, "unix:PATH or tcp:ADDR:PORT");
     sub->add_flag("--ublk", in.ublk_flag, "as a ublk block device, /dev/ublkbN");
     sub->add_flag("--read-only", in.read_only, "refuse writes");
+    text("--tls-psk", in.tls_psk,
+         "TLS with pre-shared keys: a file of identity:hexkey lines (psktool); clients must "
+         "use one of them");
+    sub->add_flag("--insecure-tcp", in.insecure_tcp,
+                  "serve --nbd tcp: without TLS: anyone who reaches the address can read and "
+                  "write the vd");
   }
   if (verb == "unexport") {
     sub->add_flag("--nbd", in.nbd_flag, "stop the NBD export");

@@ -208,11 +208,16 @@ std::string member_table(const json& members) {
 }
 
 std::string export_table(const json& exports) {
-  TextTable t(
-      {{"KIND"}, {"ADDRESS"}, {"NAME"}, {"READ ONLY"}, {"CONNECTIONS", true}, {"TCP PORT", true}});
+  TextTable t({{"KIND"},
+               {"ADDRESS"},
+               {"NAME"},
+               {"READ ONLY"},
+               {"ACCESS"},
+               {"CONNECTIONS", true},
+               {"TCP PORT", true}});
   for (const json& e : exports) {
     t.add_row({field_text(e, "kind"), field_text(e, "address"), field_text(e, "name"),
-               field_text(e, "read_only"), field_text(e, "connections"),
+               field_text(e, "read_only"), field_text(e, "access"), field_text(e, "connections"),
                field_text(e, "tcp_port")});
   }
   return t.render();

@@ -36,6 +36,8 @@ struct Options {
   std::string ublk_copy = "kernel";
   std::string ublk_affinity = "any";
   std::string ublk_spread = "off";
+  std::uint32_t nbd_handshake_timeout_s = 10;
+  std::uint32_t nbd_idle_timeout_s = 0;
 };
 
 // The parity backends the daemon may own, and the one it uses.
@@ -129,6 +131,8 @@ int run(const Options& o) {
   ro.ublk.user_copy = o.ublk_copy == "user";
   ro.ublk.pin_to_queue = o.ublk_affinity == "queue";
   ro.ublk.spread = o.ublk_spread == "on";
+  ro.nbd_handshake_timeout = std::chrono::seconds(o.nbd_handshake_timeout_s);
+  ro.nbd_idle_timeout = std::chrono::seconds(o.nbd_idle_timeout_s);
   auto registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
     spdlog::error("cannot start: {}", st.to_string());
@@ -202,6 +206,15 @@ int main(int argc, char** argv) {
                  "on: a busy ublk queue hands part of its requests to the next I/O thread "
                  "(docs/ublk.md); off: each queue's requests are served by its own thread")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--nbd-handshake-timeout", o.nbd_handshake_timeout_s,
+                 "seconds an NBD client may take from connecting to its first request (TLS "
+                 "included) before it is disconnected; 0: no limit")
+      ->capture_default_str();
+  app.add_option("--nbd-idle-timeout", o.nbd_idle_timeout_s,
+                 "seconds an NBD connection may go without a request before it is closed; 0 "
+                 "(default): never, as the kernel's NBD client under a mounted filesystem "
+                 "expects")
       ->capture_default_str();
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

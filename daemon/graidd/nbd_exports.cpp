@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include "nbd/nbd_tls.h"
+
 namespace graid::daemon {
 
 Result<NbdAddress> parse_nbd_address(std::string_view text) {
@@ -46,19 +48,45 @@ Result<NbdAddress> parse_nbd_address(std::string_view text) {
   return a;
 }
 
+Status check_nbd_access(const NbdAccess& access) {
+  auto addr = parse_nbd_address(access.address);
+  if (!addr.is_ok()) return addr.status();
+  if (access.insecure_tcp && !access.tls_psk.empty())
+    return make_error(Errc::kInvalidArgument, "--insecure-tcp and --tls-psk exclude each other");
+  if (access.insecure_tcp && !addr->tcp)
+    return make_error(Errc::kInvalidArgument,
+                      "--insecure-tcp is for tcp: addresses (a unix socket is mode 0600 already)");
+  if (addr->tcp && access.tls_psk.empty() && !access.insecure_tcp)
+    return make_error(Errc::kInvalidArgument,
+                      "an NBD export over TCP needs TLS: --tls-psk FILE (a PSK file, one "
+                      "identity:hexkey per line, as psktool makes it), or --insecure-tcp to "
+                      "serve it without any access control, readable and writable by every "
+                      "local user and every host that reaches {}",
+                      access.address);
+  return {};
+}
+
 NbdExports::~NbdExports() {
   remove_all();
 }
 
 Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, VdHandle handle,
-                       const std::string& address, const std::string& name, bool read_only,
+                       const NbdAccess& access, const std::string& name, bool read_only,
                        std::shared_ptr<nbd::NbdExportCounters> counters) {
+  const std::string& address = access.address;
   const Key key{dg_id, vd_id};
   if (auto it = exports_.find(key); it != exports_.end())
     return make_error(Errc::kBusy, "vd {} of dg {} is already exported over nbd at {}", vd_id,
                       dg_id, it->second.info.address);
+  GRAID_RETURN_IF_ERROR(check_nbd_access(access));
   auto addr = parse_nbd_address(address);
   if (!addr.is_ok()) return addr.status();
+  std::shared_ptr<const nbd::TlsPskKeys> keys;
+  if (!access.tls_psk.empty()) {
+    auto loaded = nbd::TlsPskKeys::load(access.tls_psk);
+    if (!loaded.is_ok()) return make_error(Errc::kInvalidArgument, "{}", loaded.status().message());
+    keys = std::move(*loaded);
+  }
   for (const auto& [k, e] : exports_) {
     auto other = parse_nbd_address(e.info.address);
     if (other.is_ok() && other->tcp == addr->tcp &&
@@ -68,6 +96,9 @@ Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, V
                         k.second, k.first);
   }
   nbd::NbdServerOptions options;
+  options.tls = std::move(keys);
+  options.handshake_timeout = access.handshake_timeout;
+  options.idle_timeout = access.idle_timeout;
   if (addr->tcp) {
     options.tcp = true;
     options.tcp_address = addr->host;
@@ -106,6 +137,8 @@ Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, V
   entry.info.address = address;
   entry.info.name = name;
   entry.info.read_only = read_only;
+  entry.info.tls_psk = access.tls_psk;
+  entry.info.insecure_tcp = access.insecure_tcp;
   exports_.emplace(key, std::move(entry));
   return {};
 }

@@ -6,6 +6,7 @@
 // thread through IoThreads::call.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,11 +31,27 @@ struct NbdAddress {
 };
 Result<NbdAddress> parse_nbd_address(std::string_view text);
 
+// How an export is reached and who may use it (export vd --nbd ... [--tls-psk FILE]
+// [--insecure-tcp]; docs/nbd.md, "TLS").
+struct NbdAccess {
+  std::string address;        // unix:PATH or tcp:ADDR:PORT
+  std::string tls_psk;        // a PSK file: clients must start TLS with one of its keys
+  bool insecure_tcp = false;  // TCP without TLS, asked for explicitly
+  // The server's limits (graidd options).
+  std::chrono::milliseconds handshake_timeout{10000};
+  std::chrono::milliseconds idle_timeout{0};
+};
+// Refuses what the access does not allow: TCP without TLS unless insecure_tcp, insecure_tcp
+// with TLS or with a unix socket. kInvalidArgument saying what to give instead.
+Status check_nbd_access(const NbdAccess& access);
+
 struct NbdExportInfo {
   std::uint32_t dg_id = 0, vd_id = 0;
   std::string address;  // as given
   std::string name;
   bool read_only = false;
+  std::string tls_psk;  // "" without TLS
+  bool insecure_tcp = false;
   std::uint16_t tcp_port = 0;  // the port listened on (when the address asked for port 0)
   std::uint32_t connections = 0;
 };
@@ -49,8 +66,9 @@ class NbdExports {
 
   // Starts serving `handle` (an open VD of `array`) at `address`. kBusy when the VD already has
   // an NBD export or another export listens there; the listener's errors otherwise.
+  // Refused as check_nbd_access() says, and when the PSK file cannot be used (nbd_tls.h).
   Status add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, VdHandle handle,
-             const std::string& address, const std::string& name, bool read_only,
+             const NbdAccess& access, const std::string& name, bool read_only,
              std::shared_ptr<nbd::NbdExportCounters> counters);
   // Stops the VD's export: no new connections, requests in flight are answered, then the
   // connections close and the server goes. False when it had none.

@@ -416,22 +416,10 @@ void Registry::restore_export(const ExportEntry& e) {
   }
   if (dg_it == dgs_.end() || !dg_it->second.array) {
     problem = "its drive group is not running";
-  } else {
-    auto handle = dg_it->second.array->open_vd(e.vd_id);
-    if (!handle.is_ok()) {
-      problem = handle.status().message();
-    } else {
-      auto& counters = vd_counters_[{e.dg_id, e.vd_id}];
-      if (!counters) counters = std::make_shared<nbd::NbdExportCounters>();
-      auto st = nbd_.add(e.dg_id, e.vd_id, *dg_it->second.array, std::move(*handle), e.address,
-                         e.name, e.read_only, counters);
-      if (!st) problem = st.message();
-    }
+  } else if (auto st = export_nbd(dg_it->second, e, /*restoring=*/true); !st) {
+    problem = st.message();
   }
-  if (problem.empty()) {
-    events_.add("export_started", e.dg_id, std::nullopt, e.vd_id,
-                fmt::format("restored nbd export at {}", e.address));
-  } else {
+  if (!problem.empty()) {
     spdlog::error("cannot restore the nbd export of dg {} vd {} at {}: {}", e.dg_id, e.vd_id,
                   e.address, problem);
     events_.add("export_failed", e.dg_id, std::nullopt, e.vd_id,

@@ -54,6 +54,8 @@ struct RegistryOptions {
   ParityChoice parity;
   std::string version;
   UblkExportOptions ublk;
+  std::chrono::milliseconds nbd_handshake_timeout{10000};  // NbdServerOptions, per export
+  std::chrono::milliseconds nbd_idle_timeout{0};
 };
 
 class Registry {
@@ -193,6 +195,9 @@ class Registry {
   // its PDs again, leaving the DG offline for the forced assembly.
   Status take_down_failed(Dg& dg, bool confirm);
   void restore_export(const ExportEntry& entry);
+  // Serves a VD over NBD as `entry` says (address, name, TLS) and records it unless
+  // `restoring` (registry_vd.cpp).
+  Status export_nbd(Dg& dg, const ExportEntry& entry, bool restoring);
   // Serves a VD as a ublk device and records it in the state dir (registry_vd.cpp). `dev_id`:
   // the device it had before a restart.
   Status export_ublk(Dg& dg, std::uint32_t vd_id, std::optional<std::uint32_t> dev_id);

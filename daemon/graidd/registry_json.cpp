@@ -269,7 +269,13 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        {"name", e->name},
                        {"read_only", e->read_only},
                        {"connections", e->connections},
-                       {"tcp_port", e->tcp_port}});
+                       {"tcp_port", e->tcp_port},
+                       // Who may connect: "psk" (TLS with the keys of tls_psk), "insecure"
+                       // (TCP without TLS, --insecure-tcp), "unix" (the socket's 0600 mode).
+                       {"access", !e->tls_psk.empty() ? "psk"
+                                  : e->insecure_tcp   ? "insecure"
+                                                      : "unix"},
+                       {"tls_psk", e->tls_psk}});
   }
   if (auto u = ublk_.find(dg.id, vd.id)) {
     exports.push_back({{"kind", "ublk"},

@@ -146,28 +146,55 @@ Result<json> Registry::export_vd(const json& args) {
   if (address.empty())
     return make_error(Errc::kInvalidArgument,
                       "export vd needs --ublk, --nbd unix:PATH or --nbd tcp:ADDR:PORT");
-  const bool read_only = arg_bool(args, "read_only");
-  std::string name = arg_string(args, "name");
-  if (name.empty()) name = fmt::format("dg{}-vd{}", dg.id, vd->id);
-  if (name.size() > 4096) return make_error(Errc::kInvalidArgument, "the export name is too long");
-  auto handle = dg.array->open_vd(vd->id);
-  if (!handle.is_ok()) return handle.status();
-  auto& counters = vd_counters_[{dg.id, vd->id}];
-  if (!counters) counters = std::make_shared<nbd::NbdExportCounters>();
-  auto st =
-      nbd_.add(dg.id, vd->id, *dg.array, std::move(*handle), address, name, read_only, counters);
-  if (!st) return st;
   ExportEntry e;
   e.dg_id = dg.id;
   e.vd_id = vd->id;
   e.address = address;
-  e.name = name;
-  e.read_only = read_only;
-  export_entries_.push_back(e);
-  events_.add("export_started", dg.id, std::nullopt, vd->id,
-              fmt::format("nbd at {} as \"{}\"{}", address, name, read_only ? ", read-only" : ""));
+  e.read_only = arg_bool(args, "read_only");
+  e.name = arg_string(args, "name");
+  if (e.name.empty()) e.name = fmt::format("dg{}-vd{}", dg.id, vd->id);
+  if (e.name.size() > 4096)
+    return make_error(Errc::kInvalidArgument, "the export name is too long");
+  e.tls_psk = arg_string(args, "tls_psk");
+  e.insecure_tcp = arg_bool(args, "insecure_tcp");
+  if (!e.tls_psk.empty() && e.tls_psk[0] != '/')
+    return make_error(Errc::kInvalidArgument, "--tls-psk needs an absolute path, not \"{}\"",
+                      e.tls_psk);
+  GRAID_RETURN_IF_ERROR(export_nbd(dg, e, /*restoring=*/false));
   if (auto s = save(); !s) return s;
   return vd_json(dg, *vd);
+}
+
+Status Registry::export_nbd(Dg& dg, const ExportEntry& e, bool restoring) {
+  NbdAccess access;
+  access.address = e.address;
+  access.tls_psk = e.tls_psk;
+  access.insecure_tcp = e.insecure_tcp;
+  access.handshake_timeout = options_.nbd_handshake_timeout;
+  access.idle_timeout = options_.nbd_idle_timeout;
+  GRAID_RETURN_IF_ERROR(check_nbd_access(access));
+  auto handle = dg.array->open_vd(e.vd_id);
+  if (!handle.is_ok()) return handle.status();
+  auto& counters = vd_counters_[{dg.id, e.vd_id}];
+  if (!counters) counters = std::make_shared<nbd::NbdExportCounters>();
+  GRAID_RETURN_IF_ERROR(nbd_.add(dg.id, e.vd_id, *dg.array, std::move(*handle), access, e.name,
+                                 e.read_only, counters));
+  const std::string how = !e.tls_psk.empty() ? fmt::format(", TLS with the keys of {}", e.tls_psk)
+                          : e.insecure_tcp
+                              ? std::string(
+                                    ", WITHOUT TLS (--insecure-tcp): every local user and "
+                                    "every host that reaches it can read and write the VD")
+                              : std::string();
+  if (e.insecure_tcp)
+    spdlog::warn(
+        "dg {} vd {}: NBD export at {} without TLS (--insecure-tcp): every local user "
+        "and every host that reaches it can read and write the VD",
+        dg.id, e.vd_id, e.address);
+  if (!restoring) export_entries_.push_back(e);
+  events_.add("export_started", dg.id, std::nullopt, e.vd_id,
+              fmt::format("{}nbd at {} as \"{}\"{}{}", restoring ? "restored " : "", e.address,
+                          e.name, e.read_only ? ", read-only" : "", how));
+  return {};
 }
 
 Result<json> Registry::unexport_vd(const json& args) {

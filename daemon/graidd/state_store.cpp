@@ -66,6 +66,8 @@ Result<PersistedState> decode(const json& j) {
     e.address = x.at("address").get<std::string>();
     e.name = x.value("name", std::string());
     e.read_only = x.value("read_only", false);
+    e.tls_psk = x.value("tls_psk", std::string());
+    e.insecure_tcp = x.value("insecure_tcp", false);
     if (e.kind != "nbd" && e.kind != "ublk")
       return make_error(Errc::kCorrupt, "export of dg {} vd {}: unknown kind \"{}\"", e.dg_id,
                         e.vd_id, e.kind);
@@ -121,6 +123,8 @@ Status save_state(const std::string& dir, const PersistedState& state) {
                             {"address", x.address},
                             {"name", x.name},
                             {"read_only", x.read_only},
+                            {"tls_psk", x.tls_psk},
+                            {"insecure_tcp", x.insecure_tcp},
                             {"dev_id", x.dev_id ? json(*x.dev_id) : json(nullptr)}});
   }
   const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

@@ -35,6 +35,8 @@ struct ExportEntry {
   std::string name;
   bool read_only = false;
   std::optional<std::uint32_t> dev_id;  // ublk: the device id, re-attached or asked for again
+  std::string tls_psk;                  // nbd: the PSK file clients must use (TLS), or ""
+  bool insecure_tcp = false;            // nbd: TCP without TLS, asked for with --insecure-tcp
 };
 
 struct PersistedState {

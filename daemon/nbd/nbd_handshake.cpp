@@ -28,6 +28,8 @@ void NbdSession::handshake_sent() {
       return read_next_header();
     case AfterSend::kClose:
       return hard_close();
+    case AfterSend::kStartTls:
+      return tls_start();
   }
 }
 
@@ -64,7 +66,9 @@ std::uint16_t NbdSession::flags_for(const ServedExport& e) const {
 
 void NbdSession::on_option_data() {
   const std::uint32_t opt = option_.option;
+  const bool tls_required = shared_.options.tls != nullptr && !tls_;
   if (opt == kOptExportName) {
+    if (tls_required) return hard_close();  // no way to say "TLS first" to EXPORT_NAME
     auto name = parse_export_name(option_data_);
     export_ = name ? shared_.find(*name) : nullptr;
     if (export_ == nullptr || shared_.stopping) return hard_close();  // cannot say why
@@ -76,6 +80,23 @@ void NbdSession::on_option_data() {
   if (shared_.stopping && opt != kOptAbort) {
     return send_handshake(encode_option_error(opt, kRepErrShutdown, "the server is stopping"),
                           AfterSend::kReadOption);
+  }
+  if (opt == kOptStartTls) {
+    if (shared_.options.tls == nullptr)
+      return send_handshake(
+          encode_option_error(opt, kRepErrUnsup, "TLS is not configured for this export"),
+          AfterSend::kReadOption);
+    if (tls_ || !option_data_.empty())
+      return send_handshake(
+          encode_option_error(opt, kRepErrInvalid,
+                              tls_ ? "TLS is on already" : "STARTTLS takes no data"),
+          AfterSend::kReadOption);
+    return send_handshake(encode_option_reply(opt, kRepAck), AfterSend::kStartTls);
+  }
+  if (tls_required && opt != kOptAbort) {
+    return send_handshake(
+        encode_option_error(opt, kRepErrTlsReqd, "this export requires TLS (NBD_OPT_STARTTLS)"),
+        AfterSend::kReadOption);
   }
   switch (opt) {
     case kOptAbort:

@@ -60,6 +60,7 @@ inline constexpr std::uint32_t kRepInfo = 3;
 inline constexpr std::uint32_t kRepErrUnsup = 0x80000001;
 inline constexpr std::uint32_t kRepErrPolicy = 0x80000002;
 inline constexpr std::uint32_t kRepErrInvalid = 0x80000003;
+inline constexpr std::uint32_t kRepErrTlsReqd = 0x80000005;  // STARTTLS first
 inline constexpr std::uint32_t kRepErrUnknown = 0x80000006;  // no such export
 inline constexpr std::uint32_t kRepErrShutdown = 0x80000007;
 inline constexpr std::uint32_t kRepErrTooBig = 0x80000009;

@@ -30,6 +30,7 @@ void NbdSession::on_request_header() {
     return hard_close();
   }
   ++shared_.stats->requests;
+  last_request_ = std::chrono::steady_clock::now();
   pending_ = *h;
   admit();
 }
@@ -46,9 +47,17 @@ void NbdSession::admit() {
   const bool needs_buffer =
       check.error == 0 && (r.type == kCmdRead || r.type == kCmdWrite) && r.length > 0;
   const std::uint64_t buffer_bytes = needs_buffer ? BufferPool::class_bytes(r.length) : 0;
-  if (free_slots_.empty() || (slots_in_use_ > 0 && bytes_in_use_ + buffer_bytes >
-                                                       shared_.options.max_bytes_per_connection)) {
+  // The server's budget: another connection's release() wakes this one (budget_released()).
+  const bool over_total =
+      buffer_bytes > 0 && shared_.bytes_in_use + buffer_bytes > shared_.options.max_bytes_total;
+  if (free_slots_.empty() || over_total ||
+      (slots_in_use_ > 0 &&
+       bytes_in_use_ + buffer_bytes > shared_.options.max_bytes_per_connection)) {
     waiting_ = true;  // a release() calls admit() again; the socket is not read meanwhile
+    if (over_total && !waiting_budget_) {
+      waiting_budget_ = true;
+      shared_.budget_waiters.push_back(this);
+    }
     return;
   }
   waiting_ = false;
@@ -63,6 +72,7 @@ void NbdSession::admit() {
     if (buffer) {
       s.data = std::move(*buffer);
       bytes_in_use_ += s.data.size();
+      shared_.bytes_in_use += s.data.size();
     } else {
       s.error = kErrNoMem;
       s.message = buffer.status().message();
@@ -244,12 +254,22 @@ void NbdSession::reply(Slot& s) {
 }
 
 void NbdSession::release(Slot& s) {
-  bytes_in_use_ -= s.data.size();
+  const std::size_t freed = s.data.size();
+  bytes_in_use_ -= freed;
+  shared_.bytes_in_use -= freed;
   shared_.pool.give(std::move(s.data));
   s.data = AlignedBuffer();
   free_slots_.push_back(s.index);
   --slots_in_use_;
+  // Connections waiting for the server's budget try again; each one still short registers
+  // again.
+  std::vector<NbdSession*> waiters;
+  if (freed > 0) waiters.swap(shared_.budget_waiters);
+  for (NbdSession* w : waiters)
+    w->waiting_budget_ = false;
   if (waiting_ && !done_reading_) admit();
+  for (NbdSession* w : waiters)
+    if (w != this) w->budget_released();
 }
 
 }  // namespace graid::nbd

@@ -58,8 +58,10 @@ class NbdServer::Listener final : private SocketOpOwner {
 
 namespace {
 
-// How often a stopping server with connections open looks at its stop deadline.
+// How often a stopping server with connections open looks at its stop deadline, and how often a
+// running one with connections looks at their handshake and idle timeouts.
 constexpr std::chrono::milliseconds kStopTick{50};
+constexpr std::chrono::milliseconds kTick{200};
 
 // Closes the descriptor unless released.
 struct FdGuard {
@@ -153,10 +155,12 @@ Result<std::unique_ptr<NbdServer>> NbdServer::create(IoContext& ctx, std::vector
   if (options.unix_path.empty() && !options.tcp)
     return make_error(Errc::kInvalidArgument, "nbd: neither a unix socket nor TCP to listen on");
   if (options.max_requests_per_connection == 0 || options.max_connections == 0 ||
-      options.max_bytes_per_connection < kMaxPayload)
+      options.max_bytes_per_connection < kMaxPayload ||
+      options.max_bytes_total < BufferPool::class_bytes(kMaxPayload))
     return make_error(Errc::kInvalidArgument,
-                      "nbd: limits must allow a request ({} bytes per connection at least)",
-                      kMaxPayload);
+                      "nbd: limits must allow a request ({} bytes per connection and per server "
+                      "at least)",
+                      BufferPool::class_bytes(kMaxPayload));
   auto server = std::make_unique<NbdServer>(Key(), ctx);
   auto shared = std::make_unique<Shared>(ctx, options);
   shared->stats = &server->stats_;
@@ -263,11 +267,19 @@ void NbdServer::begin_stop() {
   for (auto& s : sessions_)
     s->stop();
   stop_deadline_ = std::chrono::steady_clock::now() + shared_->options.stop_timeout;
-  if (!sessions_.empty()) stop_clock_.wait(ctx_, kStopTick);
+  if (!sessions_.empty() && !stop_clock_.busy()) stop_clock_.wait(ctx_, kStopTick);
 }
 
 void NbdServer::on_socket_op(SocketOp& /*stop_clock*/, std::int32_t /*res*/) {
   if (sessions_.empty()) return;  // finished in time (or being reaped): no more ticks
+  if (!shared_->stopping) {
+    // Handshake and idle timeouts.
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& s : sessions_)
+      s->tick(now);
+    stop_clock_.wait(ctx_, kTick);
+    return;
+  }
   if (!aborted_ && std::chrono::steady_clock::now() >= stop_deadline_) {
     aborted_ = true;
     spdlog::warn(
@@ -292,6 +304,7 @@ void NbdServer::on_accept(Listener& listener, int fd) {
   }
   sessions_.push_back(std::make_unique<NbdSession>(*shared_, fd));
   sessions_.back()->start();
+  if (!stop_clock_.busy()) stop_clock_.wait(ctx_, kTick);
 }
 
 void NbdServer::session_finished(NbdSession& session) {

@@ -35,6 +35,8 @@
 
 namespace graid::nbd {
 
+class TlsPskKeys;  // nbd_tls.h
+
 // Counters of one export's requests, kept by the server's thread (single writer, relaxed atomics)
 // and readable from any thread (graidd's `stats`). Share one between exports or servers to sum.
 struct NbdExportCounters {
@@ -78,6 +80,18 @@ struct NbdServerOptions {
   // open then (a client that does not read its replies, so a send waits on a full socket) is
   // closed at once: its socket operations are cancelled and the replies it had left are dropped.
   std::chrono::milliseconds stop_timeout{5000};
+  // TLS with pre-shared keys (nbd_tls.h): when set, a client must start TLS (NBD_OPT_STARTTLS)
+  // before any other option but ABORT; NBD_OPT_EXPORT_NAME before it closes the connection.
+  std::shared_ptr<const TlsPskKeys> tls;
+  // A connection still in its handshake (TLS included) after this is closed. 0: never.
+  std::chrono::milliseconds handshake_timeout{10000};
+  // A connection with no request in flight that has sent none for this long is closed. 0:
+  // never (the default: a kernel NBD client under a mounted filesystem is idle for long
+  // stretches and does not reconnect).
+  std::chrono::milliseconds idle_timeout{0};
+  // Data buffers all the server's connections hold together, at most: one client's many
+  // connections cannot pin more. At least one largest request's buffer.
+  std::uint64_t max_bytes_total = 256u << 20;
 };
 
 // What the server has done (read on the server's thread, or after run() returned).

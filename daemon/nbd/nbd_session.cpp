@@ -3,6 +3,7 @@
 // nbd_requests.cpp.
 #include "nbd/nbd_session.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ NbdSession::NbdSession(NbdServer::Shared& shared, int fd) : shared_(shared), fd_
     slots_.push_back(std::move(s));
     free_slots_.push_back(n - 1 - i);
   }
+  tls_control_.control = true;
 }
 
 NbdSession::~NbdSession() {
@@ -29,12 +31,38 @@ NbdSession::~NbdSession() {
   // still must not leak the descriptor.
   assert(finished_ || (!recv_op_.busy() && !send_op_.busy() && !cancel_op_.busy()));
   if (fd_ >= 0) ::close(fd_);
+  std::erase(shared_.budget_waiters, this);
 }
 
 void NbdSession::start() {
   const auto greeting = encode_greeting();
   send_handshake(std::vector<std::byte>(greeting.begin(), greeting.end()),
                  AfterSend::kReadClientFlags);
+}
+
+void NbdSession::tick(std::chrono::steady_clock::time_point now) {
+  if (finished_ || broken_) return;
+  const NbdServerOptions& o = shared_.options;
+  if (phase_ == Phase::kHandshake) {
+    if (o.handshake_timeout.count() > 0 && now - accepted_at_ > o.handshake_timeout) {
+      spdlog::info("nbd: closing a connection still in its handshake after {} ms",
+                   o.handshake_timeout.count());
+      abort();
+    }
+    return;
+  }
+  if (o.idle_timeout.count() > 0 && slots_in_use_ == 0 && receiving_ == nullptr && !waiting_ &&
+      now - last_request_ > o.idle_timeout) {
+    spdlog::info("nbd: closing a connection idle for {} s",
+                 std::chrono::duration_cast<std::chrono::seconds>(o.idle_timeout).count());
+    stop();
+  }
+}
+
+void NbdSession::budget_released() {
+  waiting_budget_ = false;
+  if (waiting_ && !done_reading_) admit();
+  maybe_finish();
 }
 
 void NbdSession::stop() {
@@ -72,6 +100,7 @@ void NbdSession::read_into(std::span<std::byte> dst, Recv purpose) {
   recv_got_ = 0;
   recv_purpose_ = purpose;
   if (done_reading_) return;
+  if (tls_) return tls_pump_read();
   recv_op_.recv(shared_.ctx, fd_, dst);
 }
 
@@ -93,6 +122,7 @@ void NbdSession::on_recv(std::int32_t res) {
     if (phase_ == Phase::kHandshake) hard_close();
     return;
   }
+  if (tls_) return tls_on_recv(res > 0 ? static_cast<std::size_t>(res) : 0);
   if (res > 0) recv_got_ += static_cast<std::size_t>(res);
   if (recv_got_ < recv_dst_.size()) {
     recv_op_.recv(shared_.ctx, fd_, recv_dst_.subspan(recv_got_));
@@ -115,6 +145,8 @@ void NbdSession::on_recv_full() {
       return on_payload();
     case Recv::kDrain:
       return on_drained();
+    case Recv::kTlsHandshake:
+      return tls_handshake_step();
   }
 }
 
@@ -136,6 +168,7 @@ void NbdSession::queue_send(OutMessage& m) {
 
 void NbdSession::start_send() {
   OutMessage& m = *send_head_;
+  if (tls_) return tls_start_send(m);
   send_msg_ = msghdr{};
   send_msg_.msg_iov = m.iov.data() + m.iov_index;
   send_msg_.msg_iovlen = m.iovcnt - m.iov_index;
@@ -153,6 +186,10 @@ void NbdSession::on_send(std::int32_t res) {
     return;
   }
   std::size_t left = res > 0 ? static_cast<std::size_t>(res) : 0;
+  if (tls_) {
+    if (tls_sent(*m, left) && !broken_) return start_send();
+    left = 0;
+  }
   while (left > 0 && m->iov_index < m->iovcnt) {
     iovec& v = m->iov[m->iov_index];
     if (left >= v.iov_len) {
@@ -171,7 +208,12 @@ void NbdSession::on_send(std::int32_t res) {
     start_send();  // the rest of it
     return;
   }
+  head_sent();
+}
+
+void NbdSession::head_sent() {
   // Sent, or the connection is gone and the rest never will be.
+  OutMessage* m = send_head_;
   send_head_ = m->next;
   if (send_head_ == nullptr) send_tail_ = nullptr;
   message_sent(*m);
@@ -179,7 +221,9 @@ void NbdSession::on_send(std::int32_t res) {
 }
 
 void NbdSession::message_sent(OutMessage& m) {
-  if (m.slot != nullptr) {
+  if (m.control) {
+    tls_control_queued_ = false;
+  } else if (m.slot != nullptr) {
     release(*m.slot);
   } else if (!broken_) {
     handshake_sent();
@@ -236,6 +280,7 @@ void NbdSession::maybe_finish() {
       slots_in_use_ != 0)
     return;
   finished_ = true;
+  std::erase(shared_.budget_waiters, this);
   ::close(fd_);
   fd_ = -1;
   shared_.server->session_finished(*this);

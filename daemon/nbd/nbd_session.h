@@ -16,6 +16,17 @@
 // is destroyed only after all have: a client that disconnects mid-request leaves its requests to
 // finish, their replies dropped.
 //
+// TLS (docs/nbd.md): an export with keys (NbdServerOptions::tls) requires NBD_OPT_STARTTLS
+// before any other option but ABORT. After its reply the session runs a TLS handshake (its own
+// recv and sendmsg carry the records; nbd_tls.h) and from then on reads decrypt what the socket
+// delivered (a read target may be filled from records already received, without a socket read)
+// and every message is encrypted in chunks of at most kTlsChunk into a ciphertext buffer that is
+// then sent.
+//
+// Timeouts: the server's tick calls tick(): a connection still in its handshake after
+// `handshake_timeout` is closed at once; one with no request in flight and none received for
+// `idle_timeout` is stopped.
+//
 // Request slots: `max_requests_per_connection` slots, each an ArrayIo with its reply header and
 // a data buffer from the server's BufferPool while in use. A parsed header that finds no free
 // slot, or whose buffer would take the connection past `max_bytes_per_connection`, waits (the
@@ -35,6 +46,7 @@
 #include "nbd/buffer_pool.h"
 #include "nbd/nbd_protocol.h"
 #include "nbd/nbd_server.h"
+#include "nbd/nbd_tls.h"
 #include "nbd/socket_op.h"
 
 namespace graid::nbd {
@@ -61,6 +73,10 @@ struct NbdServer::Shared {
   std::vector<std::unique_ptr<ArrayQueue>> queues;  // destroyed first, before the VD handles
   BufferPool pool;
   bool stopping = false;
+  // Data buffers held by all the server's connections (NbdServerOptions::max_bytes_total), and
+  // the connections waiting for some to be released.
+  std::uint64_t bytes_in_use = 0;
+  std::vector<NbdSession*> budget_waiters;
   NbdServerStats* stats = nullptr;
   NbdServer* server = nullptr;
 };
@@ -79,6 +95,10 @@ class NbdSession final : private SocketOpOwner {
   // sent are dropped; requests in the engine still complete before the session finishes.
   void abort();
   bool finished() const noexcept { return finished_; }
+  // The server's clock (see above).
+  void tick(std::chrono::steady_clock::time_point now);
+  // The server's data buffer budget has room again: a connection waiting for it retries.
+  void budget_released();
 
  private:
   struct Slot;
@@ -88,7 +108,8 @@ class NbdSession final : private SocketOpOwner {
     std::size_t iovcnt = 0;
     std::size_t iov_index = 0;  // pieces fully sent
     OutMessage* next = nullptr;
-    Slot* slot = nullptr;  // nullptr: the handshake message
+    Slot* slot = nullptr;  // nullptr: the handshake message (or TLS records, `control`)
+    bool control = false;  // only carries TLS records GnuTLS queued on its own
   };
   struct Slot final : ArrayIo {
     NbdSession* session = nullptr;
@@ -109,9 +130,16 @@ class NbdSession final : private SocketOpOwner {
     kOptionData,
     kRequestHeader,
     kPayload,
-    kDrain
+    kDrain,
+    kTlsHandshake
   };
-  enum class AfterSend : std::uint8_t { kReadClientFlags, kReadOption, kTransmission, kClose };
+  enum class AfterSend : std::uint8_t {
+    kReadClientFlags,
+    kReadOption,
+    kTransmission,
+    kClose,
+    kStartTls
+  };
 
   void on_socket_op(SocketOp& op, std::int32_t res) override;
 
@@ -123,10 +151,24 @@ class NbdSession final : private SocketOpOwner {
   void start_send();
   void on_send(std::int32_t res);
   void message_sent(OutMessage& m);
+  // The message at the head of the queue is done (sent, or never will be): the next one starts.
+  void head_sent();
   void hard_close();
   void stop_reading();
   void maybe_finish();
 
+  // TLS (nbd_session_tls.cpp).
+  void tls_start();
+  void tls_handshake_step();
+  // Fills the read target from decrypted records, reading the socket when they run out.
+  void tls_pump_read();
+  void tls_on_recv(std::size_t n);
+  // Sends the records GnuTLS queued on its own (handshake flights, alerts) when nothing else
+  // is being sent.
+  void tls_flush_control();
+  void tls_start_send(OutMessage& m);
+  // After a sendmsg of `n` ciphertext bytes: true while `m` has more to send.
+  bool tls_sent(OutMessage& m, std::size_t n);
   // Handshake (nbd_handshake.cpp).
   void send_handshake(std::vector<std::byte> bytes, AfterSend then);
   void handshake_sent();
@@ -187,6 +229,19 @@ class NbdSession final : private SocketOpOwner {
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t slots_in_use_ = 0;
   std::uint64_t bytes_in_use_ = 0;
+
+  // TLS: the session, the ciphertext being sent, the message for records of its own.
+  std::unique_ptr<TlsServerSession> tls_;
+  std::vector<std::byte> tls_inflight_;
+  std::size_t tls_sent_ = 0;
+  iovec tls_iov_{};
+  OutMessage tls_control_;
+  bool tls_control_queued_ = false;
+
+  // Timeouts (tick()).
+  std::chrono::steady_clock::time_point accepted_at_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_request_ = accepted_at_;
+  bool waiting_budget_ = false;  // in Shared::budget_waiters
 
   // Sending.
   OutMessage* send_head_ = nullptr;

@@ -20,6 +20,11 @@ void SocketOp::recv(IoContext& ctx, int fd, std::span<std::byte> buf) {
   start(ctx, Kind::kRecv, fd);
 }
 
+void SocketOp::recv_some(IoContext& ctx, int fd, std::span<std::byte> buf) {
+  buf_ = buf;
+  start(ctx, Kind::kRecvSome, fd);
+}
+
 void SocketOp::sendmsg(IoContext& ctx, int fd, const msghdr* msg) {
   msg_ = msg;
   start(ctx, Kind::kSendMsg, fd);
@@ -42,10 +47,11 @@ void SocketOp::wait(IoContext& ctx, std::chrono::nanoseconds delay) {
 
 std::int32_t SocketOp::prep(io_uring_sqe& sqe, std::span<std::byte> /*cmd*/) {
   switch (kind_) {
-    case Kind::kRecv: {
+    case Kind::kRecv:
+    case Kind::kRecvSome: {
       // At most INT_MAX per call (a CQE result is an int); the owner resubmits for the rest.
       const std::size_t len = buf_.size() < INT_MAX ? buf_.size() : INT_MAX;
-      io_uring_prep_recv(&sqe, fd_, buf_.data(), len, MSG_WAITALL);
+      io_uring_prep_recv(&sqe, fd_, buf_.data(), len, kind_ == Kind::kRecv ? MSG_WAITALL : 0);
       return 0;
     }
     case Kind::kSendMsg:

@@ -31,7 +31,10 @@ class SocketOp final : public RingCommand {
   explicit SocketOp(SocketOpOwner& owner) : owner_(owner) {}
 
   // REQUIRES for each: !busy(). The buffer / message must stay valid until completion.
+  // recv() waits until `buf` is full (MSG_WAITALL: the exact pieces of the NBD stream);
+  // recv_some() completes with whatever arrived (TLS records: their sizes are not known ahead).
   void recv(IoContext& ctx, int fd, std::span<std::byte> buf);
+  void recv_some(IoContext& ctx, int fd, std::span<std::byte> buf);
   void sendmsg(IoContext& ctx, int fd, const msghdr* msg);
   void accept(IoContext& ctx, int fd);
   // Cancels every operation in flight on `fd` (IORING_ASYNC_CANCEL_FD | ALL); completes with the
@@ -46,7 +49,7 @@ class SocketOp final : public RingCommand {
   void on_complete(std::int32_t res, std::span<const std::uint64_t> big_cqe) override;
 
  private:
-  enum class Kind : std::uint8_t { kRecv, kSendMsg, kAccept, kCancelFd, kTimeout };
+  enum class Kind : std::uint8_t { kRecv, kRecvSome, kSendMsg, kAccept, kCancelFd, kTimeout };
   void start(IoContext& ctx, Kind kind, int fd);
 
   SocketOpOwner& owner_;

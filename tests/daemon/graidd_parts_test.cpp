@@ -60,8 +60,11 @@ TEST(StateStore, RoundTripAndMissingFile) {
   PersistedState s;
   s.pds = {{0, "/dev/shm/a", false}, {3, "/dev/nvme0n1", true}};
   s.dgs = {{1, "01234567-89ab-cdef-0123-456789abcdef"}};
-  s.exports = {{1, 0, "nbd", "unix:/run/x.sock", "vd0", true, std::nullopt},
-               {1, 2, "ublk", "/dev/ublkb7", "", false, 7u}};
+  s.exports = {
+      {1, 0, "nbd", "unix:/run/x.sock", "vd0", true, std::nullopt, "", false},
+      {1, 2, "ublk", "/dev/ublkb7", "", false, 7u, "", false},
+      {1, 3, "nbd", "tcp:127.0.0.1:10809", "vd3", false, std::nullopt, "/etc/k.psk", false},
+      {1, 4, "nbd", "tcp:127.0.0.1:10810", "vd4", false, std::nullopt, "", true}};
   ASSERT_TRUE(save_state(dir.path() + "/sub", s).is_ok());
   auto back = load_state(dir.path() + "/sub");
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
@@ -71,7 +74,12 @@ TEST(StateStore, RoundTripAndMissingFile) {
   EXPECT_TRUE(back->pds[1].marker_offline);
   ASSERT_EQ(back->dgs.size(), 1u);
   EXPECT_EQ(back->dgs[0].uuid, s.dgs[0].uuid);
-  ASSERT_EQ(back->exports.size(), 2u);
+  ASSERT_EQ(back->exports.size(), 4u);
+  // How an NBD export over TCP is protected comes back as it was given.
+  EXPECT_EQ(back->exports[2].tls_psk, "/etc/k.psk");
+  EXPECT_FALSE(back->exports[2].insecure_tcp);
+  EXPECT_EQ(back->exports[3].tls_psk, "");
+  EXPECT_TRUE(back->exports[3].insecure_tcp);
   EXPECT_EQ(back->exports[0].address, "unix:/run/x.sock");
   EXPECT_TRUE(back->exports[0].read_only);
   EXPECT_FALSE(back->exports[0].dev_id.has_value());
@@ -127,6 +135,28 @@ TEST(NbdAddress, ParsesUnixAndTcpForms) {
     SCOPED_TRACE(bad);
     EXPECT_FALSE(parse_nbd_address(bad).is_ok());
   }
+}
+
+// TCP is refused without TLS unless --insecure-tcp says so (docs/nbd.md, "TLS").
+TEST(NbdAddress, TcpNeedsTlsOrInsecureTcp) {
+  auto access = [](std::string address, std::string psk, bool insecure) {
+    NbdAccess a;
+    a.address = std::move(address);
+    a.tls_psk = std::move(psk);
+    a.insecure_tcp = insecure;
+    return check_nbd_access(a);
+  };
+  EXPECT_TRUE(access("unix:/run/x.sock", "", false).is_ok());
+  EXPECT_TRUE(access("unix:/run/x.sock", "/etc/k.psk", false).is_ok()) << "TLS on a socket too";
+  EXPECT_TRUE(access("tcp:127.0.0.1:1", "/etc/k.psk", false).is_ok());
+  EXPECT_TRUE(access("tcp:127.0.0.1:1", "", true).is_ok());
+  const Status plain = access("tcp:127.0.0.1:1", "", false);
+  ASSERT_FALSE(plain.is_ok()) << "loopback is not private: any local user can connect";
+  EXPECT_NE(plain.message().find("--tls-psk"), std::string::npos) << plain.message();
+  EXPECT_NE(plain.message().find("--insecure-tcp"), std::string::npos) << plain.message();
+  EXPECT_FALSE(access("tcp:127.0.0.1:1", "/etc/k.psk", true).is_ok()) << "one or the other";
+  EXPECT_FALSE(access("unix:/run/x.sock", "", true).is_ok()) << "--insecure-tcp is for tcp";
+  EXPECT_FALSE(access("tcp:", "", true).is_ok());
 }
 
 TEST(IoThreads, CallRunsOnTheThreadAndWaits) {

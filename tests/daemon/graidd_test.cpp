@@ -162,11 +162,18 @@ TEST_F(GraiddTest, LifecycleExportAndRestart) {
   // VD 1 over TCP on a port the kernel picks: qemu-img sees its size, qemu-io writes a pattern
   // and reads it back.
   if (have_tool("qemu-io") && have_tool("qemu-img")) {
-    vd = ok({"export", "vd", "0", "1", "--nbd", "tcp:127.0.0.1:0", "--read-only"});
+    // TCP without TLS must be asked for: loopback is not private.
+    const CtlRun plain = d_->ctl({"export", "vd", "0", "1", "--nbd", "tcp:127.0.0.1:0"});
+    EXPECT_NE(plain.exit, 0);
+    EXPECT_NE(describe(plain).find("--insecure-tcp"), std::string::npos) << describe(plain);
+    vd =
+        ok({"export", "vd", "0", "1", "--nbd", "tcp:127.0.0.1:0", "--read-only", "--insecure-tcp"});
+    EXPECT_EQ(vd["exports"][0]["access"], "insecure");
     ASSERT_EQ(vd["exports"].size(), 1u);
     EXPECT_EQ(vd["exports"][0]["read_only"], true);
     ok({"unexport", "vd", "0", "1", "--nbd"});
-    vd = ok({"export", "vd", "0", "1", "--nbd", "tcp:127.0.0.1:0", "--name", "second"});
+    vd = ok({"export", "vd", "0", "1", "--nbd", "tcp:127.0.0.1:0", "--name", "second",
+             "--insecure-tcp"});
     const std::string port = std::to_string(vd["exports"][0]["tcp_port"].get<int>());
     ASSERT_NE(port, "0");
     const std::string url = "nbd://127.0.0.1:" + port + "/second";
@@ -651,6 +658,53 @@ TEST_F(GraiddTest, ForceOnlineStartsAnOfflineDgFromAStaleMemberOnlyWithConfirm) 
   EXPECT_EQ(d_->stop(SIGTERM), 0);
   ASSERT_TRUE(d_->start()) << d_->log();
   EXPECT_EQ(ok({"describe", "dg", "0"})["state"], "degraded");
+}
+
+// export vd over TCP: refused without TLS unless --insecure-tcp; with --tls-psk the key file is
+// checked (not readable by others), describe vd says how it is protected, the export comes back
+// with its keys after a restart, and nbdinfo gets in only with the key (docs/nbd.md, "TLS").
+TEST_F(GraiddTest, TcpExportNeedsTlsAndKeepsItAcrossARestart) {
+  make_pds(3);
+  ok({"create", "dg", "raid5", "0-2", "--strip", "16K"});
+  ok({"create", "vd", "0", "--size", "8M", "--no-ublk"});
+  const std::string psk = dir_.file("vd.psk");
+  std::ofstream(psk) << "alice:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+  ASSERT_EQ(::chmod(psk.c_str(), 0644), 0);
+  const json before = snapshot();
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--nbd", "tcp:127.0.0.1:0"},
+        {"--nbd", "tcp:127.0.0.1:0", "--tls-psk", psk},
+        {"--nbd", "tcp:127.0.0.1:0", "--tls-psk", psk, "--insecure-tcp"},
+        {"--nbd", "unix:" + dir_.file("x.sock"), "--insecure-tcp"},
+        {"--nbd", "tcp:127.0.0.1:0", "--tls-psk", dir_.file("missing.psk")}}) {
+    std::vector<std::string> args{"export", "vd", "0", "0"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const CtlRun r = d_->ctl(args);
+    EXPECT_NE(r.exit, 0) << describe(r);
+  }
+  EXPECT_NE(
+      describe(d_->ctl({"export", "vd", "0", "0", "--nbd", "tcp:127.0.0.1:0", "--tls-psk", psk}))
+          .find("every user"),
+      std::string::npos);
+  EXPECT_EQ(snapshot(), before) << "refusals change nothing";
+  ASSERT_EQ(::chmod(psk.c_str(), 0600), 0);
+  json vd = ok({"export", "vd", "0", "0", "--nbd", "tcp:127.0.0.1:0", "--tls-psk", psk});
+  ASSERT_EQ(vd["exports"].size(), 1u);
+  EXPECT_EQ(vd["exports"][0]["access"], "psk");
+  EXPECT_EQ(vd["exports"][0]["tls_psk"], psk);
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  vd = ok({"describe", "vd", "0", "0"});
+  ASSERT_EQ(vd["exports"].size(), 1u) << vd.dump();
+  EXPECT_EQ(vd["exports"][0]["access"], "psk");
+  if (!have_tool("nbdinfo")) return;
+  const std::string port = std::to_string(vd["exports"][0]["tcp_port"].get<int>());
+  ToolRun r = run_tool("nbdinfo --size nbd://127.0.0.1:" + port + "/dg0-vd0");
+  EXPECT_NE(r.status, 0) << r.output;
+  r = run_tool("nbdinfo --size 'nbds://alice@127.0.0.1:" + port + "/dg0-vd0?tls-psk-file=" + psk +
+               "'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, std::to_string(8u << 20) + "\n");
 }
 
 // The exports recorded for a VD of a DG that cannot start are restored when it comes back, and

@@ -40,7 +40,9 @@ const json kFreePd = json::parse(R"({"pd_id":7,"path":"/tmp/d7.img","state":"fre
 
 const json kVd = json::parse(R"({"dg_id":1,"vd_id":0,"name":"db","start":0,
   "size":107374182400,"state":"optimal","exports":[{"kind":"nbd",
-  "address":"unix:/run/x.sock","name":"db","read_only":true,"connections":2,"tcp_port":null}]})");
+  "address":"unix:/run/x.sock","name":"db","read_only":true,"access":"unix","connections":2,
+  "tcp_port":null},{"kind":"nbd","address":"tcp:0.0.0.0:10809","name":"db","read_only":false,
+  "access":"psk","tls_psk":"/etc/graid/db.psk","connections":0,"tcp_port":10809}]})");
 
 const json kDg = json::parse(R"({"dg_id":1,"name":"fast","uuid":"ab-cd","level":"raid5",
   "strip":65536,"member_count":4,"spare_count":0,"state":"degraded","capacity":3000000000000,
@@ -164,6 +166,8 @@ TEST(RenderTest, VdListAndDescribe) {
   EXPECT_TRUE(has(line_with(block, "size:"), "100 GiB")) << block;
   EXPECT_TRUE(has(block, "exports:\n")) << block;
   EXPECT_TRUE(has(line_with(block, "unix:/run/x.sock"), "yes")) << block;
+  EXPECT_TRUE(has(line_with(block, "KIND"), "ACCESS")) << block;
+  EXPECT_TRUE(has(line_with(block, "tcp:0.0.0.0:10809"), "psk")) << block;
   EXPECT_EQ(render_result("export", "vd", kVd), block);
 }
 
