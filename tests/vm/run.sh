@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # graid's VM test harness, host side.
 #
-# Boots Debian's bookworm-backports kernel (6.12.y: ublk_drv, nvme, md, nvmet) under qemu with
+# Boots a Debian kernel (bookworm-backports' 6.12.y by default, trixie-backports' 7.3.y with
+# --kernel 7.3: ublk_drv, nvme, md, nvmet) under qemu with
 # TCG (never KVM: guests die under it on the build machines) and six emulated NVMe drives, copies
 # graidd, graidctl and graid-bench (plus their shared libraries) into an initramfs together with
 # fio, mdadm, nvme-cli, e2fsprogs and the guest scenarios, runs the scenarios, powers off and
@@ -9,7 +10,8 @@
 # script; `tests/vm/run.sh --help` lists the options.
 #
 # Layout of the work dir ($GRAID_VM_DIR, default /var/tmp/graid-vm):
-#   apt/ debs/ kernel/<version>/   private apt state, the kernel .deb, the unpacked kernel (cached)
+#   apt/ debs/ kernel/<version>/   private apt state (apt-<suite>/ for other suites than
+#                                  bookworm-backports), the kernel .debs, the unpacked kernel (cached)
 #   runs/<stamp>/                  one run: initramfs, disk images (deleted at the end), serial.log,
 #                                  share/ (the guest's 9p share: results.txt, logs/, qmp/)
 set -euo pipefail
@@ -36,6 +38,9 @@ usage: tests/vm/run.sh [options]
   --smp N              guest vCPUs (default 2)
   --mem MB             guest memory (default 2048)
   --lba 512|4096       logical (and physical) block size of the emulated NVMe drives (default 512)
+  --kernel 6.12|7.3|both
+                       the guest kernel: 6.12 (bookworm-backports, the default and CI's) or 7.3
+                       (trixie-backports); both: the whole run once on each, one after the other
   --timeout SECONDS    kill the guest after this long (default 900 for the short form, 3600 otherwise)
   --keep-images        keep the run's disk images and initramfs (normally deleted at the end)
   --list               list the scenarios and sets, then exit
@@ -43,8 +48,9 @@ usage: tests/vm/run.sh [options]
 With neither --scenario nor --guest-script the short form runs.
 
 Environment: GRAID_VM_DIR (work dir, default /var/tmp/graid-vm), GRAID_VM_BUILD (build dir),
-GRAID_VM_KVER (a kernel version, e.g. 6.12.38+deb12-amd64, instead of the newest),
-GRAID_VM_KERNEL_REFRESH=1 (look for a newer kernel in bookworm-backports), GRAID_VM_DISK_MB (size of
+GRAID_VM_KVER (a kernel version, e.g. 6.12.38+deb12-amd64, instead of the newest of the series),
+GRAID_VM_KERNEL (the --kernel default), GRAID_VM_KERNEL_REFRESH=1 (look for a newer kernel of the
+series in its suite), GRAID_VM_DISK_MB (size of
 each emulated drive, default 256), GRAID_VM_MODULES (more kernel modules for the guest),
 GRAID_VM_SCENARIO_TIMEOUT (seconds each scenario may take, default the --timeout less 60),
 GRAID_VM_GRAIDD_ARGS (options for every graidd the scenarios start, e.g. "--ublk-copy user"),
@@ -56,6 +62,8 @@ EOF
 scenarios=() guest_script="" extra_bins=() short=0 list=0 keep_images=0 timeout=""
 build=${GRAID_VM_BUILD:-$TOP/build/release}
 smp=2 mem=2048 lba=512
+kernel=${GRAID_VM_KERNEL:-6.12}
+args=("$@")
 disk_mb=${GRAID_VM_DISK_MB:-256}
 W=${GRAID_VM_DIR:-/var/tmp/graid-vm}
 
@@ -71,6 +79,7 @@ while (($#)); do
     --smp) need_arg "$@"; smp=$2; shift ;;
     --mem) need_arg "$@"; mem=$2; shift ;;
     --lba) need_arg "$@"; lba=$2; shift ;;
+    --kernel) need_arg "$@"; kernel=$2; shift ;;
     --timeout) need_arg "$@"; timeout=$2; shift ;;
     --keep-images) keep_images=1 ;;
     --list) list=1 ;;
@@ -84,6 +93,29 @@ if [[ ${GRAID_VM_SKIP:-0} == 1 ]]; then
   echo "SKIP: graid VM tests (GRAID_VM_SKIP=1)"
   exit 0
 fi
+
+# The guest kernel series: the Debian suite that has it and the ABI names it comes under.
+case $kernel in
+  6.12) kernel_suite=bookworm-backports kernel_abi_re='6\.12\.[0-9]+\+deb12-amd64' ;;
+  7.3) kernel_suite=trixie-backports kernel_abi_re='7\.3\.[0-9]+\+deb13-amd64' ;;
+  both)
+    # The same run on each kernel in turn; fails if either does.
+    rest=() skip=0
+    for a in "${args[@]}"; do
+      if ((skip)); then skip=0; continue; fi
+      [[ $a == --kernel ]] && { skip=1; continue; }
+      rest+=("$a")
+    done
+    both_rc=0
+    for k in 6.12 7.3; do
+      echo "===== graid VM tests on Linux $k ====="
+      GRAID_VM_KERNEL=$k "$0" "${rest[@]}" || both_rc=1
+    done
+    ((both_rc == 0)) && echo "PASS: graid VM tests on both kernels" || echo "FAIL: graid VM tests (see above)"
+    exit "$both_rc"
+    ;;
+  *) die "--kernel takes 6.12, 7.3 or both" ;;
+esac
 
 # Scenario sets. The order of "all" matters: hot-remove takes a drive away (and puts a blank one
 # back), so it runs last.
@@ -149,33 +181,42 @@ install_host_packages() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# 2. the guest kernel: bookworm-backports' newest linux-image-amd64 (6.12.y; bookworm's own 6.1
-#    has no usable ublk), fetched with a private apt configuration so the system's apt sources and
-#    state stay untouched, and cached under $W/kernel/<version>.
+# 2. the guest kernel: the newest of the series in its suite (6.12.y from bookworm-backports;
+#    bookworm's own 6.1 has no usable ublk; 7.3.y from trixie-backports), fetched with a private
+#    apt configuration per suite so the system's apt sources and state stay untouched, and cached
+#    under $W/kernel/<version>. The bookworm archive keyring verifies trixie-backports too.
+
+# The private apt dir of the suite (apt/ for bookworm-backports, as before there were others).
+APT_DIR=$W/apt
+[[ $kernel_suite == bookworm-backports ]] || APT_DIR=$W/apt-$kernel_suite
+# The cached version of the series.
+CURRENT=$W/kernel/current
+[[ $kernel == 6.12 ]] || CURRENT=$W/kernel/current-$kernel
 
 apt_private() {  # apt-get/apt-cache with the private configuration
   local cmd=$1
   shift
-  APT_CONFIG=$W/apt/apt.conf "$cmd" "$@"
+  APT_CONFIG=$APT_DIR/apt.conf "$cmd" "$@"
 }
 
 setup_private_apt() {
-  mkdir -p "$W"/apt/{etc/parts.d,state/lists/partial,cache/archives/partial} "$W/debs"
-  [[ -f $W/apt/status ]] || : >"$W/apt/status"
+  local A=$APT_DIR
+  mkdir -p "$A"/{etc/parts.d,state/lists/partial,cache/archives/partial} "$W/debs"
+  [[ -f $A/status ]] || : >"$A/status"
   # The mirror the system's own apt already uses (first non-security URI), else deb.debian.org.
   local mirror
   mirror=$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
   [[ -n $mirror ]] || mirror=$(awk '/^deb / && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
   [[ -n $mirror ]] || mirror=http://deb.debian.org/debian
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm-backports main" \
-    >"$W/apt/etc/sources.list"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $kernel_suite main" \
+    >"$A/etc/sources.list"
   # Dir::State::status points at an empty file: apt must not see (or touch) the host's dpkg state.
-  cat >"$W/apt/apt.conf" <<EOF
-Dir::Etc::SourceList "$W/apt/etc/sources.list";
-Dir::Etc::SourceParts "$W/apt/etc/parts.d";
-Dir::State "$W/apt/state";
-Dir::State::status "$W/apt/status";
-Dir::Cache "$W/apt/cache";
+  cat >"$A/apt.conf" <<EOF
+Dir::Etc::SourceList "$A/etc/sources.list";
+Dir::Etc::SourceParts "$A/etc/parts.d";
+Dir::State "$A/state";
+Dir::State::status "$A/status";
+Dir::Cache "$A/cache";
 APT::Sandbox::User "root";
 EOF
 }
@@ -183,30 +224,39 @@ EOF
 # Prints the version of the cached kernel to use, fetching it first when needed.
 fetch_kernel() {
   local kver=${GRAID_VM_KVER:-}
-  if [[ -z $kver && ${GRAID_VM_KERNEL_REFRESH:-0} != 1 && -s $W/kernel/current ]]; then
-    kver=$(<"$W/kernel/current")
+  if [[ -z $kver && ${GRAID_VM_KERNEL_REFRESH:-0} != 1 && -s $CURRENT ]]; then
+    kver=$(<"$CURRENT")
   fi
   if [[ -n $kver && -e $W/kernel/$kver/ready ]]; then
     echo "$kver"
     return
   fi
   setup_private_apt
-  log "apt-get update (bookworm-backports, private apt state in $W/apt)" >&2
+  log "apt-get update ($kernel_suite, private apt state in $APT_DIR)" >&2
   apt_private apt-get update -qq >&2
   if [[ -z $kver || ${GRAID_VM_KERNEL_REFRESH:-0} == 1 ]]; then
-    # linux-image-amd64 depends on the current ABI's package, e.g. linux-image-6.12.38+deb12-amd64.
-    kver=$(apt_private apt-cache depends linux-image-amd64 |
-      awk '/Depends: linux-image-/ {sub(/.*linux-image-/, ""); print; exit}')
-    [[ -n $kver ]] || die "could not find bookworm-backports' linux-image-amd64"
+    # The newest ABI of the series, e.g. linux-image-6.12.38+deb12-amd64 (linux-image-amd64
+    # depends on the suite's newest, which may be of a later series).
+    kver=$(apt_private apt-cache pkgnames linux-image- | sed -n "s/^linux-image-//p" |
+      grep -E "^${kernel_abi_re}\$" | sort -V | tail -n 1 || true)
+    [[ -n $kver ]] || die "could not find a Linux $kernel kernel (linux-image-$kernel.*-amd64) in $kernel_suite"
   fi
   if [[ ! -e $W/kernel/$kver/ready ]]; then
-    log "downloading linux-image-$kver" >&2
-    (cd "$W/debs" && apt_private apt-get download -qq "linux-image-$kver") >&2
-    local deb
-    deb=$(find "$W/debs" -name "linux-image-${kver}_*.deb" | sort | tail -n 1)
+    # Up to 6.x one package holds the kernel and its modules; from 7.x linux-image-<abi> is a
+    # meta package over linux-binary-<abi> (vmlinuz), linux-modules-<abi> and linux-base-<abi>.
+    local pkgs=("linux-image-$kver") p deb
+    if apt_private apt-cache show "linux-binary-$kver" >/dev/null 2>&1; then
+      pkgs=("linux-binary-$kver" "linux-modules-$kver" "linux-base-$kver")
+    fi
+    log "downloading ${pkgs[*]}" >&2
+    (cd "$W/debs" && apt_private apt-get download -qq "${pkgs[@]}") >&2
     rm -rf "$W/kernel/$kver.tmp"
     mkdir -p "$W/kernel/$kver.tmp"
-    dpkg-deb -x "$deb" "$W/kernel/$kver.tmp"
+    for p in "${pkgs[@]}"; do
+      deb=$(find "$W/debs" -name "${p}_*.deb" | sort -V | tail -n 1)
+      [[ -n $deb ]] || die "the download of $p left no .deb in $W/debs"
+      dpkg-deb -x "$deb" "$W/kernel/$kver.tmp"
+    done
     # Modules live in lib/modules or usr/lib/modules depending on the package's usrmerge state.
     local base=$W/kernel/$kver.tmp
     [[ -d $base/lib/modules/$kver ]] || ln -s usr/lib "$base/lib"
@@ -215,7 +265,7 @@ fetch_kernel() {
     rm -rf "$W/kernel/$kver"
     mv "$base" "$W/kernel/$kver"
   fi
-  echo "$kver" >"$W/kernel/current"
+  echo "$kver" >"$CURRENT"
   echo "$kver"
 }
 
@@ -403,7 +453,7 @@ exec 8>"$W/kernel.lock"
 flock 8
 KVER=$(fetch_kernel)
 flock -u 8
-log "kernel $KVER"
+log "kernel $KVER (Linux $kernel, $kernel_suite)"
 
 build_initramfs "$KVER" "$RUN/initrd.cpio"
 log "initramfs $(($(stat -c %s "$RUN/initrd.cpio") / 1048576)) MiB"
@@ -427,12 +477,20 @@ trap 'exit 130' INT TERM
 # offers AVX2, enough for ISA-L. The 9p share (virtfs) carries results, logs and QMP answers; it
 # is mounted with cache=none in the guest, so files the host writes show up at once.
 cd "$RUN"
+# /boot/vmlinuz-<abi> up to 6.x; 7.x's linux-binary puts it beside the modules.
+VMLINUZ=$W/kernel/$KVER/boot/vmlinuz-$KVER
+[[ -f $VMLINUZ ]] || VMLINUZ=$W/kernel/$KVER/usr/lib/modules/$KVER/vmlinuz
+[[ -f $VMLINUZ ]] || die "no vmlinuz in the unpacked kernel $W/kernel/$KVER"
+# Under TCG a 7.3 guest's TSC clocksource once jumped by days in the middle of md-compare (an RCU
+# stall, then the scenario's timeout): on 7.x the guest keeps time with the HPET instead.
+cmdline="console=ttyS0 panic=-1 loglevel=4 mitigations=off"
+[[ $kernel == 6.12 ]] || cmdline+=" clocksource=hpet tsc=unstable"
 qemu=(timeout -k 10 "$timeout" qemu-system-x86_64
   -machine q35 -accel tcg -cpu max -smp "$smp" -m "$mem"
   -display none -monitor none -serial stdio -no-reboot -nic none
   -qmp "unix:$RUN/qmp.sock,server=on,wait=off"
-  -kernel "$W/kernel/$KVER/boot/vmlinuz-$KVER" -initrd initrd.cpio
-  -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off"
+  -kernel "$VMLINUZ" -initrd initrd.cpio
+  -append "$cmdline"
   -virtfs "local,path=$RUN/share,mount_tag=graidshare,security_model=none"
   "${qemu_args[@]}")
 log "starting qemu (TCG, -smp $smp -m $mem, ${#DRIVES[@]} NVMe drives of $disk_mb MiB, LBA $lba, timeout ${timeout}s)"
