@@ -118,12 +118,10 @@ void Registry::sync_slots(Dg& dg) {
         }
       } else if (!replace || replace->path != pd.path) {
         // Given up (a write failed, a stop): the array let it go; it is free again once held
-        // here. I/O threads whose rings registered its file drop it at their next poll (a
-        // round of calls makes that happen), and the copy may still be letting go: until it
-        // can be opened it stays `replacing` and the next refresh tries again.
-        for (int round = 0; round < 2; ++round)
-          for (std::uint32_t t = 0; t < threads_.count(); ++t)
-            threads_.call(t, [](IoContext&) {});
+        // here. I/O threads whose rings registered its file drop it at their next poll, and
+        // the copy may still be letting go: until it can be opened it stays `replacing` and the
+        // next refresh tries again.
+        drop_ring_files();
         reopen(pd);
         if (pd.device || !pd.busy) {
           pd.replacing = false;  // free, or missing (the drive went away)
@@ -180,6 +178,22 @@ Result<std::unique_ptr<MemberDevice>> Registry::open_pd_device(const std::string
   o.exclusive = true;  // a block device in use (mounted, md, another graidd) is refused
   o.lock = true;       // a regular file another process holds is refused
   return open_member(path, o);
+}
+
+void Registry::drop_ring_files() {
+  for (int round = 0; round < 2; ++round)
+    for (std::uint32_t t = 0; t < threads_.count(); ++t)
+      threads_.call(t, [](IoContext&) {});
+}
+
+void Registry::reopen_released(Pd& pd) {
+  const auto deadline = std::chrono::steady_clock::now() + kReleaseWait;
+  for (;;) {
+    drop_ring_files();
+    reopen(pd);
+    if (pd.device || !pd.busy || std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 void Registry::reopen(Pd& pd) {

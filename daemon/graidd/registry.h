@@ -179,6 +179,15 @@ class Registry {
   void poke() const;  // makes wake_fd() readable; any thread
   Result<std::unique_ptr<MemberDevice>> open_pd_device(const std::string& path) const;
   void reopen(Pd& pd);
+  // The I/O threads' rings let go of the files of members no array holds any more (each thread
+  // drops them at its next poll; this makes every thread poll twice).
+  void drop_ring_files();
+  // reopen() of a PD that a stopped array of this graidd just let go of: the kernel may still
+  // hold the file, and its lock, for requests that used it (a removed registered file is put
+  // when they are done, not always before the update returns). "In use" is then ours: tried
+  // again for up to kReleaseWait before the PD is left busy.
+  void reopen_released(Pd& pd);
+  static constexpr std::chrono::milliseconds kReleaseWait{3000};
   Result<nlohmann::json> edit_pd_io_mode(Pd& pd, const std::string& value);  // registry_pd.cpp
   // replace pd of a working member: `to` becomes a copy of `from`, then takes its slot (the
   // DG's redundancy job runs the copy; sync_slots() follows the outcome). registry_pd.cpp.

@@ -153,16 +153,11 @@ Result<json> Registry::delete_dg(const json& args) {
     auto st = dg.array->stop();
     if (!st) return st;
     dg.array.reset();
-    // I/O threads whose rings registered the members' files drop them at their next poll;
-    // until then the files (and their locks) stay held. Wake each thread twice to be sure.
-    for (int round = 0; round < 2; ++round)
-      for (std::uint32_t t = 0; t < threads_.count(); ++t)
-        threads_.call(t, [](IoContext&) {});
   }
   std::vector<std::string> problems;  // PDs left as they are, and why
   for (auto& [id, pd] : pds_) {
     if (pd.dg_id != dg.id) continue;
-    if (!pd.device) reopen(pd);
+    if (!pd.device) reopen_released(pd);
     if (pd.device) {
       // Only this DG's superblock: whatever else the device carries is not ours to erase.
       auto st = Array::erase_superblock(*pd.device, dg.uuid);
@@ -256,14 +251,10 @@ Status Registry::take_down_failed(Dg& dg, bool confirm) {
   if (auto st = dg.array->stop(); !st)
     spdlog::info("dg {}: stopped failed: {}", dg.id, st.message());
   dg.array.reset();
-  // I/O threads whose rings registered the members' files drop them at their next poll.
-  for (int round = 0; round < 2; ++round)
-    for (std::uint32_t t = 0; t < threads_.count(); ++t)
-      threads_.call(t, [](IoContext&) {});
   for (auto& [id, pd] : pds_) {
     if (pd.dg_id != dg.id) continue;
     pd.slot.reset();
-    if (!pd.device) reopen(pd);
+    if (!pd.device) reopen_released(pd);
   }
   dg.message = "failed while running; stopped to be forced online";
   events_.add("dg_offline", dg.id, std::nullopt, std::nullopt, dg.message);

@@ -4,7 +4,12 @@
 // that resumes from its checkpoint after a restart and after a kill. And delete dg, which reopens
 // PDs by path, leaving alone a file that was put at a failed PD's path.
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -238,6 +243,49 @@ TEST_F(GraiddTest, DeleteDgLeavesAFileAtAFailedPdsPathAlone) {
   EXPECT_NE(pd["message"].get<std::string>().find("different file"), std::string::npos)
       << pd.dump();
   EXPECT_EQ(ok({"describe", "pd", "0"})["state"], "free");
+}
+
+// A duplicate of graidd's own descriptor of `path` (the same open file, so the same flock), as
+// the kernel keeps one for a while for a registered file that a ring has dropped.
+int steal_open_file(pid_t pid, const std::string& path) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return -1;
+  int stolen = -1;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(entry.path(), ec) != path || ec) continue;
+    const int fd = std::stoi(entry.path().filename().string());
+    stolen = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+    break;
+  }
+  ::close(pidfd);
+  return stolen;
+}
+
+// delete dg stops the array and reopens its PDs to erase them. The kernel can hold a member's
+// file (and its lock) a little longer than the array that used it, until the requests that used
+// the ring's registered copy are done; graidd waits for that rather than leaving the PD
+// unerased as "in use". Here a duplicate of graidd's descriptor plays the kernel and holds the
+// file 300 ms after the array lets go. Before the wait, CI saw this race once on pd 3 of the
+// test above ("pd 3 not erased: ... is in use (locked by another process)").
+TEST_F(GraiddTest, DeleteDgWaitsForAMembersFileToBeLetGo) {
+  const std::vector<std::string> paths = make_pds(4);
+  ok({"create", "dg", "raid5", "0-3", "--strip", "16K", "--assume-clean"});
+  const int held = steal_open_file(d_->pid(), paths[3]);
+  ASSERT_GE(held, 0) << "pidfd_getfd of graidd's " << paths[3] << ": " << std::strerror(errno);
+  std::thread holder([held] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::close(held);
+  });
+  const CtlRun r = d_->ctl({"delete", "dg", "0", "--confirm"});
+  holder.join();
+  ASSERT_EQ(r.exit, 0) << describe(r);
+  EXPECT_TRUE(r.json["not_erased"].empty()) << r.json.dump();
+  const std::string head = file_bytes(paths[3], 12288);
+  ASSERT_EQ(head.size(), 12288u);
+  EXPECT_EQ(head.find_first_not_of('\0'), std::string::npos) << "pd 3 not erased";
+  EXPECT_EQ(ok({"describe", "pd", "3"})["state"], "free");
 }
 
 }  // namespace
