@@ -121,6 +121,55 @@ Status Array::delete_vd(std::uint32_t id) {
   return make_error(Errc::kNotFound, "no VD {}", id);
 }
 
+Result<VdInfo> Array::resize_vd(std::uint32_t id, std::uint64_t size) {
+  State& s = *state_;
+  MutexLock guard(s.control_mutex);
+  meta::VdEntry* vd = nullptr;
+  for (meta::VdEntry& e : s.sb.vds)
+    if (e.in_use() && e.id == id) vd = &e;
+  if (vd == nullptr) return make_error(Errc::kNotFound, "no VD {}", id);
+  if (size > s.capacity) {
+    // Checked before rounding up, which would wrap to 0 for sizes near 2^64.
+    return make_error(Errc::kNoSpace,
+                      "VD {} ('{}') cannot grow to {} bytes: the array holds {} bytes; nothing "
+                      "was changed",
+                      id, vd->name, size, s.capacity);
+  }
+  size = (size + meta::kDataAlign - 1) / meta::kDataAlign * meta::kDataAlign;
+  if (size < vd->size) {
+    return make_error(Errc::kInvalidArgument,
+                      "VD {} ('{}') is {} bytes: shrinking it to {} is refused (it would cut off "
+                      "data a filesystem may still use); nothing was changed",
+                      id, vd->name, vd->size, size);
+  }
+  if (size == vd->size) return vd_info(*vd);
+  // The room after it: up to the next VD's start, or the end of the array.
+  std::uint64_t limit = s.capacity;
+  std::string what = "the end of the array";
+  for (const meta::VdEntry& e : s.sb.vds) {
+    if (!e.in_use() || &e == vd || e.start < vd->start) continue;
+    if (e.start < limit) {
+      limit = e.start;
+      what = fmt::format("VD {} ('{}'), which starts there", e.id, e.name);
+    }
+  }
+  if (vd->start + size > limit) {
+    return make_error(Errc::kNoSpace,
+                      "VD {} ('{}') can grow to at most {} bytes, up to {}; {} bytes do not fit; "
+                      "nothing was changed",
+                      id, vd->name, limit - vd->start, what, size);
+  }
+  const std::uint64_t old_size = vd->size;
+  vd->size = size;
+  Status st = meta::validate(s.sb);
+  if (st) st = s.write_superblocks_locked();
+  if (!st) {
+    vd->size = old_size;
+    return make_error(st.code(), "VD {} ('{}') not resized: {}", id, vd->name, st.message());
+  }
+  return vd_info(*vd);
+}
+
 std::vector<VdInfo> Array::vds() const {
   MutexLock guard(state_->control_mutex);
   std::vector<VdInfo> out;
@@ -153,6 +202,18 @@ VdHandle& VdHandle::operator=(VdHandle&& other) noexcept {
     info_ = std::move(other.info_);
   }
   return *this;
+}
+
+Status VdHandle::refresh() {
+  if (state_ == nullptr) return make_error(Errc::kNotFound, "no VD is open here");
+  MutexLock guard(state_->control_mutex);
+  for (const meta::VdEntry& e : state_->sb.vds) {
+    if (e.in_use() && e.id == info_.id) {
+      info_ = vd_info(e);
+      return Status::ok();
+    }
+  }
+  return make_error(Errc::kNotFound, "no VD {}", info_.id);  // cannot happen while open
 }
 
 VdHandle::~VdHandle() {

@@ -2,6 +2,8 @@
 // full-stripe writes, plan choice, request validation, member errors and array failure.
 #include <algorithm>
 #include <cstring>
+#include <random>
+#include <span>
 
 #include "array_harness.h"
 
@@ -175,6 +177,110 @@ TEST_F(ArrayApiTest, VirtualDrivesAreExtentsThatPersist) {
   auto c = (*again)->create_vd("gamma", 2u << 20);  // fits in the hole alpha left
   ASSERT_TRUE(c.is_ok());
   EXPECT_EQ(c->start, 0u);
+}
+
+// A VD grows in place into the free space after it (graidctl edit vd size): its data stays,
+// the new part takes writes, the size persists, and every refusal (shrinking, no room, unknown
+// VD) changes nothing. The growth is recorded with a member failing its superblock write, and
+// the reassembled, degraded array reads back every byte of the model.
+TEST_F(ArrayApiTest, VirtualDrivesGrowInPlaceAndKeepTheirData) {
+  auto array = make(RaidLevel::kRaid5, 4, 16384, 8u << 20);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  Array& a = **array;
+  auto alpha = a.create_vd("alpha", 1u << 20);
+  auto beta = a.create_vd("beta", 1u << 20);
+  ASSERT_TRUE(alpha.is_ok() && beta.is_ok());
+  ASSERT_EQ(beta->start, 3u << 20);  // stripes of 48 KiB: the next 1 MiB-and-stripe boundary
+  attach(a);
+  // The model: what each VD byte holds. Random writes over the whole of each VD first.
+  std::vector<std::byte> model_alpha = pattern(3u << 20, 11);
+  std::vector<std::byte> model_beta = pattern(1u << 20, 12);
+  auto write = [&](const VdInfo& vd, std::uint64_t off, std::span<const std::byte> data) {
+    auto buf = AlignedBuffer::allocate(data.size(), 4096);
+    std::memcpy(buf->data(), data.data(), data.size());
+    TestIo io;
+    io.kind = IoKind::kWrite;
+    io.offset = off;
+    io.len = static_cast<std::uint32_t>(data.size());
+    io.buf = buf->data();
+    queue_->submit(io, vd);
+    while (!io.done)
+      ctx_->poll(true);
+    return io.status;
+  };
+  std::mt19937_64 rng(5);
+  auto scatter = [&](const VdInfo& vd, std::vector<std::byte>& model, std::uint64_t from,
+                     std::uint64_t to, int count) {
+    for (int i = 0; i < count; ++i) {
+      const std::uint64_t len = 4096 * (1 + rng() % 24);
+      const std::uint64_t off = from + (rng() % ((to - from - len) / 4096 + 1)) * 4096;
+      auto data = pattern(len, rng());
+      ASSERT_TRUE(write(vd, off, data).is_ok()) << vd.name << " at " << off;
+      std::memcpy(model.data() + off, data.data(), len);
+    }
+  };
+  ASSERT_TRUE(write(*alpha, 0, std::span(model_alpha).first(1u << 20)).is_ok());
+  ASSERT_TRUE(write(*beta, 0, model_beta).is_ok());
+  scatter(*alpha, model_alpha, 0, 1u << 20, 40);
+
+  // Refusals, each changing nothing.
+  auto events_on_disk = [&] {
+    auto dev = open_member(files_.paths[0], OpenOptions{});
+    if (!dev) return std::uint64_t{0};
+    auto exam = Array::examine(**dev);
+    return exam ? exam->events : 0;
+  };
+  const std::uint64_t events = events_on_disk();
+  ASSERT_NE(events, 0u);
+  auto shrink = a.resize_vd(alpha->id, 512u << 10);
+  EXPECT_EQ(shrink.status().code(), Errc::kInvalidArgument);
+  EXPECT_NE(shrink.status().message().find("shrinking"), std::string::npos);
+  auto past = a.resize_vd(alpha->id, (3u << 20) + 4096);
+  EXPECT_EQ(past.status().code(), Errc::kNoSpace);
+  EXPECT_NE(past.status().message().find("at most 3145728 bytes, up to VD 1 ('beta')"),
+            std::string::npos)
+      << past.status().message();
+  EXPECT_EQ(a.resize_vd(beta->id, 1ull << 62).status().code(), Errc::kNoSpace);
+  EXPECT_EQ(a.resize_vd(99, 4u << 20).status().code(), Errc::kNotFound);
+  auto same = a.resize_vd(alpha->id, 1u << 20);
+  ASSERT_TRUE(same.is_ok());
+  EXPECT_EQ(same->size, 1u << 20);
+  EXPECT_EQ(events_on_disk(), events) << "a refusal or no-op wrote the superblocks";
+  EXPECT_EQ(a.vds()[0].size, 1u << 20);
+
+  // Grow alpha up to beta, with member 3 failing its superblock write: recorded on the others.
+  (*files_.faulty[3]).fail_op(MemberOp::kWrite);
+  auto grown = a.resize_vd(alpha->id, 3u << 20);
+  ASSERT_TRUE(grown.is_ok()) << grown.status().to_string();
+  EXPECT_EQ(grown->size, 3u << 20);
+  EXPECT_EQ(grown->start, 0u);
+  EXPECT_EQ(a.member_health(3), MemberHealth::kFailed);
+  // The old size (a frontend's handle from before) still ends at 1 MiB; the new one does not.
+  EXPECT_EQ(write(*alpha, 1u << 20, std::span(model_alpha).subspan(1u << 20, 4096)).code(),
+            Errc::kOutOfRange);
+  ASSERT_TRUE(write(*grown, 1u << 20, std::span(model_alpha).subspan(1u << 20, 2u << 20)).is_ok());
+  scatter(*grown, model_alpha, 0, 3u << 20, 60);
+  scatter(*beta, model_beta, 0, 1u << 20, 20);
+  queue_.reset();
+
+  auto again = reassemble(*array, 4);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ((*again)->member_health(3), MemberHealth::kFailed);  // stale: missed the update
+  const auto vds = (*again)->vds();
+  ASSERT_EQ(vds.size(), 2u);
+  EXPECT_EQ(vds[0].size, 3u << 20);
+  EXPECT_EQ(vds[1].start, 3u << 20);
+  EXPECT_EQ(vds[1].size, 1u << 20);
+  attach(**again);
+  for (const auto& [vd, model] :
+       {std::pair{vds[0], &model_alpha}, std::pair{vds[1], &model_beta}}) {
+    auto back = AlignedBuffer::allocate(model->size(), 4096);
+    ASSERT_TRUE(run_one(*queue_, IoKind::kRead, vd.start, static_cast<std::uint32_t>(model->size()),
+                        back->data())
+                    .is_ok());
+    EXPECT_EQ(std::memcmp(back->data(), model->data(), model->size()), 0) << vd.name;
+  }
+  queue_.reset();
 }
 
 // A VD starts on a full-stripe boundary that is also a 1 MiB boundary: RAID5 of 4 with 64 KiB

@@ -648,6 +648,15 @@ class Array {
   // Removes a VD from the table (its data is left as it is). kNotFound for an unknown id, kBusy
   // (changing nothing) while a VdHandle on it is open.
   Status delete_vd(std::uint32_t id);
+  // Grows VD `id` to `size` bytes (rounded up to 4 KiB) in place, into the free space after it,
+  // and records it in the superblocks; the data it had stays where it was, and the new part
+  // reads as whatever the array held there (nothing is zeroed, as with lvextend). Open VdHandles
+  // keep the size they were opened with: frontends are told separately. kNotFound for an
+  // unknown id; kInvalidArgument for a smaller size (shrinking is refused: it would cut off what
+  // a filesystem may still use); kNoSpace, naming how far it could grow, when the next VD or the
+  // end of the array is in the way. The same size changes nothing. Every refusal changes
+  // nothing.
+  Result<VdInfo> resize_vd(std::uint32_t id, std::uint64_t size);
   std::vector<VdInfo> vds() const;
   // The largest VD create_vd() could make now (VDs start on 1 MiB boundaries that are also
   // full-stripe boundaries; sizes are 4 KiB multiples); 0 when there is no room.
@@ -852,6 +861,9 @@ class VdHandle {
 
   const VdInfo& info() const noexcept { return info_; }
   explicit operator bool() const noexcept { return state_ != nullptr; }
+  // info() as the VD table has it now (after Array::resize_vd, the new size). kNotFound on an
+  // empty handle.
+  Status refresh();
 
  private:
   friend class Array;
