@@ -391,6 +391,23 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     }
     return Status::ok();
   }
+  if (verb == "edit" && object == "vd") {
+    // edit vd <dg> <vd> size SIZE: the one setting of a VD.
+    GRAID_RETURN_IF_ERROR(want_words(in, 4, 4, leaf));
+    auto dg = parse_one_id(in.words[0], "dg id");
+    if (!dg.is_ok()) return dg.status();
+    auto vd = parse_one_id(in.words[1], "vd id");
+    if (!vd.is_ok()) return vd.status();
+    if (in.words[2] != "size")
+      return usage(fmt::format("vd has no setting \"{}\"; the one setting is size", in.words[2]));
+    auto size = parse_size_option("size", in.words[3]);
+    if (!size.is_ok()) return size.status();
+    args["dg_id"] = *dg;
+    args["vd_id"] = *vd;
+    args["key"] = "size";
+    args["size"] = *size;
+    return Status::ok();
+  }
   if (verb == "edit") {
     // `edit dg <id> force_online --confirm` is the one edit without a value.
     const bool force_online =
@@ -508,6 +525,7 @@ constexpr Leaf kLeaves[] = {
     {"edit", "dg", "edit dg <id> <key> <value> | edit dg <id> force_online --confirm"},
     {"edit", "pd",
      "edit pd <id> marker offline|online | io_mode passthrough|block | hotspare <dg>|global|none"},
+    {"edit", "vd", "edit vd <dg> <vd> size SIZE (grows it; shrinking is refused)"},
     {"export", "vd",
      "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME] "
      "[--tls-psk FILE | --insecure-tcp]"},
@@ -529,7 +547,7 @@ constexpr VerbSpec kVerbs[] = {
     {"list", "ls", "list pds, dgs, vds or events"},
     {"describe", "desc", "show one pd, dg, vd or the controller in full"},
     {"delete", "del", "delete pds, a dg or a vd"},
-    {"edit", "e", "change a dg setting, a pd marker, io_mode or hot spare role"},
+    {"edit", "e", "change a dg setting, a pd marker, io_mode or hot spare role, a vd's size"},
     {"export", "", "serve a vd as a ublk block device or over NBD"},
     {"unexport", "", "stop serving a vd"},
     {"replace", "", "put a free pd into a failed member's place (then rebuilt)"},

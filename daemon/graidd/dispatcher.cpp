@@ -37,6 +37,7 @@ constexpr std::array kRoutes{
     Route{"list", "vd", &Registry::list_vd, false},
     Route{"describe", "vd", &Registry::describe_vd, false},
     Route{"delete", "vd", &Registry::delete_vd, true},
+    Route{"edit", "vd", &Registry::edit_vd, true},
     Route{"export", "vd", &Registry::export_vd, true},
     Route{"unexport", "vd", &Registry::unexport_vd, true},
     Route{"replace", "pd", &Registry::replace_pd, true},

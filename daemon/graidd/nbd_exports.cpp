@@ -111,6 +111,7 @@ Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, V
   specs[0].description = fmt::format("graid dg {} vd {}", dg_id, vd_id);
   specs[0].array = &array;
   specs[0].vd = handle.info();
+  const std::uint64_t size = handle.info().size;
   specs[0].handle = std::move(handle);
   specs[0].read_only = read_only;
   specs[0].counters = std::move(counters);
@@ -139,6 +140,7 @@ Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, V
   entry.info.read_only = read_only;
   entry.info.tls_psk = access.tls_psk;
   entry.info.insecure_tcp = access.insecure_tcp;
+  entry.info.size = size;
   exports_.emplace(key, std::move(entry));
   return {};
 }

@@ -53,6 +53,9 @@ struct NbdExportInfo {
   std::string tls_psk;  // "" without TLS
   bool insecure_tcp = false;
   std::uint16_t tcp_port = 0;  // the port listened on (when the address asked for port 0)
+  // The size clients are told: the VD's when it was exported (NBD has no message for a new
+  // size; a VD grown since is served at its new size once exported again).
+  std::uint64_t size = 0;
   std::uint32_t connections = 0;
 };
 

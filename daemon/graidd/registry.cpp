@@ -456,7 +456,13 @@ void Registry::shutdown() {
   std::set<std::uint32_t> left_running;
   for (const UblkExportInfo& e : ublk_.list()) {
     auto users = block_device_users(e.device.path);
-    if (!users.is_ok() || users->empty()) continue;
+    if (!users.is_ok() || users->empty()) {
+      // Where the kernel can tell (TRY_STOP_DEV), a device nobody has open goes now and one
+      // that is open stays, whatever the look above missed.
+      auto r = ublk_.remove_if_unused(e.dg_id, e.vd_id);
+      if (!r.is_ok() || *r != UblkExports::Removal::kInUse) continue;
+      users = std::vector<std::string>{"open (the kernel says so)"};
+    }
     const Status synced = sync_block_device(e.device.path, /*mounts=*/false);
     spdlog::warn(
         "dg {} vd {}: {} is in use ({}): left for the next graidd to take back{}; dg {} keeps "

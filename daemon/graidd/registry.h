@@ -114,6 +114,9 @@ class Registry {
   Result<nlohmann::json> list_vd(const nlohmann::json& args);
   Result<nlohmann::json> describe_vd(const nlohmann::json& args);
   Result<nlohmann::json> delete_vd(const nlohmann::json& args);
+  // edit vd <dg> <vd> size SIZE: grows the VD in place (Array::resize_vd); its ublk device
+  // follows live where the kernel can, NBD exports on their next export.
+  Result<nlohmann::json> edit_vd(const nlohmann::json& args);
   Result<nlohmann::json> export_vd(const nlohmann::json& args);
   Result<nlohmann::json> unexport_vd(const nlohmann::json& args);
 

@@ -275,7 +275,8 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        {"access", !e->tls_psk.empty() ? "psk"
                                   : e->insecure_tcp   ? "insecure"
                                                       : "unix"},
-                       {"tls_psk", e->tls_psk}});
+                       {"tls_psk", e->tls_psk},
+                       {"size", e->size}});
   }
   if (auto u = ublk_.find(dg.id, vd.id)) {
     exports.push_back({{"kind", "ublk"},
@@ -290,6 +291,11 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        {"buffer_bytes", u->device.buffer_bytes},
                        {"recovered", u->device.recovered},
                        {"copy", u->device.user_copy ? "user" : "kernel"},
+                       // TRY_STOP_DEV (7.0+): whether "in use" is the kernel's word or a look.
+                       {"safe_stop", (u->device.flags & ublk::kFlagSafeStopDev) != 0},
+                       // UPDATE_SIZE (6.16+): whether edit vd size reaches the device live.
+                       {"update_size", (u->device.flags & ublk::kFlagUpdateSize) != 0},
+                       {"size", u->device.size_bytes},
                        {"state", "live"}});
     j["ublk_device"] = u->device.path;
     j["ublk_reason"] = "";

@@ -126,6 +126,61 @@ Result<json> Registry::delete_vd(const json& args) {
   return json{{"deleted", vd->id}};
 }
 
+Result<json> Registry::edit_vd(const json& args) {
+  const std::string key = arg_required_string(args, "key");
+  if (key != "size")
+    return make_error(Errc::kInvalidArgument, "vd has no setting \"{}\"; the one setting is size",
+                      key);
+  auto found = find_dg(args, /*need_online=*/true);
+  if (!found.is_ok()) return found.status();
+  Dg& dg = **found;
+  auto vd = find_vd(dg, args);
+  if (!vd.is_ok()) return vd.status();
+  const auto size = arg_opt_u64(args, "size");
+  if (!size) return make_error(Errc::kInvalidArgument, "edit vd size needs the new size");
+  if (*size == 0 || *size % kVdAlign != 0)
+    return make_error(Errc::kInvalidArgument,
+                      "a VD size must be a multiple of 4 KiB above 0; {} is not (try {})", *size,
+                      std::max(kVdAlign, (*size + kVdAlign - 1) / kVdAlign * kVdAlign));
+  if (dg.array->health() == ArrayHealth::kFailed)
+    return make_error(Errc::kUnsupported, "dg {} has failed: its VDs cannot change", dg.id);
+  auto grown = dg.array->resize_vd(vd->id, *size);
+  if (!grown.is_ok()) return grown.status();
+  json j = vd_json(dg, *grown);
+  j["previous_size"] = vd->size;
+  if (grown->size == vd->size) return j;  // nothing to do
+  // What each export's users see now.
+  std::vector<std::string> notes;
+  auto ublk = ublk_.resize(dg.id, vd->id, grown->size);
+  if (!ublk.is_ok()) {
+    notes.push_back(fmt::format("its ublk device keeps {} bytes until it is exported again: {}",
+                                vd->size, ublk.status().message()));
+    spdlog::error("dg {} vd {}: {}", dg.id, vd->id, notes.back());
+  } else if (*ublk && **ublk) {
+    notes.push_back(fmt::format("its ublk device now has {} bytes", grown->size));
+  } else if (*ublk) {
+    notes.push_back(fmt::format(
+        "its ublk device keeps {} bytes until it is exported again (this kernel cannot resize a "
+        "live ublk device: UPDATE_SIZE is Linux 6.16+)",
+        vd->size));
+  }
+  if (nbd_.find(dg.id, vd->id)) {
+    notes.push_back(fmt::format(
+        "its NBD export keeps telling clients {} bytes until it is exported again (NBD has no "
+        "message for a new size)",
+        vd->size));
+  }
+  std::string summary = fmt::format("{} -> {} bytes", vd->size, grown->size);
+  for (const auto& n : notes)
+    summary += "; " + n;
+  events_.add("vd_resized", dg.id, std::nullopt, vd->id, summary);
+  if (auto s = save(); !s) return s;
+  j = vd_json(dg, *grown);  // the exports' sizes as they are now
+  j["previous_size"] = vd->size;
+  j["notes"] = notes;
+  return j;
+}
+
 Result<json> Registry::export_vd(const json& args) {
   auto found = find_dg(args, /*need_online=*/true);
   if (!found.is_ok()) return found.status();
@@ -306,6 +361,25 @@ Result<bool> Registry::unexport_ublk(Dg& dg, std::uint32_t vd_id, std::string_vi
                       "its filesystems and the device and then removes it anyway: what its users "
                       "have not yet written is lost and a filesystem on it shuts down",
                       path, fmt::join(*users, "; "));
+  }
+  if (!force && (!users.is_ok() || users->empty())) {
+    // Where the kernel can tell (TRY_STOP_DEV, 7.0+), it decides: exact, where the look above
+    // is best effort.
+    auto r = ublk_.remove_if_unused(dg.id, vd_id);
+    if (!r.is_ok()) return r.status();
+    if (*r == UblkExports::Removal::kInUse)
+      return make_error(Errc::kBusy,
+                        "{} is open (the kernel says so), by someone graidd cannot name (a mount "
+                        "in another namespace, a process it cannot see). Close it first, or add "
+                        "--force, which syncs the device and then removes it anyway: what its "
+                        "users have not yet written is lost",
+                        path);
+    if (*r == UblkExports::Removal::kRemoved) {
+      forget_exports(dg.id, vd_id, "ublk");
+      events_.add("export_stopped", dg.id, std::nullopt, vd_id,
+                  fmt::format("ublk {} removed ({})", path, why));
+      return true;
+    }
   }
   std::string forced;
   if (force && users.is_ok() && !users->empty()) {

@@ -48,6 +48,7 @@ Status UblkExports::ensure_control() const {
   auto c = ublk::UblkControl::open(options_.control_path);
   if (!c.is_ok()) return make_error(Errc::kUnsupported, "{}", c.status().message());
   control_ = std::move(*c);
+  features_ = control_->features();
   return {};
 }
 
@@ -93,6 +94,8 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
   o.limits.memory_budget = options_.memory_budget;
   o.limits.user_copy = options_.user_copy;
   o.server_flags = ublk_owner_flags(options_.instance, {dg_id, vd_id});
+  o.safe_stop = (features_ & ublk::kFlagSafeStopDev) != 0;
+  o.update_size = (features_ & ublk::kFlagUpdateSize) != 0;
   Result<std::unique_ptr<ublk::UblkDevice>> dev = make_error(Errc::kNotFound, "");
   if (dev_id) {
     // A killed graidd leaves its devices waiting for a server (user recovery): take them back,
@@ -190,6 +193,33 @@ Result<bool> UblkExports::remove(std::uint32_t dg_id, std::uint32_t vd_id) {
       dg_id, vd_id, it->second->info().path, s.requests, s.commits, s.errors, s.spread);
   devices_.erase(it);
   return true;
+}
+
+Result<UblkExports::Removal> UblkExports::remove_if_unused(std::uint32_t dg_id,
+                                                           std::uint32_t vd_id) {
+  auto it = devices_.find({dg_id, vd_id});
+  if (it == devices_.end()) return Removal::kNone;
+  if (!it->second->can_try_stop()) return Removal::kCannotTell;
+  auto stopped = it->second->try_stop();
+  if (stopped.is_ok() && !*stopped) return Removal::kInUse;
+  if (!stopped.is_ok() && stopped.status().code() == Errc::kBusy) {
+    // Stopping, its queues not finished yet: kept, as remove() keeps it.
+    spdlog::error("dg {} vd {}: removing {}: {}", dg_id, vd_id, it->second->info().path,
+                  stopped.status().to_string());
+    return stopped.status();
+  }
+  auto gone = remove(dg_id, vd_id);  // stopped (or failed to): remove() finishes, logs, forgets
+  if (!gone.is_ok()) return gone.status();
+  return Removal::kRemoved;
+}
+
+Result<std::optional<bool>> UblkExports::resize(std::uint32_t dg_id, std::uint32_t vd_id,
+                                                std::uint64_t bytes) {
+  auto it = devices_.find({dg_id, vd_id});
+  if (it == devices_.end()) return std::optional<bool>();
+  auto live = it->second->resize(bytes);
+  if (!live.is_ok()) return live.status();
+  return std::optional<bool>(*live);
 }
 
 void UblkExports::remove_all() {

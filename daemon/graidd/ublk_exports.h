@@ -79,6 +79,18 @@ class UblkExports {
   // Removes the VD's device (I/O in flight is finished first). False when it had none; an error
   // when the kernel would not let go of it.
   Result<bool> remove(std::uint32_t dg_id, std::uint32_t vd_id);
+  // remove(), but only if nobody has the device open, which the kernel tells exactly where it
+  // offers TRY_STOP_DEV (7.0+, kFlagSafeStopDev): kInUse then, changing nothing. kCannotTell on
+  // older kernels (nothing done: the caller decides, from block_device_users()); kNone when the
+  // VD has no ublk device; errors as remove().
+  enum class Removal : std::uint8_t { kRemoved, kInUse, kCannotTell, kNone };
+  Result<Removal> remove_if_unused(std::uint32_t dg_id, std::uint32_t vd_id);
+  // Whether the driver offers TRY_STOP_DEV (after the control device was opened).
+  bool safe_stop() const noexcept { return (features_ & ublk::kFlagSafeStopDev) != 0; }
+  // The VD grew to `bytes`: its device follows live where the kernel can (UPDATE_SIZE, 6.16+;
+  // true), else keeps its size until the VD is exported again (false). nullopt when the VD has
+  // no ublk device; errors as UblkDevice::resize().
+  Result<std::optional<bool>> resize(std::uint32_t dg_id, std::uint32_t vd_id, std::uint64_t bytes);
   void remove_all();
   // Leaves the VD's device to the kernel as it is (in use at SIGTERM, or one whose removal
   // failed): no STOP_DEV, its queues serve until the process exits, and then the kernel quiesces
@@ -119,6 +131,7 @@ class UblkExports {
   std::map<Key, std::unique_ptr<ublk::UblkDevice>> devices_;
   std::map<std::uint32_t, HeldUblk> held_;  // by device id
   bool threads_prepared_ = false;
+  mutable std::uint64_t features_ = 0;  // what GET_FEATURES offered
 };
 
 }  // namespace graid::daemon

@@ -57,6 +57,8 @@ const char* ctrl_cmd_name(unsigned nr) noexcept {
       return "END_USER_RECOVERY";
     case kCmdGetFeatures:
       return "GET_FEATURES";
+    case kCmdTryStopDev:
+      return "TRY_STOP_DEV";
     default:
       return "?";
   }
@@ -197,6 +199,16 @@ Status UblkControl::start_dev(std::uint32_t dev_id, std::chrono::milliseconds ti
 
 Status UblkControl::stop_dev(std::uint32_t dev_id) {
   auto r = send(kCmdStopDev, dev_id, nullptr, 0, 0, std::chrono::milliseconds(60000));
+  return r.is_ok() ? Status{} : r.status();
+}
+
+Status UblkControl::try_stop_dev(std::uint32_t dev_id) {
+  auto r = send(kCmdTryStopDev, dev_id, nullptr, 0, 0, std::chrono::milliseconds(60000));
+  return r.is_ok() ? Status{} : r.status();
+}
+
+Status UblkControl::update_size(std::uint32_t dev_id, std::uint64_t sectors) {
+  auto r = send(kCmdUpdateSize, dev_id, nullptr, 0, sectors, kShort);
   return r.is_ok() ? Status{} : r.status();
 }
 

@@ -31,10 +31,16 @@ std::string char_device_path(std::uint32_t dev_id);
 // loaded, or a kernel without it), or no permission.
 std::string ublk_unavailable_reason(const std::string& control_path = kControlPath);
 
-// The driver commands that take a device down: UblkControl's in graidd, a fake's in tests.
+// The driver commands for a device that is up (taking it down, resizing it): UblkControl's in
+// graidd, a fake's in tests.
 class UblkStopCommands {
  public:
+  // UPDATE_SIZE (kFlagUpdateSize, 6.16+): the started device's capacity becomes `sectors`.
+  virtual Status update_size(std::uint32_t dev_id, std::uint64_t sectors) = 0;
   virtual Status stop_dev(std::uint32_t dev_id) = 0;
+  // TRY_STOP_DEV (kFlagSafeStopDev): as STOP_DEV, but kBusy, changing nothing, while the block
+  // device has an opener (a mount, a holder, a process).
+  virtual Status try_stop_dev(std::uint32_t dev_id) = 0;
   virtual Status del_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout) = 0;
 
  protected:
@@ -65,6 +71,8 @@ class UblkControl final : public UblkStopCommands {
   // Blocks until every tag is fetched (see above).
   Status start_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout);
   Status stop_dev(std::uint32_t dev_id) override;
+  Status try_stop_dev(std::uint32_t dev_id) override;
+  Status update_size(std::uint32_t dev_id, std::uint64_t sectors) override;
   // Waits until nothing holds /dev/ublkcN any more: close it everywhere first.
   Status del_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout) override;
   Status start_user_recovery(std::uint32_t dev_id);

@@ -49,6 +49,12 @@ Status UblkDevice::open_char_device() {
   return make_error(Errc::kNotFound, "{} did not appear", path);
 }
 
+VdInfo UblkDevice::served_vd() const {
+  VdInfo v = vd_.info();
+  v.size = info_.size_bytes;
+  return v;
+}
+
 Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
                                 bool user_copy) {
   queues_.resize(queues);
@@ -62,7 +68,7 @@ Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::
         st = transport.status();
         return;
       }
-      auto queue = UblkQueue::create(ctx, array_, vd_.info(), q, depth, max_io,
+      auto queue = UblkQueue::create(ctx, array_, served_vd(), q, depth, max_io,
                                      std::move(*transport), user_copy);
       if (!queue.is_ok()) {
         st = queue.status();
@@ -113,7 +119,9 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   wanted.ublksrv_pid = ::getpid();
   wanted.ublksrv_flags = options.server_flags;
   wanted.flags = kFlagUserRecovery | kFlagUserRecoveryReissue | kFlagCmdIoctlEncode |
-                 (options.limits.user_copy ? kFlagUserCopy : 0);
+                 (options.limits.user_copy ? kFlagUserCopy : 0) |
+                 (options.safe_stop ? kFlagSafeStopDev : 0) |
+                 (options.update_size ? kFlagUpdateSize : 0);
   auto added = control.add_dev(wanted);
   if (!added.is_ok() && added.status().code() == Errc::kBusy && options.dev_id != kAnyId) {
     wanted.dev_id = kAnyId;  // the old id is taken: any will do
@@ -129,6 +137,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   dev->info_.depth = added->queue_depth;
   dev->info_.max_io_bytes = std::min(added->max_io_buf_bytes, plan->max_io_bytes);
   dev->info_.flags = added->flags;
+  dev->info_.size_bytes = dev->vd_.info().size;
   dev->info_.user_copy = (added->flags & kFlagUserCopy) != 0;
   if (options.limits.user_copy && !dev->info_.user_copy) {
     // The driver dropped USER_COPY: start over in copy mode, within the budget.
@@ -179,7 +188,10 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
                       block_device_path(dev_id), info->state);
   auto params = control.get_params(dev_id);
   if (!params.is_ok()) return params.status();
-  if (params->basic.dev_sectors != vd.info().size >> 9)
+  // Smaller than the VD when the VD grew while exported on a kernel that could not follow
+  // (resize()): served at the device's size, as before.
+  const std::uint64_t device_bytes = params->basic.dev_sectors << 9;
+  if (device_bytes == 0 || device_bytes > vd.info().size)
     return make_error(Errc::kInvalidArgument, "{} has {} sectors, the VD {}",
                       block_device_path(dev_id), params->basic.dev_sectors, vd.info().size >> 9);
   std::unique_ptr<UblkDevice> dev(new UblkDevice(control, std::move(call), array, std::move(vd)));
@@ -192,6 +204,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
   dev->info_.depth = info->queue_depth;
   dev->info_.max_io_bytes = info->max_io_buf_bytes;
   dev->info_.flags = info->flags;
+  dev->info_.size_bytes = device_bytes;
   dev->info_.user_copy = (info->flags & kFlagUserCopy) != 0;  // as the device was made
   dev->info_.buffer_bytes = dev->info_.user_copy ? 0
                                                  : std::uint64_t{dev->info_.queues} *
@@ -224,13 +237,16 @@ std::unique_ptr<UblkDevice> UblkDevice::adopt(UblkStopCommands& commands, Thread
                                               Array& array, VdHandle vd, std::uint32_t dev_id,
                                               std::vector<std::unique_ptr<UblkQueue>> queues,
                                               std::uint32_t threads,
-                                              std::chrono::milliseconds drain_timeout) {
+                                              std::chrono::milliseconds drain_timeout,
+                                              std::uint64_t flags) {
   std::unique_ptr<UblkDevice> dev(new UblkDevice(commands, std::move(call), array, std::move(vd)));
   dev->threads_ = std::max<std::uint32_t>(1, threads);
   dev->drain_timeout_ = drain_timeout;
   dev->info_.dev_id = dev_id;
   dev->info_.path = block_device_path(dev_id);
   dev->info_.queues = static_cast<std::uint16_t>(queues.size());
+  dev->info_.flags = flags;
+  dev->info_.size_bytes = dev->vd_.info().size;
   dev->helpers_.resize(queues.size());
   dev->queues_ = std::move(queues);
   dev->added_ = true;
@@ -312,6 +328,43 @@ Status UblkDevice::stop() {
     result = st;
   added_ = false;
   return result;
+}
+
+Result<bool> UblkDevice::resize(std::uint64_t bytes) {
+  if (!added_ || stop_sent_)
+    return make_error(Errc::kUnsupported, "{} is being stopped: it cannot change size", info_.path);
+  GRAID_RETURN_IF_ERROR(vd_.refresh());
+  if (bytes < info_.size_bytes || bytes > vd_.info().size || bytes % 512 != 0)
+    return make_error(Errc::kInvalidArgument, "{}: cannot go from {} to {} bytes (the VD has {})",
+                      info_.path, info_.size_bytes, bytes, vd_.info().size);
+  if (!can_resize()) return false;
+  if (bytes == info_.size_bytes) return true;
+  // The queues first: the kernel sends nothing past the old end until UPDATE_SIZE returns.
+  for (std::size_t q = 0; q < queues_.size(); ++q) {
+    if (!queues_[q]) continue;
+    const auto home = static_cast<std::uint32_t>(q % threads_);
+    call_(home, [&](IoContext&) { queues_[q]->set_vd_size(bytes); });
+    if (helpers_[q])
+      call_((home + 1) % threads_, [&](IoContext&) { queues_[q]->set_helper_vd_size(bytes); });
+  }
+  if (Status st = control_.update_size(info_.dev_id, bytes >> 9); !st) return st;
+  info_.size_bytes = bytes;
+  return true;
+}
+
+Result<bool> UblkDevice::try_stop() {
+  if (added_ && !stop_sent_) {
+    if (!can_try_stop())
+      return make_error(Errc::kUnsupported, "{}: the kernel cannot stop it only if unused",
+                        info_.path);
+    Status st = control_.try_stop_dev(info_.dev_id);
+    if (st.code() == Errc::kBusy) return false;  // open: nothing changed
+    if (!st) return st;                          // not stopped: the caller may still stop() it
+    stop_sent_ = true;
+    stop_result_ = st;
+  }
+  GRAID_RETURN_IF_ERROR(stop());
+  return true;
 }
 
 UblkQueueStats UblkDevice::stats() {

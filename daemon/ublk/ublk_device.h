@@ -50,6 +50,10 @@ struct UblkDeviceOptions {
   // Written into the device info's ublksrv_flags, which the driver keeps for the server and
   // never interprets: graidd's owner tag (graidd/ublk_owner.h).
   std::uint64_t server_flags = 0;
+  // The driver offers TRY_STOP_DEV (GET_FEATURES has kFlagSafeStopDev): ask for it.
+  bool safe_stop = false;
+  // The driver offers UPDATE_SIZE (kFlagUpdateSize): ask for it, so resize() works live.
+  bool update_size = false;
   // stop(): how long the queues get to finish after STOP_DEV before it answers kBusy.
   std::chrono::milliseconds drain_timeout{30000};
 };
@@ -61,6 +65,9 @@ struct UblkDeviceInfo {
   std::uint32_t max_io_bytes = 0;
   std::uint64_t flags = 0;  // as the kernel granted them
   std::uint64_t buffer_bytes = 0;
+  // What the kernel's device holds: the VD's size, or less after the VD grew on a kernel that
+  // cannot resize a live device (resize()), until it is exported again.
+  std::uint64_t size_bytes = 0;
   bool recovered = false;  // re-attached after a killed daemon
   bool user_copy = false;  // USER_COPY (else copy mode)
 };
@@ -84,7 +91,8 @@ class UblkDevice {
                                            Array& array, VdHandle vd, std::uint32_t dev_id,
                                            std::vector<std::unique_ptr<UblkQueue>> queues,
                                            std::uint32_t threads,
-                                           std::chrono::milliseconds drain_timeout);
+                                           std::chrono::milliseconds drain_timeout,
+                                           std::uint64_t flags = 0);
   // stop() if not done. Queues that still have not finished then are left alive for the life of
   // the process (with their memory), never freed under the kernel.
   ~UblkDevice();
@@ -96,6 +104,18 @@ class UblkDevice {
   // a queue has not finished; a later stop() waits again and finishes the job. Ok once removed,
   // and from then on.
   Status stop();
+  // stop(), but only while nobody has the block device open (TRY_STOP_DEV): false, changing
+  // nothing, while someone has; true once removed; kUnsupported when the device was made
+  // without kFlagSafeStopDev (the kernel cannot tell). Once the device is stopping, as stop().
+  Result<bool> try_stop();
+  bool can_try_stop() const noexcept { return (info_.flags & kFlagSafeStopDev) != 0; }
+  // The VD grew to `bytes`: where the device was made with kFlagUpdateSize, every queue serves
+  // up to the new size, then UPDATE_SIZE tells the kernel (which tells the device's users, as
+  // for any disk that changed size), and true. False, changing nothing, where it cannot (the
+  // kernel has no UPDATE_SIZE: the new size applies when the VD is exported again).
+  // kInvalidArgument for a smaller size or one past the VD; kUnsupported once stopping.
+  Result<bool> resize(std::uint64_t bytes);
+  bool can_resize() const noexcept { return (info_.flags & kFlagUpdateSize) != 0; }
   // True once stop() has removed the device.
   bool removed() const noexcept { return !added_; }
 
@@ -110,6 +130,8 @@ class UblkDevice {
   Status open_char_device();
   Status start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
                       bool user_copy);
+  // The VD as the queues serve it: its size is the device's (info_.size_bytes).
+  VdInfo served_vd() const;
   // Waits until every queue has finished, then destroys them on their threads.
   Status drain_queues(std::chrono::milliseconds timeout);
   void release_char_device();

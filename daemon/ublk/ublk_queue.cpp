@@ -33,7 +33,7 @@ struct UblkQueue::Tag final : ArrayIo {
     helper_status = std::move(status);
     queue->ctx_->post(from_helper);
   }
-  void start_on_helper() { queue->helper_->queue().submit(*this, queue->vd_); }
+  void start_on_helper() { queue->helper_->queue().submit(*this, queue->helper_vd_); }
   void finish_from_helper() {
     on_helper = false;
     --queue->on_helper_;
@@ -59,6 +59,7 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   std::unique_ptr<UblkQueue> q(new UblkQueue());
   q->queue_ = std::move(*attached);
   q->transport_ = std::move(transport);
+  q->helper_vd_ = vd;
   q->vd_ = std::move(vd);
   q->q_id_ = q_id;
   q->max_io_ = max_io_bytes;

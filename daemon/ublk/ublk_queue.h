@@ -127,6 +127,11 @@ class UblkQueue {
 
   // Fetches every tag (on the owning thread).
   void start();
+  // The VD grew (UblkDevice::resize): requests up to `bytes` are served from now on. On the
+  // owning thread; set_helper_vd_size() likewise on the helper lane's thread, which reads its
+  // own copy.
+  void set_vd_size(std::uint64_t bytes) noexcept { vd_.size = bytes; }
+  void set_helper_vd_size(std::uint64_t bytes) noexcept { helper_vd_.size = bytes; }
   // Every tag aborted by the kernel and nothing in flight: the queue may be destroyed.
   bool finished() const noexcept { return started_ && done_tags_ == tags_.size(); }
   // The first fetch error other than an abort (the device refused the queue), or ok.
@@ -163,6 +168,7 @@ class UblkQueue {
   std::unique_ptr<QueueTransport> transport_;
   std::unique_ptr<ArrayQueue> queue_;
   VdInfo vd_;
+  VdInfo helper_vd_;  // vd_ as the helper lane's thread sees it
   std::uint16_t q_id_ = 0;
   std::uint32_t max_io_ = 0;
   std::uint32_t logical_block_ = 512;

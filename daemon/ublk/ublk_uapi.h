@@ -56,6 +56,8 @@ inline constexpr unsigned kCmdGetParams = 0x09;
 inline constexpr unsigned kCmdStartUserRecovery = 0x10;
 inline constexpr unsigned kCmdEndUserRecovery = 0x11;
 inline constexpr unsigned kCmdGetFeatures = 0x13;
+inline constexpr unsigned kCmdUpdateSize = 0x15;  // 6.16+, with kFlagUpdateSize; data[0]: sectors
+inline constexpr unsigned kCmdTryStopDev = 0x17;  // 7.0+, with kFlagSafeStopDev
 
 // Whether the kernel wants _IOR (the command only returns data) or _IOWR for a command.
 constexpr bool ctrl_cmd_reads_only(unsigned nr) {
@@ -75,6 +77,10 @@ inline constexpr std::uint64_t kFlagUserRecoveryReissue = 1ull << 4;
 inline constexpr std::uint64_t kFlagUnprivileged = 1ull << 5;
 inline constexpr std::uint64_t kFlagCmdIoctlEncode = 1ull << 6;
 inline constexpr std::uint64_t kFlagUserCopy = 1ull << 7;
+// 6.16+: UPDATE_SIZE changes a started device's capacity (the kernel tells its users).
+inline constexpr std::uint64_t kFlagUpdateSize = 1ull << 10;
+// 7.0+: TRY_STOP_DEV stops the device only while nobody has it open (EBUSY otherwise).
+inline constexpr std::uint64_t kFlagSafeStopDev = 1ull << 17;
 
 // ---- parameters (SET_PARAMS / GET_PARAMS) ----
 struct ParamBasic {

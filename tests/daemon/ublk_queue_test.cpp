@@ -548,10 +548,25 @@ TEST_P(UblkQueueTest, AFailedUserCopyFailsTheRequestAndWritesNothing) {
 
 // The driver's stop commands, counted.
 struct FakeStopCommands final : UblkStopCommands {
+  Status update_size(std::uint32_t, std::uint64_t sectors) override {
+    sizes.push_back(sectors);
+    return {};
+  }
+  std::vector<std::uint64_t> sizes;  // UPDATE_SIZE commands, in sectors
   Status stop_dev(std::uint32_t) override {
     ++stops;
     return {};
   }
+  Status try_stop_dev(std::uint32_t) override {
+    ++tries;
+    if (open) return make_error(Errc::kBusy, "TRY_STOP_DEV: EBUSY");
+    ++stops;
+    if (on_stop) on_stop();
+    return {};
+  }
+  bool open = false;              // TRY_STOP_DEV answers EBUSY
+  std::function<void()> on_stop;  // what the kernel does after a successful TRY_STOP_DEV
+  int tries = 0;
   Status del_dev(std::uint32_t, std::chrono::milliseconds) override {
     ++dels;
     return {};
@@ -590,6 +605,125 @@ TEST_P(UblkQueueTest, StopStaysBusyUntilEveryQueueHasFinished) {
   EXPECT_TRUE(dev->stop().is_ok());
   EXPECT_EQ(commands.stops, 1);
   EXPECT_EQ(commands.dels, 1);
+}
+
+// TRY_STOP_DEV (7.0+): while the kernel says the device is open, try_stop() changes nothing
+// (no STOP_DEV, queue attached); once it is closed, the device is stopped and removed. Without
+// kFlagSafeStopDev the kernel cannot tell: kUnsupported, nothing sent.
+TEST_P(UblkQueueTest, TryStopLeavesAnOpenDeviceAlone) {
+  if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
+  FakeStopCommands commands;
+  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
+  auto vd = array_->array->open_vd(array_->vd.id);
+  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
+  const std::uint32_t attached = array_->array->queues_attached();
+  std::vector<std::unique_ptr<UblkQueue>> queues;
+  queues.push_back(std::move(queue_));
+  auto dev = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues),
+                               1, std::chrono::milliseconds(2000), kFlagSafeStopDev);
+  ASSERT_TRUE(dev->can_try_stop());
+  commands.open = true;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto r = dev->try_stop();
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_FALSE(*r) << "open: not stopped";
+    EXPECT_FALSE(dev->removed());
+    EXPECT_EQ(array_->array->queues_attached(), attached);
+  }
+  EXPECT_EQ(commands.tries, 2);
+  EXPECT_EQ(commands.stops, 0);
+  EXPECT_EQ(commands.dels, 0);
+  commands.open = false;
+  commands.on_stop = [this] { driver_->abort_fetched(); };  // the stop's cancel of every fetch
+  auto r = dev->try_stop();
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_TRUE(*r);
+  EXPECT_TRUE(dev->removed());
+  EXPECT_EQ(array_->array->queues_attached(), attached - 1);
+  EXPECT_EQ(commands.stops, 1);
+  EXPECT_EQ(commands.dels, 1);
+
+  auto vd2 = array_->array->open_vd(array_->vd.id);
+  ASSERT_TRUE(vd2.is_ok());
+  auto plain = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd2), 8, {}, 1,
+                                 std::chrono::milliseconds(50));
+  EXPECT_FALSE(plain->can_try_stop());
+  EXPECT_EQ(plain->try_stop().status().code(), Errc::kUnsupported);
+  EXPECT_EQ(commands.tries, 3) << "nothing sent without the flag";
+}
+
+// A live resize (UPDATE_SIZE, 6.16+): once the VD grew, resize() lets the queue serve up to the
+// new end, then tells the kernel the new size in sectors. A write past the old end fails before
+// and lands after (read back through the array). Without kFlagUpdateSize, false: nothing sent,
+// the device keeps its size. A smaller size, or one past the VD, is refused.
+TEST_P(UblkQueueTest, ResizeServesTheGrownVdAndTellsTheKernel) {
+  if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
+  FakeStopCommands commands;
+  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
+  auto vd = array_->array->open_vd(array_->vd.id);
+  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
+  std::vector<std::unique_ptr<UblkQueue>> queues;
+  queues.push_back(std::move(queue_));
+  UblkQueue* queue = queues[0].get();
+  auto dev = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues),
+                               1, std::chrono::milliseconds(2000), kFlagUpdateSize);
+  ASSERT_TRUE(dev->can_resize());
+  EXPECT_EQ(dev->info().size_bytes, kVdBytes);
+  auto write_past_end = [&] {
+    FakeDriver::Request r;
+    r.desc = make_desc(kOpWrite, kVdBytes, 8192);
+    r.data.resize(8192);
+    std::mt19937 rng(99);
+    for (auto& b : r.data)
+      b = static_cast<std::byte>(rng());
+    const int tag = driver_->free_tag();
+    EXPECT_GE(tag, 0);
+    driver_->deliver(static_cast<std::uint16_t>(tag), r);
+    while (queue->serving() > 0) {
+      driver_->pump();
+      ctx_->poll(ctx_->in_flight() > 0 && !driver_->copies_pending());
+    }
+    return r.data;
+  };
+  (void)write_past_end();
+  ASSERT_EQ(driver_->commits.size(), 1u);
+  EXPECT_LT(driver_->commits[0].result, 0) << "past the end of the VD";
+
+  // The grown VD: first the array, then the device.
+  auto grown = array_->array->resize_vd(array_->vd.id, 2 * kVdBytes);
+  ASSERT_TRUE(grown.is_ok()) << grown.status().to_string();
+  EXPECT_EQ(dev->resize(kVdBytes - 4096).status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(dev->resize(3 * kVdBytes).status().code(), Errc::kInvalidArgument);
+  EXPECT_TRUE(commands.sizes.empty()) << "refusals send nothing";
+  auto live = dev->resize(2 * kVdBytes);
+  ASSERT_TRUE(live.is_ok()) << live.status().to_string();
+  EXPECT_TRUE(*live);
+  EXPECT_EQ(commands.sizes, std::vector<std::uint64_t>{2 * kVdBytes / 512});
+  EXPECT_EQ(dev->info().size_bytes, 2 * kVdBytes);
+  const auto data = write_past_end();
+  ASSERT_EQ(driver_->commits.size(), 2u);
+  EXPECT_EQ(driver_->commits[1].result, 8192);
+  array_->vd = *grown;  // reads through the VD as it is now
+  const auto back = array_->read(kVdBytes, 8192);
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), data.begin(), data.end()));
+
+  driver_->abort_fetched();
+  ASSERT_TRUE(dev->stop().is_ok());
+  EXPECT_EQ(dev->resize(3 * kVdBytes).status().code(), Errc::kUnsupported) << "removed";
+
+  // A kernel without UPDATE_SIZE: nothing sent, the device keeps its size.
+  constexpr std::uint64_t kMore = 2 * kVdBytes + (4u << 20);  // within the array's 20 MiB
+  auto grown_more = array_->array->resize_vd(array_->vd.id, kMore);
+  ASSERT_TRUE(grown_more.is_ok()) << grown_more.status().to_string();
+  auto vd2 = array_->array->open_vd(array_->vd.id);
+  ASSERT_TRUE(vd2.is_ok());
+  auto plain = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd2), 8, {}, 1,
+                                 std::chrono::milliseconds(50));
+  EXPECT_FALSE(plain->can_resize());
+  auto not_live = plain->resize(kMore);
+  ASSERT_TRUE(not_live.is_ok()) << not_live.status().to_string();
+  EXPECT_FALSE(*not_live);
+  EXPECT_EQ(commands.sizes.size(), 1u) << "nothing sent without the flag";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, UblkQueueTest,

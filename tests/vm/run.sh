@@ -120,7 +120,7 @@ esac
 # Scenario sets. The order of "all" matters: hot-remove takes a drive away (and puts a blank one
 # back), so it runs last.
 SET_SHORT=(ublk-raid hot-remove)
-SET_ALL=(ublk-raid ublk-spread passthrough kill-recover ublk-busy ublk-held rebuild-kill nvmet graid-nbd md-compare hot-remove)
+SET_ALL=(ublk-raid ublk-spread passthrough kill-recover ublk-busy ublk-held ublk-resize rebuild-kill nvmet graid-nbd md-compare hot-remove)
 
 scenario_description() { sed -n 's/^# description: //p' "$HERE/scenarios/$1.sh" | head -n 1; }
 
@@ -279,7 +279,7 @@ GUEST_MODULES=(nvme ublk_drv raid456 raid1 raid10 md_mod brd loop nbd nvmet nvme
   ext4 crc32c_generic crc32c_intel 9p 9pnet_virtio virtio_pci)
 
 # Host programs copied into the guest with their shared libraries. mke2fs is mkfs.ext4.
-GUEST_TOOLS=(bash fio mdadm kmod nvme jq mke2fs e2fsck blkid)
+GUEST_TOOLS=(bash fio mdadm kmod nvme jq mke2fs e2fsck resize2fs blkid)
 
 R=""  # initramfs root, set by build_initramfs
 
