@@ -454,6 +454,7 @@ void Registry::shutdown() {
   // is not removed, which would fail the writeback removal starts: flushed, then left to the
   // kernel, which holds its I/O once this process is gone until the next graidd takes it back.
   std::set<std::uint32_t> left_running;
+  std::set<std::uint32_t> parked;  // DGs with queues of a handed-over device kept, idle
   for (const UblkExportInfo& e : ublk_.list()) {
     auto users = block_device_users(e.device.path);
     if (!users.is_ok() || users->empty()) {
@@ -464,12 +465,29 @@ void Registry::shutdown() {
       users = std::vector<std::string>{"open (the kernel says so)"};
     }
     const Status synced = sync_block_device(e.device.path, /*mounts=*/false);
+    const std::string sync_note = synced ? "" : fmt::format(" ({})", synced.message());
+    // Where the kernel can quiesce the device (QUIESCE_DEV, 6.16+), its requests wait in the
+    // kernel from now on and graidd lets go of it at once: the DG stops clean.
+    const Result<bool> handed = ublk_.hand_over(e.dg_id, e.vd_id);
+    if (handed.is_ok()) {
+      spdlog::warn(
+          "dg {} vd {}: {} is in use ({}): quiesced (QUIESCE_DEV) and left for the next graidd "
+          "to take back{}; its requests wait in the kernel until then; dg {} stops clean",
+          e.dg_id, e.vd_id, e.device.path, fmt::join(*users, "; "), sync_note, e.dg_id);
+      if (!*handed) {
+        ++devices_left_;  // its idle queues keep /dev/ublkcN open: end as a kill
+        parked.insert(e.dg_id);
+      }
+      continue;
+    }
+    if (handed.status().code() != Errc::kUnsupported)
+      spdlog::error("dg {} vd {}: {}: {}", e.dg_id, e.vd_id, e.device.path,
+                    handed.status().to_string());
     spdlog::warn(
         "dg {} vd {}: {} is in use ({}): left for the next graidd to take back{}; dg {} keeps "
         "running until graidd exits and re-syncs what its write-intent bitmap marks at the next "
         "start",
-        e.dg_id, e.vd_id, e.device.path, fmt::join(*users, "; "),
-        synced ? "" : fmt::format(" ({})", synced.message()), e.dg_id);
+        e.dg_id, e.vd_id, e.device.path, fmt::join(*users, "; "), sync_note, e.dg_id);
     ublk_.abandon(e.dg_id, e.vd_id);
     left_running.insert(e.dg_id);
     ++devices_left_;
@@ -489,10 +507,14 @@ void Registry::shutdown() {
     auto st = dg.array->stop();
     if (!st) spdlog::error("dg {} not stopped clean: {}", id, st.to_string());
     if (const std::uint32_t attached = dg.array->queues_attached(); attached != 0) {
-      // A ublk device whose queues never finished still serves from them: the array stays
-      // (memory and open members) until the process exits rather than being freed under them.
-      spdlog::error("dg {}: {} queue(s) still attached; the array is left for the exit", id,
-                    attached);
+      // A ublk device whose queues never finished still serves from them, or a handed-over
+      // one's idle queues stay attached: the array stays (memory and open members) until the
+      // process exits rather than being freed under them.
+      if (parked.contains(id))
+        spdlog::info("dg {}: stopped; {} idle ublk queue(s) kept until the exit", id, attached);
+      else
+        spdlog::error("dg {}: {} queue(s) still attached; the array is left for the exit", id,
+                      attached);
       (void)dg.array.release();
       continue;
     }

@@ -295,6 +295,9 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        {"safe_stop", (u->device.flags & ublk::kFlagSafeStopDev) != 0},
                        // UPDATE_SIZE (6.16+): whether edit vd size reaches the device live.
                        {"update_size", (u->device.flags & ublk::kFlagUpdateSize) != 0},
+                       // QUIESCE_DEV (6.16+): whether a SIGTERM with the device in use hands it
+                       // over quiesced (the DG then stops clean).
+                       {"quiesce", (u->device.flags & ublk::kFlagQuiesce) != 0},
                        {"size", u->device.size_bytes},
                        {"state", "live"}});
     j["ublk_device"] = u->device.path;

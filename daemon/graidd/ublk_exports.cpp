@@ -96,6 +96,7 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
   o.server_flags = ublk_owner_flags(options_.instance, {dg_id, vd_id});
   o.safe_stop = (features_ & ublk::kFlagSafeStopDev) != 0;
   o.update_size = (features_ & ublk::kFlagUpdateSize) != 0;
+  o.quiesce = (features_ & ublk::kFlagQuiesce) != 0;
   Result<std::unique_ptr<ublk::UblkDevice>> dev = make_error(Errc::kNotFound, "");
   if (dev_id) {
     // A killed graidd leaves its devices waiting for a server (user recovery): take them back,
@@ -220,6 +221,19 @@ Result<std::optional<bool>> UblkExports::resize(std::uint32_t dg_id, std::uint32
   auto live = it->second->resize(bytes);
   if (!live.is_ok()) return live.status();
   return std::optional<bool>(*live);
+}
+
+Result<bool> UblkExports::hand_over(std::uint32_t dg_id, std::uint32_t vd_id) {
+  auto it = devices_.find({dg_id, vd_id});
+  if (it == devices_.end())
+    return make_error(Errc::kNotFound, "vd {} of dg {} has no ublk device", vd_id, dg_id);
+  auto released = it->second->hand_over();
+  if (!released.is_ok()) return released.status();
+  // Nothing left to stop: the kernel keeps the device. Queues still holding fetches live on
+  // (idle) until the process ends, never freed under the kernel.
+  if (!*released) (void)it->second.release();
+  devices_.erase(it);
+  return *released;
 }
 
 void UblkExports::remove_all() {

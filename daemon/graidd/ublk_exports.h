@@ -91,6 +91,13 @@ class UblkExports {
   // true), else keeps its size until the VD is exported again (false). nullopt when the VD has
   // no ublk device; errors as UblkDevice::resize().
   Result<std::optional<bool>> resize(std::uint32_t dg_id, std::uint32_t vd_id, std::uint64_t bytes);
+  // Leaves the VD's device, in use at SIGTERM, to the next graidd without failing a request
+  // (UblkDevice::hand_over: QUIESCE_DEV, 6.16+) and forgets it; the VD's array is then free to
+  // stop. True when graidd let go of the device entirely; false when its queues (idle, getting
+  // nothing more) and /dev/ublkcN stay until the process ends, which must then end as
+  // Registry::devices_left() says. kUnsupported where the kernel cannot (then abandon());
+  // kNotFound without a device; other errors as hand_over() (the device is kept: abandon() it).
+  Result<bool> hand_over(std::uint32_t dg_id, std::uint32_t vd_id);
   void remove_all();
   // Leaves the VD's device to the kernel as it is (in use at SIGTERM, or one whose removal
   // failed): no STOP_DEV, its queues serve until the process exits, and then the kernel quiesces

@@ -57,6 +57,10 @@ const char* ctrl_cmd_name(unsigned nr) noexcept {
       return "END_USER_RECOVERY";
     case kCmdGetFeatures:
       return "GET_FEATURES";
+    case kCmdUpdateSize:
+      return "UPDATE_SIZE";
+    case kCmdQuiesceDev:
+      return "QUIESCE_DEV";
     case kCmdTryStopDev:
       return "TRY_STOP_DEV";
     default:
@@ -209,6 +213,13 @@ Status UblkControl::try_stop_dev(std::uint32_t dev_id) {
 
 Status UblkControl::update_size(std::uint32_t dev_id, std::uint64_t sectors) {
   auto r = send(kCmdUpdateSize, dev_id, nullptr, 0, sectors, kShort);
+  return r.is_ok() ? Status{} : r.status();
+}
+
+Status UblkControl::quiesce_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout) {
+  // The driver waits up to `timeout` itself (0 would be forever): the command gets a little more.
+  auto r = send(kCmdQuiesceDev, dev_id, nullptr, 0, static_cast<std::uint64_t>(timeout.count()),
+                timeout + std::chrono::seconds(5));
   return r.is_ok() ? Status{} : r.status();
 }
 

@@ -37,6 +37,9 @@ class UblkStopCommands {
  public:
   // UPDATE_SIZE (kFlagUpdateSize, 6.16+): the started device's capacity becomes `sectors`.
   virtual Status update_size(std::uint32_t dev_id, std::uint64_t sectors) = 0;
+  // QUIESCE_DEV (kFlagQuiesce, 6.16+): new requests wait, the server's fetches are cancelled;
+  // kBusy when a queue had no idle tag within `timeout`.
+  virtual Status quiesce_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout) = 0;
   virtual Status stop_dev(std::uint32_t dev_id) = 0;
   // TRY_STOP_DEV (kFlagSafeStopDev): as STOP_DEV, but kBusy, changing nothing, while the block
   // device has an opener (a mount, a holder, a process).
@@ -73,6 +76,7 @@ class UblkControl final : public UblkStopCommands {
   Status stop_dev(std::uint32_t dev_id) override;
   Status try_stop_dev(std::uint32_t dev_id) override;
   Status update_size(std::uint32_t dev_id, std::uint64_t sectors) override;
+  Status quiesce_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout) override;
   // Waits until nothing holds /dev/ublkcN any more: close it everywhere first.
   Status del_dev(std::uint32_t dev_id, std::chrono::milliseconds timeout) override;
   Status start_user_recovery(std::uint32_t dev_id);

@@ -121,7 +121,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   wanted.flags = kFlagUserRecovery | kFlagUserRecoveryReissue | kFlagCmdIoctlEncode |
                  (options.limits.user_copy ? kFlagUserCopy : 0) |
                  (options.safe_stop ? kFlagSafeStopDev : 0) |
-                 (options.update_size ? kFlagUpdateSize : 0);
+                 (options.update_size ? kFlagUpdateSize : 0) | (options.quiesce ? kFlagQuiesce : 0);
   auto added = control.add_dev(wanted);
   if (!added.is_ok() && added.status().code() == Errc::kBusy && options.dev_id != kAnyId) {
     wanted.dev_id = kAnyId;  // the old id is taken: any will do
@@ -254,7 +254,11 @@ std::unique_ptr<UblkDevice> UblkDevice::adopt(UblkStopCommands& commands, Thread
 }
 
 UblkDevice::~UblkDevice() {
-  if (stop()) return;
+  const bool parked = handed_over_ && added_;  // handed over with fetches still pending
+  if (parked ? drain_queues(std::chrono::milliseconds(0)).is_ok() : stop().is_ok()) {
+    if (parked) release_char_device();  // every queue finished meanwhile
+    return;
+  }
   // A queue the kernel never released would be freed under it: keep it (and its memory, and its
   // helper lane) for the life of the process instead, and say so.
   std::uint32_t stuck = 0;
@@ -264,7 +268,7 @@ UblkDevice::~UblkDevice() {
       (void)queues_[q].release();  // deliberately leaked, see above
       if (helpers_[q]) (void)helpers_[q].release();
     }
-  if (stuck != 0)
+  if (stuck != 0 && !parked)
     spdlog::error("{}: {} queue(s) never finished; left in place until graidd exits", info_.path,
                   stuck);
 }
@@ -312,7 +316,7 @@ void UblkDevice::release_char_device() {
 }
 
 Status UblkDevice::stop() {
-  if (!added_) return {};
+  if (!added_ || handed_over_) return {};
   // STOP_DEV drains the device's in-flight I/O (the queues keep serving meanwhile) and then
   // aborts every outstanding fetch, which is what finishes the queues. Sent once: a retry after
   // a drain timeout only waits for the queues again.
@@ -331,7 +335,7 @@ Status UblkDevice::stop() {
 }
 
 Result<bool> UblkDevice::resize(std::uint64_t bytes) {
-  if (!added_ || stop_sent_)
+  if (!added_ || stop_sent_ || quiesce_sent_)
     return make_error(Errc::kUnsupported, "{} is being stopped: it cannot change size", info_.path);
   GRAID_RETURN_IF_ERROR(vd_.refresh());
   if (bytes < info_.size_bytes || bytes > vd_.info().size || bytes % 512 != 0)
@@ -349,6 +353,59 @@ Result<bool> UblkDevice::resize(std::uint64_t bytes) {
   }
   if (Status st = control_.update_size(info_.dev_id, bytes >> 9); !st) return st;
   info_.size_bytes = bytes;
+  return true;
+}
+
+Result<bool> UblkDevice::wait_quiet(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool all_finished = true, quiet = true;
+    for (std::size_t q = 0; q < queues_.size(); ++q) {
+      if (!queues_[q]) continue;
+      call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {
+        const UblkQueue& queue = *queues_[q];
+        all_finished = all_finished && queue.finished();
+        quiet = quiet && queue.serving() == 0 && queue.on_helper() == 0;
+      });
+    }
+    if (all_finished) return true;
+    if (quiet) return false;
+    if (std::chrono::steady_clock::now() > deadline)
+      return make_error(Errc::kBusy, "{}: a queue still served a request {} ms after QUIESCE_DEV",
+                        info_.path, timeout.count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Result<bool> UblkDevice::hand_over() {
+  if (handed_over_) return !added_;
+  if (!added_ || stop_sent_)
+    return make_error(Errc::kUnsupported, "{} is being stopped: it cannot be handed over",
+                      info_.path);
+  if (!can_hand_over())
+    return make_error(Errc::kUnsupported, "{}: the kernel cannot quiesce it (QUIESCE_DEV is 6.16+)",
+                      info_.path);
+  if (!quiesce_sent_) {
+    GRAID_RETURN_IF_ERROR(control_.quiesce_dev(info_.dev_id, std::chrono::seconds(10)));
+    quiesce_sent_ = true;
+  }
+  auto finished = wait_quiet(drain_timeout_);
+  if (!finished.is_ok()) return finished.status();
+  handed_over_ = true;
+  if (!*finished) {
+    // Kept, with /dev/ublkcN, until the fetches still pending are cancelled (the process's
+    // end); the array is let go now, so that it can stop.
+    for (std::size_t q = 0; q < queues_.size(); ++q) {
+      if (!queues_[q]) continue;
+      const auto home = static_cast<std::uint32_t>(q % threads_);
+      call_(home, [&](IoContext&) { queues_[q]->detach_array(); });
+      if (helpers_[q]) call_((home + 1) % threads_, [&](IoContext&) { helpers_[q].reset(); });
+    }
+    return false;
+  }
+  GRAID_RETURN_IF_ERROR(drain_queues(drain_timeout_));  // all finished: destroyed here
+  release_char_device();
+  added_ = false;  // the kernel keeps it for the next graidd
   return true;
 }
 

@@ -54,6 +54,8 @@ struct UblkDeviceOptions {
   bool safe_stop = false;
   // The driver offers UPDATE_SIZE (kFlagUpdateSize): ask for it, so resize() works live.
   bool update_size = false;
+  // The driver offers QUIESCE_DEV (kFlagQuiesce): ask for it, so hand_over() works.
+  bool quiesce = false;
   // stop(): how long the queues get to finish after STOP_DEV before it answers kBusy.
   std::chrono::milliseconds drain_timeout{30000};
 };
@@ -116,6 +118,21 @@ class UblkDevice {
   // kInvalidArgument for a smaller size or one past the VD; kUnsupported once stopping.
   Result<bool> resize(std::uint64_t bytes);
   bool can_resize() const noexcept { return (info_.flags & kFlagUpdateSize) != 0; }
+  // Leaves the device to the next graidd without failing a request (a restart under a mounted
+  // filesystem): QUIESCE_DEV (new requests wait in the kernel; the fetches pending then are
+  // cancelled), then waits until no queue serves a request. The driver cancels only the fetches
+  // pending when it quiesces: a request served then is committed and its tag fetched again, and
+  // that fetch stays until /dev/ublkcN is closed. So: every tag cancelled -> the queues are
+  // destroyed, /dev/ublkcN let go, true; some tags fetched again -> the queues are kept (never
+  // freed; they get nothing more) and the file stays open until the process ends, false. Either
+  // way no STOP_DEV or DEL_DEV, now or later: the device stays, QUIESCED once graidd has let go,
+  // for recover(), and nothing of the VD's array is in use any more (it may stop clean).
+  // kUnsupported without kFlagQuiesce (nothing sent); kBusy, changing nothing more, when a
+  // queue still served a request after the drain timeout.
+  Result<bool> hand_over();
+  bool can_hand_over() const noexcept { return (info_.flags & kFlagQuiesce) != 0; }
+  // True once hand_over() left the device to the next graidd.
+  bool handed_over() const noexcept { return handed_over_; }
   // True once stop() has removed the device.
   bool removed() const noexcept { return !added_; }
 
@@ -134,6 +151,8 @@ class UblkDevice {
   VdInfo served_vd() const;
   // Waits until every queue has finished, then destroys them on their threads.
   Status drain_queues(std::chrono::milliseconds timeout);
+  // Waits until no queue serves a request; true when every queue has finished.
+  Result<bool> wait_quiet(std::chrono::milliseconds timeout);
   void release_char_device();
 
   UblkStopCommands& control_;
@@ -146,10 +165,12 @@ class UblkDevice {
   std::vector<std::unique_ptr<UblkQueue>> queues_;    // queue i lives on thread i % threads_
   std::vector<std::unique_ptr<HelperLane>> helpers_;  // queue i's, on thread (i + 1) % threads_
   bool spread_ = false;
-  UblkQueueStats retired_;  // the counters of the queues destroyed so far
-  bool added_ = false;      // the kernel has the device (DEL_DEV owed)
-  bool stop_sent_ = false;  // STOP_DEV was sent (stop() waits for the queues)
-  Status stop_result_;      // what STOP_DEV answered
+  UblkQueueStats retired_;     // the counters of the queues destroyed so far
+  bool added_ = false;         // the kernel has the device (DEL_DEV owed)
+  bool stop_sent_ = false;     // STOP_DEV was sent (stop() waits for the queues)
+  bool quiesce_sent_ = false;  // QUIESCE_DEV was sent (hand_over() waits for the queues)
+  bool handed_over_ = false;   // left QUIESCED for the next graidd: nothing more to do
+  Status stop_result_;         // what STOP_DEV answered
   std::chrono::milliseconds drain_timeout_{30000};
 };
 

@@ -191,7 +191,16 @@ void UblkQueue::serve(Tag& t) {
   submit(t);
 }
 
+void UblkQueue::detach_array() {
+  helper_ = nullptr;
+  queue_.reset();
+}
+
 void UblkQueue::submit(Tag& t) {
+  if (!queue_) {
+    commit(t, -EIO);  // detached (handed over): nothing to serve it with
+    return;
+  }
   const bool data = t.kind == IoKind::kRead || t.kind == IoKind::kWrite;
   if (helper_ != nullptr && data && serving_ > 1 && stripe_bytes_ > 0 &&
       ((vd_.start + t.offset) / stripe_bytes_) % 2 == 1) {

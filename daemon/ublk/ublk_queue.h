@@ -131,6 +131,12 @@ class UblkQueue {
   // owning thread; set_helper_vd_size() likewise on the helper lane's thread, which reads its
   // own copy.
   void set_vd_size(std::uint64_t bytes) noexcept { vd_.size = bytes; }
+  // Lets go of the array (its ArrayQueue, and the helper lane's use) while the tags stay: a
+  // device handed over with fetches still pending (UblkDevice::hand_over) keeps its queue until
+  // they are cancelled, but its array may stop. A request delivered after this fails with EIO
+  // (the quiesced driver delivers none). REQUIRES: serving() == 0, on the owning thread; the
+  // helper lane is then destroyed by the caller, on its thread.
+  void detach_array();
   void set_helper_vd_size(std::uint64_t bytes) noexcept { helper_vd_.size = bytes; }
   // Every tag aborted by the kernel and nothing in flight: the queue may be destroyed.
   bool finished() const noexcept { return started_ && done_tags_ == tags_.size(); }

@@ -57,6 +57,7 @@ inline constexpr unsigned kCmdStartUserRecovery = 0x10;
 inline constexpr unsigned kCmdEndUserRecovery = 0x11;
 inline constexpr unsigned kCmdGetFeatures = 0x13;
 inline constexpr unsigned kCmdUpdateSize = 0x15;  // 6.16+, with kFlagUpdateSize; data[0]: sectors
+inline constexpr unsigned kCmdQuiesceDev = 0x16;  // 6.16+, with kFlagQuiesce; data[0]: timeout ms
 inline constexpr unsigned kCmdTryStopDev = 0x17;  // 7.0+, with kFlagSafeStopDev
 
 // Whether the kernel wants _IOR (the command only returns data) or _IOWR for a command.
@@ -79,6 +80,9 @@ inline constexpr std::uint64_t kFlagCmdIoctlEncode = 1ull << 6;
 inline constexpr std::uint64_t kFlagUserCopy = 1ull << 7;
 // 6.16+: UPDATE_SIZE changes a started device's capacity (the kernel tells its users).
 inline constexpr std::uint64_t kFlagUpdateSize = 1ull << 10;
+// 6.16+, with kFlagUserRecovery: QUIESCE_DEV holds new requests and cancels the server's
+// fetches; once the server lets go, the device waits (QUIESCED) for the next one.
+inline constexpr std::uint64_t kFlagQuiesce = 1ull << 12;
 // 7.0+: TRY_STOP_DEV stops the device only while nobody has it open (EBUSY otherwise).
 inline constexpr std::uint64_t kFlagSafeStopDev = 1ull << 17;
 

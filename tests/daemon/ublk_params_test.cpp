@@ -31,10 +31,12 @@ TEST(UblkAbi, CommandEncodingsAreThoseOfLinux612) {
   EXPECT_EQ(ctrl_cmd_op(kCmdGetFeatures), 0x80207513u);
   EXPECT_EQ(ctrl_cmd_op(kCmdStartUserRecovery), 0xc0207510u);
   EXPECT_EQ(ctrl_cmd_op(kCmdEndUserRecovery), 0xc0207511u);
-  // Later kernels: UBLK_U_CMD_UPDATE_SIZE (6.16) and UBLK_U_CMD_TRY_STOP_DEV (7.0), both _IOWR,
-  // and their feature bits.
+  // Later kernels: UBLK_U_CMD_UPDATE_SIZE and QUIESCE_DEV (6.16), TRY_STOP_DEV (7.0), all
+  // _IOWR, and their feature bits.
   EXPECT_EQ(ctrl_cmd_op(kCmdUpdateSize), 0xc0207515u);
+  EXPECT_EQ(ctrl_cmd_op(kCmdQuiesceDev), 0xc0207516u);
   EXPECT_EQ(ctrl_cmd_op(kCmdTryStopDev), 0xc0207517u);
+  EXPECT_EQ(kFlagQuiesce, 1ull << 12);
   EXPECT_EQ(kFlagUpdateSize, 1ull << 10);
   EXPECT_EQ(kFlagSafeStopDev, 1ull << 17);
   EXPECT_EQ(io_cmd_op(kIoFetchReq), 0xc0107520u);

@@ -8,6 +8,7 @@
 // (ublk_helper_lane.h), where part of the requests are served.
 #include "ublk/ublk_queue.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -553,6 +554,13 @@ struct FakeStopCommands final : UblkStopCommands {
     return {};
   }
   std::vector<std::uint64_t> sizes;  // UPDATE_SIZE commands, in sectors
+  Status quiesce_dev(std::uint32_t, std::chrono::milliseconds) override {
+    ++quiesces;
+    if (on_quiesce) on_quiesce();
+    return {};
+  }
+  int quiesces = 0;
+  std::function<void()> on_quiesce;  // what the kernel does on QUIESCE_DEV
   Status stop_dev(std::uint32_t) override {
     ++stops;
     return {};
@@ -724,6 +732,111 @@ TEST_P(UblkQueueTest, ResizeServesTheGrownVdAndTellsTheKernel) {
   ASSERT_TRUE(not_live.is_ok()) << not_live.status().to_string();
   EXPECT_FALSE(*not_live);
   EXPECT_EQ(commands.sizes.size(), 1u) << "nothing sent without the flag";
+}
+
+// QUIESCE_DEV (6.16+): hand_over() quiesces the device (the kernel cancels every fetch), lets
+// the queue finish and go, and leaves the device to the next server: no STOP_DEV or DEL_DEV, not
+// then, not from a later stop() or the destructor. A write served before is on the array.
+// Without kFlagQuiesce: kUnsupported, nothing sent.
+TEST_P(UblkQueueTest, HandOverQuiescesAndLeavesTheDeviceForTheNextServer) {
+  if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
+  FakeStopCommands commands;
+  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
+  {
+    FakeDriver::Request r;
+    r.desc = make_desc(kOpWrite, 1u << 20, 8192);
+    r.data.assign(8192, std::byte{0x5a});
+    driver_->deliver(static_cast<std::uint16_t>(driver_->free_tag()), r);
+    drain();
+    ASSERT_EQ(driver_->commits.size(), 1u);
+    ASSERT_EQ(driver_->commits[0].result, 8192);
+  }
+  auto vd = array_->array->open_vd(array_->vd.id);
+  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
+  const std::uint32_t attached = array_->array->queues_attached();
+  std::vector<std::unique_ptr<UblkQueue>> queues;
+  queues.push_back(std::move(queue_));
+  {
+    auto dev =
+        UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues), 1,
+                          std::chrono::milliseconds(2000), kFlagUserRecovery | kFlagQuiesce);
+    ASSERT_TRUE(dev->can_hand_over());
+    commands.on_quiesce = [this] { driver_->abort_fetched(); };
+    auto released = dev->hand_over();
+    ASSERT_TRUE(released.is_ok()) << released.status().to_string();
+    EXPECT_TRUE(*released) << "every fetch cancelled: the queue goes";
+    EXPECT_TRUE(dev->handed_over());
+    EXPECT_EQ(commands.quiesces, 1);
+    EXPECT_EQ(array_->array->queues_attached(), attached - 1) << "the queue is gone";
+    EXPECT_TRUE(dev->hand_over().is_ok());
+    EXPECT_TRUE(dev->stop().is_ok());
+    EXPECT_EQ(commands.quiesces, 1);
+  }
+  EXPECT_EQ(commands.stops, 0) << "the device stays for the next server";
+  EXPECT_EQ(commands.dels, 0);
+  const auto back = array_->read(1u << 20, 8192);
+  EXPECT_TRUE(
+      std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0x5a}; }));
+
+  auto vd2 = array_->array->open_vd(array_->vd.id);
+  ASSERT_TRUE(vd2.is_ok());
+  auto plain = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd2), 8, {}, 1,
+                                 std::chrono::milliseconds(50), kFlagUserRecovery);
+  EXPECT_FALSE(plain->can_hand_over());
+  EXPECT_EQ(plain->hand_over().status().code(), Errc::kUnsupported);
+  EXPECT_EQ(commands.quiesces, 1) << "nothing sent without the flag";
+}
+
+// The driver cancels only the fetches pending when it quiesces. A request being served then is
+// finished (its write reaches the array) and committed, and its tag's new fetch stays pending:
+// hand_over() waits for that, then answers false with the queue kept (never freed while the
+// fetch is pending) but detached from the array, which may then stop; nothing more is sent.
+// Once the fetch is cancelled (the process's exit, here the fake), destroying the device frees
+// the queue.
+TEST_P(UblkQueueTest, HandOverWithARequestInFlightKeepsTheQueueUntilItsFetchIsCancelled) {
+  if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
+  FakeStopCommands commands;
+  // Each call from the device first lets the queue's thread make progress, as a real I/O
+  // thread's loop does between calls.
+  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) {
+    driver_->pump();
+    ctx_->poll(false);
+    fn(*ctx_);
+  };
+  FakeDriver::Request r;
+  r.desc = make_desc(kOpWrite, 2u << 20, 16384);
+  r.data.assign(16384, std::byte{0xa7});
+  driver_->deliver(static_cast<std::uint16_t>(driver_->free_tag()), r);  // being served
+  auto vd = array_->array->open_vd(array_->vd.id);
+  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
+  const std::uint32_t attached = array_->array->queues_attached();
+  std::vector<std::unique_ptr<UblkQueue>> queues;
+  queues.push_back(std::move(queue_));
+  UblkQueue* queue = queues[0].get();
+  {
+    auto dev =
+        UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues), 1,
+                          std::chrono::milliseconds(5000), kFlagUserRecovery | kFlagQuiesce);
+    commands.on_quiesce = [this] { driver_->abort_fetched(); };  // the pending ones only
+    auto released = dev->hand_over();
+    ASSERT_TRUE(released.is_ok()) << released.status().to_string();
+    EXPECT_FALSE(*released) << "a fetch is still pending: the queue stays";
+    EXPECT_TRUE(dev->handed_over());
+    ASSERT_EQ(driver_->commits.size(), 1u);
+    EXPECT_EQ(driver_->commits[0].result, 16384) << "the request in flight finished";
+    EXPECT_EQ(queue->serving(), 0u);
+    EXPECT_FALSE(queue->finished());
+    EXPECT_EQ(array_->array->queues_attached(), attached - 1) << "the array is let go";
+    EXPECT_TRUE(dev->stop().is_ok());
+    EXPECT_EQ(commands.stops, 0);
+    EXPECT_EQ(commands.dels, 0);
+    EXPECT_EQ(driver_->abort_fetched(), 1) << "the re-fetched tag";
+  }
+  EXPECT_EQ(commands.stops, 0);
+  EXPECT_EQ(commands.dels, 0);
+  const auto back = array_->read(2u << 20, 16384);
+  EXPECT_TRUE(
+      std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0xa7}; }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, UblkQueueTest,

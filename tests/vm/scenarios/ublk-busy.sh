@@ -41,9 +41,17 @@ refused delete-refused-while-mounted "mounted at $mnt" delete vd "$dg" "$vd" --c
 check still-exported export_live
 check still-mounted grep -q " $mnt " /proc/mounts
 
-# SIGTERM: the device is left to the kernel, which holds its I/O until the next graidd.
+# SIGTERM: the device is left to the kernel, which holds its I/O until the next graidd. Where
+# the kernel has QUIESCE_DEV (6.16+) graidd quiesces it first and lets go of it, and the DG
+# stops clean; elsewhere the DG runs until graidd exits and re-syncs at the next start.
+quiesce=$(gjson describe vd "$dg" "$vd" | jq -r '[.exports[] | select(.kind == "ublk")][0].quiesce')
+info quiesce "$quiesce"
 graidd_stop  # and at once a new graidd, which waits for the kernel to release the drives
 check graidd-left-it grep -q "left for the next graidd to take back" "$GRAIDD_LOG"
+if [[ $quiesce == true ]]; then
+  check handed-over-quiesced grep -q "quiesced (QUIESCE_DEV) and left for the next graidd" "$GRAIDD_LOG"
+  check dg-stopped-clean grep -q "event dg_stopped dg $dg: stopped, marked clean" "$GRAIDD_LOG"
+fi
 check device-kept test -b "$dev"
 check graidd-restart graidd_start
 check export-live-again wait_until 30 export_live
