@@ -299,6 +299,8 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        // over quiesced (the DG then stops clean).
                        {"quiesce", (u->device.flags & ublk::kFlagQuiesce) != 0},
                        {"size", u->device.size_bytes},
+                       // Every flag the device was made with, as the kernel granted them.
+                       {"features", ublk::flag_names(u->device.flags)},
                        {"state", "live"}});
     j["ublk_device"] = u->device.path;
     j["ublk_reason"] = "";

@@ -75,6 +75,14 @@ Result<json> Registry::describe_controller(const json&) {
                     {"state", ublk_state_name(h.state)},
                     {"reason", held_reason(h)}});
   j["held_ublk"] = std::move(held);
+  // What the kernel's ublk driver offers (GET_FEATURES), by name; graidd asks for USER_RECOVERY,
+  // its REISSUE, CMD_IOCTL_ENCODE, USER_COPY (--ublk-copy user), UPDATE_SIZE, QUIESCE and
+  // SAFE_STOP_DEV where offered (docs/ublk.md).
+  if (const auto features = ublk_.features())
+    j["ublk"] = {{"available", true}, {"features", ublk::flag_names(*features)}, {"reason", ""}};
+  else
+    j["ublk"] = {
+        {"available", false}, {"features", json::array()}, {"reason", ublk_.unavailable()}};
   j["batches"] = batches;
   j["jobs"] = jobs;
   j["fallbacks"] = fallbacks;

@@ -52,6 +52,11 @@ Status UblkExports::ensure_control() const {
   return {};
 }
 
+std::optional<std::uint64_t> UblkExports::features() const {
+  if (!ensure_control()) return std::nullopt;
+  return features_;
+}
+
 ublk::ThreadCall UblkExports::thread_call() {
   return [this](std::uint32_t t, const std::function<void(IoContext&)>& fn) {
     threads_.call(t % threads_.count(), fn);

@@ -85,6 +85,9 @@ class UblkExports {
   // VD has no ublk device; errors as remove().
   enum class Removal : std::uint8_t { kRemoved, kInUse, kCannotTell, kNone };
   Result<Removal> remove_if_unused(std::uint32_t dg_id, std::uint32_t vd_id);
+  // What the driver offers (GET_FEATURES; 0 before 6.5), opening the control device if need
+  // be; nullopt where this machine has no ublk.
+  std::optional<std::uint64_t> features() const;
   // Whether the driver offers TRY_STOP_DEV (after the control device was opened).
   bool safe_stop() const noexcept { return (features_ & ublk::kFlagSafeStopDev) != 0; }
   // The VD grew to `bytes`: its device follows live where the kernel can (UPDATE_SIZE, 6.16+;

@@ -33,6 +33,36 @@ std::string ublk_unavailable_reason(const std::string& control_path) {
   return "";
 }
 
+std::vector<std::string> flag_names(std::uint64_t flags) {
+  // include/uapi/linux/ublk_cmd.h, bits 0-19 (Linux 7.x).
+  static constexpr const char* kNames[] = {"ZERO_COPY",
+                                           "URING_CMD_COMP_IN_TASK",
+                                           "NEED_GET_DATA",
+                                           "USER_RECOVERY",
+                                           "USER_RECOVERY_REISSUE",
+                                           "UNPRIVILEGED_DEV",
+                                           "CMD_IOCTL_ENCODE",
+                                           "USER_COPY",
+                                           "ZONED",
+                                           "USER_RECOVERY_FAIL_IO",
+                                           "UPDATE_SIZE",
+                                           "AUTO_BUF_REG",
+                                           "QUIESCE",
+                                           "PER_IO_DAEMON",
+                                           "BUF_REG_OFF_DAEMON",
+                                           "BATCH_IO",
+                                           "INTEGRITY",
+                                           "SAFE_STOP_DEV",
+                                           "NO_AUTO_PART_SCAN",
+                                           "SHMEM_ZC"};
+  std::vector<std::string> out;
+  for (unsigned bit = 0; bit < 64; ++bit) {
+    if ((flags & (std::uint64_t{1} << bit)) == 0) continue;
+    out.emplace_back(bit < std::size(kNames) ? kNames[bit] : fmt::format("bit {}", bit));
+  }
+  return out;
+}
+
 const char* ctrl_cmd_name(unsigned nr) noexcept {
   switch (nr) {
     case kCmdGetQueueAffinity:

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "graid/status.h"
 #include "ublk/ublk_uapi.h"
@@ -99,5 +100,8 @@ class UblkControl final : public UblkStopCommands {
 
 // The name of a ublk control command, for messages ("ADD_DEV").
 const char* ctrl_cmd_name(unsigned nr) noexcept;
+// The names of the UBLK_F_* bits set in `flags` ("USER_RECOVERY", ...; "bit N" for a bit newer
+// than this list), in bit order: describe controller and describe vd show them.
+std::vector<std::string> flag_names(std::uint64_t flags);
 
 }  // namespace graid::ublk

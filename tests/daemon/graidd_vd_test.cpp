@@ -1,6 +1,7 @@
 // edit vd size end to end through graidctl: a VD grows in place, the refusals change nothing, an
 // NBD export keeps the size it told its clients until the VD is exported again, and the new size
-// survives a restart. (A ublk device following live, with UPDATE_SIZE, is the VM's ublk-resize.)
+// survives a restart (a ublk device following live, with UPDATE_SIZE, is the VM's ublk-resize);
+// and describe controller's view of the ublk driver.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -121,6 +122,21 @@ TEST_F(GraiddTest, EditVdSizeGrowsTheVdAndNbdFollowsOnTheNextExport) {
   ASSERT_EQ(vd["exports"].size(), 1u) << vd.dump();
   EXPECT_EQ(vd["exports"][0]["size"], 16u << 20);
   write_or_verify(sock, 0, 16u << 20, true);
+}
+
+// describe controller says what the kernel's ublk driver offers, by name, or why there is no
+// ublk (this machine's kernel may have none; the VM's ublk-resize looks at 7.3's).
+TEST_F(GraiddTest, DescribeControllerShowsTheUblkDriversFeatures) {
+  const json c = ok({"describe", "controller"});
+  ASSERT_TRUE(c.contains("ublk")) << c.dump(1);
+  const json& u = c["ublk"];
+  ASSERT_TRUE(u["features"].is_array()) << u.dump();
+  if (u["available"].get<bool>()) {
+    EXPECT_EQ(u["reason"], "");
+  } else {
+    EXPECT_NE(u["reason"].get<std::string>(), "") << "no ublk: the reason says why";
+    EXPECT_TRUE(u["features"].empty());
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ublk/ublk_control.h"
 #include "ublk/ublk_uapi.h"
 
 namespace graid::ublk {
@@ -37,6 +38,11 @@ TEST(UblkAbi, CommandEncodingsAreThoseOfLinux612) {
   EXPECT_EQ(ctrl_cmd_op(kCmdQuiesceDev), 0xc0207516u);
   EXPECT_EQ(ctrl_cmd_op(kCmdTryStopDev), 0xc0207517u);
   EXPECT_EQ(kFlagQuiesce, 1ull << 12);
+  EXPECT_EQ(flag_names(kFlagUserRecovery | kFlagUpdateSize | kFlagQuiesce | kFlagSafeStopDev |
+                       (1ull << 40)),
+            (std::vector<std::string>{"USER_RECOVERY", "UPDATE_SIZE", "QUIESCE", "SAFE_STOP_DEV",
+                                      "bit 40"}));
+  EXPECT_TRUE(flag_names(0).empty());
   EXPECT_EQ(kFlagUpdateSize, 1ull << 10);
   EXPECT_EQ(kFlagSafeStopDev, 1ull << 17);
   EXPECT_EQ(io_cmd_op(kIoFetchReq), 0xc0107520u);

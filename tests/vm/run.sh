@@ -484,7 +484,8 @@ VMLINUZ=$W/kernel/$KVER/boot/vmlinuz-$KVER
 # Under TCG a 7.3 guest's TSC clocksource once jumped by days in the middle of md-compare (an RCU
 # stall, then the scenario's timeout): on 7.x the guest keeps time with the HPET instead.
 cmdline="console=ttyS0 panic=-1 loglevel=4 mitigations=off"
-[[ $kernel == 6.12 ]] || cmdline+=" clocksource=hpet tsc=unstable"
+# GRAID_VM_CLOCK=tsc keeps the kernel's own choice (to measure what the HPET costs).
+[[ $kernel == 6.12 || ${GRAID_VM_CLOCK:-} == tsc ]] || cmdline+=" clocksource=hpet tsc=unstable"
 qemu=(timeout -k 10 "$timeout" qemu-system-x86_64
   -machine q35 -accel tcg -cpu max -smp "$smp" -m "$mem"
   -display none -monitor none -serial stdio -no-reboot -nic none

@@ -11,6 +11,11 @@ dev=$(graid_export_ublk "$dg" "$vd") || die export-ublk "$(graid_last_error)"
 live=$(gjson describe vd "$dg" "$vd" | jq -r '[.exports[] | select(.kind == "ublk")][0].update_size')
 info device "$dev"
 info update-size "$live (Linux $(uname -r))"
+features=$(gjson describe controller | jq -r '.ublk.features | join(",")')
+info driver-features "$features"
+if [[ $live == true ]]; then
+  check controller-lists-update-size grep -q UPDATE_SIZE <<<"$features"
+fi
 size_is() { [[ $(blockdev --getsize64 "$dev") == "$1" ]]; }
 check size-before size_is $((64 << 20))
 mnt=/mnt/resize
