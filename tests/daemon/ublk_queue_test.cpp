@@ -797,9 +797,9 @@ TEST_P(UblkQueueTest, HandOverWithARequestInFlightKeepsTheQueueUntilItsFetchIsCa
   if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
   FakeStopCommands commands;
   // Each call from the device first lets the queue's thread make progress, as a real I/O
-  // thread's loop does between calls.
+  // thread's loop does between calls. (Not the fake driver: the device destroys it with the
+  // queue, and a call may follow.)
   ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) {
-    driver_->pump();
     ctx_->poll(false);
     fn(*ctx_);
   };
@@ -807,6 +807,7 @@ TEST_P(UblkQueueTest, HandOverWithARequestInFlightKeepsTheQueueUntilItsFetchIsCa
   r.desc = make_desc(kOpWrite, 2u << 20, 16384);
   r.data.assign(16384, std::byte{0xa7});
   driver_->deliver(static_cast<std::uint16_t>(driver_->free_tag()), r);  // being served
+  driver_->pump();  // USER_COPY: the payload is copied out; the write itself is still in flight
   auto vd = array_->array->open_vd(array_->vd.id);
   ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
   const std::uint32_t attached = array_->array->queues_attached();
