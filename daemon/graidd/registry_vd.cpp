@@ -146,11 +146,15 @@ Result<json> Registry::edit_vd(const json& args) {
     return make_error(Errc::kUnsupported, "dg {} has failed: its VDs cannot change", dg.id);
   auto grown = dg.array->resize_vd(vd->id, *size);
   if (!grown.is_ok()) return grown.status();
-  json j = vd_json(dg, *grown);
-  j["previous_size"] = vd->size;
-  if (grown->size == vd->size) return j;  // nothing to do
-  // What each export's users see now.
+  // The VD with its exports' sizes as they are now, and what each export's users see.
   std::vector<std::string> notes;
+  const auto answer = [&] {
+    json j = vd_json(dg, *grown);
+    j["previous_size"] = vd->size;
+    j["notes"] = notes;
+    return j;
+  };
+  if (grown->size == vd->size) return answer();  // nothing to do
   auto ublk = ublk_.resize(dg.id, vd->id, grown->size);
   if (!ublk.is_ok()) {
     notes.push_back(fmt::format("its ublk device keeps {} bytes until it is exported again: {}",
@@ -175,10 +179,7 @@ Result<json> Registry::edit_vd(const json& args) {
     summary += "; " + n;
   events_.add("vd_resized", dg.id, std::nullopt, vd->id, summary);
   if (auto s = save(); !s) return s;
-  j = vd_json(dg, *grown);  // the exports' sizes as they are now
-  j["previous_size"] = vd->size;
-  j["notes"] = notes;
-  return j;
+  return answer();
 }
 
 Result<json> Registry::export_vd(const json& args) {

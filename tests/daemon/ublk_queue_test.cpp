@@ -232,6 +232,30 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
     while (queue_->serving() > 0)
       step(true);
   }
+  // A ThreadCall that runs everything on this test's thread, in its context.
+  ThreadCall inline_call() {
+    return [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
+  }
+  // A device (UblkDevice::adopt) for a new handle on the fixture's VD, its commands going to
+  // `commands`: with `queue` (the fixture's queue_, moved in) as device 7, or with no queue as
+  // device 8; `flags` as the kernel granted them. Null, with a failure, when the VD cannot be
+  // opened.
+  std::unique_ptr<UblkDevice> adopt_device(UblkStopCommands& commands, ThreadCall call,
+                                           std::unique_ptr<UblkQueue> queue,
+                                           std::chrono::milliseconds drain_timeout,
+                                           std::uint64_t flags = 0) {
+    auto vd = array_->array->open_vd(array_->vd.id);
+    if (!vd.is_ok()) {
+      ADD_FAILURE() << vd.status().to_string();
+      return nullptr;
+    }
+    std::vector<std::unique_ptr<UblkQueue>> queues;
+    const std::uint32_t dev_id = queue ? 7 : 8;
+    if (queue) queues.push_back(std::move(queue));
+    return UblkDevice::adopt(commands, std::move(call), *array_->array, std::move(*vd), dev_id,
+                             std::move(queues), 1, drain_timeout, flags);
+  }
+
   // The helper lane's ArrayQueue counters (read on its thread).
   QueueStats lane_stats() {
     QueueStats s{};
@@ -590,14 +614,10 @@ struct FakeStopCommands final : UblkStopCommands {
 TEST_P(UblkQueueTest, StopStaysBusyUntilEveryQueueHasFinished) {
   if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
   FakeStopCommands commands;
-  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
-  auto vd = array_->array->open_vd(array_->vd.id);
-  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
+  const ThreadCall call = inline_call();
   const std::uint32_t attached = array_->array->queues_attached();
-  std::vector<std::unique_ptr<UblkQueue>> queues;
-  queues.push_back(std::move(queue_));
-  auto dev = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues),
-                               1, std::chrono::milliseconds(50));
+  auto dev = adopt_device(commands, call, std::move(queue_), std::chrono::milliseconds(50));
+  ASSERT_NE(dev, nullptr);
   for (int attempt = 0; attempt < 2; ++attempt) {
     const Status st = dev->stop();
     EXPECT_EQ(st.code(), Errc::kBusy) << "attempt " << attempt << ": " << st.to_string();
@@ -621,14 +641,11 @@ TEST_P(UblkQueueTest, StopStaysBusyUntilEveryQueueHasFinished) {
 TEST_P(UblkQueueTest, TryStopLeavesAnOpenDeviceAlone) {
   if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
   FakeStopCommands commands;
-  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
-  auto vd = array_->array->open_vd(array_->vd.id);
-  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
+  const ThreadCall call = inline_call();
   const std::uint32_t attached = array_->array->queues_attached();
-  std::vector<std::unique_ptr<UblkQueue>> queues;
-  queues.push_back(std::move(queue_));
-  auto dev = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues),
-                               1, std::chrono::milliseconds(2000), kFlagSafeStopDev);
+  auto dev = adopt_device(commands, call, std::move(queue_), std::chrono::milliseconds(2000),
+                          kFlagSafeStopDev);
+  ASSERT_NE(dev, nullptr);
   ASSERT_TRUE(dev->can_try_stop());
   commands.open = true;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -651,10 +668,8 @@ TEST_P(UblkQueueTest, TryStopLeavesAnOpenDeviceAlone) {
   EXPECT_EQ(commands.stops, 1);
   EXPECT_EQ(commands.dels, 1);
 
-  auto vd2 = array_->array->open_vd(array_->vd.id);
-  ASSERT_TRUE(vd2.is_ok());
-  auto plain = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd2), 8, {}, 1,
-                                 std::chrono::milliseconds(50));
+  auto plain = adopt_device(commands, call, nullptr, std::chrono::milliseconds(50));
+  ASSERT_NE(plain, nullptr);
   EXPECT_FALSE(plain->can_try_stop());
   EXPECT_EQ(plain->try_stop().status().code(), Errc::kUnsupported);
   EXPECT_EQ(commands.tries, 3) << "nothing sent without the flag";
@@ -667,14 +682,11 @@ TEST_P(UblkQueueTest, TryStopLeavesAnOpenDeviceAlone) {
 TEST_P(UblkQueueTest, ResizeServesTheGrownVdAndTellsTheKernel) {
   if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
   FakeStopCommands commands;
-  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
-  auto vd = array_->array->open_vd(array_->vd.id);
-  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
-  std::vector<std::unique_ptr<UblkQueue>> queues;
-  queues.push_back(std::move(queue_));
-  UblkQueue* queue = queues[0].get();
-  auto dev = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues),
-                               1, std::chrono::milliseconds(2000), kFlagUpdateSize);
+  const ThreadCall call = inline_call();
+  UblkQueue* queue = queue_.get();
+  auto dev = adopt_device(commands, call, std::move(queue_), std::chrono::milliseconds(2000),
+                          kFlagUpdateSize);
+  ASSERT_NE(dev, nullptr);
   ASSERT_TRUE(dev->can_resize());
   EXPECT_EQ(dev->info().size_bytes, kVdBytes);
   auto write_past_end = [&] {
@@ -723,10 +735,8 @@ TEST_P(UblkQueueTest, ResizeServesTheGrownVdAndTellsTheKernel) {
   constexpr std::uint64_t kMore = 2 * kVdBytes + (4u << 20);  // within the array's 20 MiB
   auto grown_more = array_->array->resize_vd(array_->vd.id, kMore);
   ASSERT_TRUE(grown_more.is_ok()) << grown_more.status().to_string();
-  auto vd2 = array_->array->open_vd(array_->vd.id);
-  ASSERT_TRUE(vd2.is_ok());
-  auto plain = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd2), 8, {}, 1,
-                                 std::chrono::milliseconds(50));
+  auto plain = adopt_device(commands, call, nullptr, std::chrono::milliseconds(50));
+  ASSERT_NE(plain, nullptr);
   EXPECT_FALSE(plain->can_resize());
   auto not_live = plain->resize(kMore);
   ASSERT_TRUE(not_live.is_ok()) << not_live.status().to_string();
@@ -741,7 +751,7 @@ TEST_P(UblkQueueTest, ResizeServesTheGrownVdAndTellsTheKernel) {
 TEST_P(UblkQueueTest, HandOverQuiescesAndLeavesTheDeviceForTheNextServer) {
   if (GetParam().helper) GTEST_SKIP() << "the device made here has no helper lanes";
   FakeStopCommands commands;
-  ThreadCall call = [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
+  const ThreadCall call = inline_call();
   {
     FakeDriver::Request r;
     r.desc = make_desc(kOpWrite, 1u << 20, 8192);
@@ -751,15 +761,11 @@ TEST_P(UblkQueueTest, HandOverQuiescesAndLeavesTheDeviceForTheNextServer) {
     ASSERT_EQ(driver_->commits.size(), 1u);
     ASSERT_EQ(driver_->commits[0].result, 8192);
   }
-  auto vd = array_->array->open_vd(array_->vd.id);
-  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
   const std::uint32_t attached = array_->array->queues_attached();
-  std::vector<std::unique_ptr<UblkQueue>> queues;
-  queues.push_back(std::move(queue_));
   {
-    auto dev =
-        UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues), 1,
-                          std::chrono::milliseconds(2000), kFlagUserRecovery | kFlagQuiesce);
+    auto dev = adopt_device(commands, call, std::move(queue_), std::chrono::milliseconds(2000),
+                            kFlagUserRecovery | kFlagQuiesce);
+    ASSERT_NE(dev, nullptr);
     ASSERT_TRUE(dev->can_hand_over());
     commands.on_quiesce = [this] { driver_->abort_fetched(); };
     auto released = dev->hand_over();
@@ -778,10 +784,9 @@ TEST_P(UblkQueueTest, HandOverQuiescesAndLeavesTheDeviceForTheNextServer) {
   EXPECT_TRUE(
       std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0x5a}; }));
 
-  auto vd2 = array_->array->open_vd(array_->vd.id);
-  ASSERT_TRUE(vd2.is_ok());
-  auto plain = UblkDevice::adopt(commands, call, *array_->array, std::move(*vd2), 8, {}, 1,
-                                 std::chrono::milliseconds(50), kFlagUserRecovery);
+  auto plain =
+      adopt_device(commands, call, nullptr, std::chrono::milliseconds(50), kFlagUserRecovery);
+  ASSERT_NE(plain, nullptr);
   EXPECT_FALSE(plain->can_hand_over());
   EXPECT_EQ(plain->hand_over().status().code(), Errc::kUnsupported);
   EXPECT_EQ(commands.quiesces, 1) << "nothing sent without the flag";
@@ -808,16 +813,12 @@ TEST_P(UblkQueueTest, HandOverWithARequestInFlightKeepsTheQueueUntilItsFetchIsCa
   r.data.assign(16384, std::byte{0xa7});
   driver_->deliver(static_cast<std::uint16_t>(driver_->free_tag()), r);  // being served
   driver_->pump();  // USER_COPY: the payload is copied out; the write itself is still in flight
-  auto vd = array_->array->open_vd(array_->vd.id);
-  ASSERT_TRUE(vd.is_ok()) << vd.status().to_string();
   const std::uint32_t attached = array_->array->queues_attached();
-  std::vector<std::unique_ptr<UblkQueue>> queues;
-  queues.push_back(std::move(queue_));
-  UblkQueue* queue = queues[0].get();
+  UblkQueue* queue = queue_.get();
   {
-    auto dev =
-        UblkDevice::adopt(commands, call, *array_->array, std::move(*vd), 7, std::move(queues), 1,
-                          std::chrono::milliseconds(5000), kFlagUserRecovery | kFlagQuiesce);
+    auto dev = adopt_device(commands, call, std::move(queue_), std::chrono::milliseconds(5000),
+                            kFlagUserRecovery | kFlagQuiesce);
+    ASSERT_NE(dev, nullptr);
     commands.on_quiesce = [this] { driver_->abort_fetched(); };  // the pending ones only
     auto released = dev->hand_over();
     ASSERT_TRUE(released.is_ok()) << released.status().to_string();
