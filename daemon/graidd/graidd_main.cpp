@@ -128,7 +128,9 @@ int run(const Options& o) {
   ro.version = GRAID_VERSION;
   ro.ublk.depth = o.ublk_depth;
   ro.ublk.memory_budget = o.ublk_memory_mib << 20;
-  ro.ublk.user_copy = o.ublk_copy == "user";
+  // auto: zero copy where the driver has AUTO_BUF_REG (6.16+), else the driver copies.
+  ro.ublk.user_copy = o.ublk_copy == "user" || o.ublk_copy == "zero";
+  ro.ublk.zero_copy = o.ublk_copy == "zero" || o.ublk_copy == "auto";
   ro.ublk.pin_to_queue = o.ublk_affinity == "queue";
   ro.ublk.spread = o.ublk_spread == "on";
   ro.nbd_handshake_timeout = std::chrono::seconds(o.nbd_handshake_timeout_s);
@@ -194,8 +196,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   app.add_option("--ublk-copy", o.ublk_copy,
-                 "who copies ublk request data: kernel (per-tag buffers) or user (USER_COPY)")
-      ->check(CLI::IsMember({"kernel", "user"}))
+                 "who copies ublk request data: kernel (per-tag buffers), user (USER_COPY), zero "
+                 "(reads into the requests' own pages where the kernel has AUTO_BUF_REG, else "
+                 "user) or auto (zero where the kernel has it, else kernel)")
+      ->check(CLI::IsMember({"kernel", "user", "zero", "auto"}))
       ->capture_default_str();
   app.add_option("--ublk-affinity", o.ublk_affinity,
                  "CPUs of the I/O threads serving ublk queues: any (the scheduler's choice) or "

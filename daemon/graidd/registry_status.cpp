@@ -142,7 +142,9 @@ Result<json> Registry::stats(const json&) {
                          {"unsupported", u->unsupported},
                          {"copy_errors", u->copy_errors},
                          {"aborted_tags", u->aborted_tags},
-                         {"spread", u->spread}};
+                         {"spread", u->spread},
+                         {"zero_copy_reads", u->zero_copy_reads},
+                         {"zero_copy_fallbacks", u->zero_copy_fallbacks}};
       vds.push_back(std::move(entry));
     }
     dgs.push_back({{"dg_id", id},

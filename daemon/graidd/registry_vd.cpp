@@ -341,7 +341,7 @@ Status Registry::export_ublk(Dg& dg, std::uint32_t vd_id, std::optional<std::uin
                           "flags {:#x})",
                           info->device.path, info->device.recovered ? " re-attached" : "",
                           info->device.queues, info->device.depth, info->device.max_io_bytes >> 10,
-                          info->device.user_copy ? "user" : "kernel", info->device.flags));
+                          ublk::data_path_name(info->device.data_path), info->device.flags));
   return {};
 }
 

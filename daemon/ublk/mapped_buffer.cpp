@@ -10,11 +10,20 @@
 namespace graid::ublk {
 
 Result<MappedBuffer> MappedBuffer::map(std::size_t size) {
+  return map_with(size, PROT_READ | PROT_WRITE);
+}
+
+Result<MappedBuffer> MappedBuffer::reserve(std::size_t size) {
+  return map_with(size, PROT_NONE);
+}
+
+Result<MappedBuffer> MappedBuffer::map_with(std::size_t size, int prot) {
   MappedBuffer b;
   if (size == 0) return b;
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t rounded = (size + page - 1) / page * page;
-  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (prot == PROT_NONE ? MAP_NORESERVE : 0);
+  void* p = ::mmap(nullptr, rounded, prot, flags, -1, 0);
   if (p == MAP_FAILED)
     return make_error(Errc::kNoSpace, "cannot map {} bytes: {}", rounded, std::strerror(errno));
   b.data_ = static_cast<std::byte*>(p);

@@ -1,8 +1,10 @@
 // Memory registered in one thread's ring for fixed-buffer member I/O (READ_FIXED/WRITE_FIXED),
 // withdrawn again when this goes: a ublk queue's tag buffers, in its own thread's ring and in its
-// helper lane's. Create and destroy it on the ring's thread, and before the memory is freed.
+// helper lane's; or, with zero copy, the slots the driver puts the requests' pages in. Create and
+// destroy it on the ring's thread, and before the memory is freed.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -21,6 +23,22 @@ class RingRegions {
       if (!ctx.add_buffer_region(region).is_ok()) break;
       registered_.push_back(region);
     }
+  }
+  // Zero copy: a slot of the ring's table for each window, for buffers the kernel registers
+  // there itself (IoContext::add_kernel_buffer_slot); all or none. `slots` gets their indices.
+  static Result<RingRegions> kernel_slots(IoContext& ctx,
+                                          std::span<const std::span<std::byte>> windows,
+                                          std::vector<std::uint16_t>& slots) {
+    RingRegions r;
+    r.ctx_ = &ctx;
+    slots.clear();
+    for (const auto& window : windows) {
+      auto slot = ctx.add_kernel_buffer_slot(window);
+      if (!slot.is_ok()) return slot.status();  // r withdraws those taken
+      r.registered_.push_back(window);
+      slots.push_back(*slot);
+    }
+    return r;
   }
   ~RingRegions() { withdraw(); }
   RingRegions(RingRegions&& o) noexcept

@@ -49,6 +49,12 @@ Status UblkDevice::open_char_device() {
   return make_error(Errc::kNotFound, "{} did not appear", path);
 }
 
+DataPath data_path_of(std::uint64_t flags) noexcept {
+  if ((flags & kFlagUserCopy) == 0) return DataPath::kKernelCopy;
+  constexpr std::uint64_t kZero = kFlagZeroCopy | kFlagAutoBufReg;
+  return (flags & kZero) == kZero ? DataPath::kZeroCopy : DataPath::kUserCopy;
+}
+
 VdInfo UblkDevice::served_vd() const {
   VdInfo v = vd_.info();
   v.size = info_.size_bytes;
@@ -56,7 +62,7 @@ VdInfo UblkDevice::served_vd() const {
 }
 
 Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
-                                bool user_copy) {
+                                DataPath path) {
   queues_.resize(queues);
   helpers_.resize(queues);
   for (std::uint16_t q = 0; q < queues; ++q) {
@@ -69,7 +75,7 @@ Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::
         return;
       }
       auto queue = UblkQueue::create(ctx, array_, served_vd(), q, depth, max_io,
-                                     std::move(*transport), user_copy);
+                                     std::move(*transport), path);
       if (!queue.is_ok()) {
         st = queue.status();
         return;
@@ -118,10 +124,12 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   wanted.dev_id = options.dev_id;
   wanted.ublksrv_pid = ::getpid();
   wanted.ublksrv_flags = options.server_flags;
-  wanted.flags = kFlagUserRecovery | kFlagUserRecoveryReissue | kFlagCmdIoctlEncode |
-                 (options.limits.user_copy ? kFlagUserCopy : 0) |
-                 (options.safe_stop ? kFlagSafeStopDev : 0) |
-                 (options.update_size ? kFlagUpdateSize : 0) | (options.quiesce ? kFlagQuiesce : 0);
+  wanted.flags =
+      kFlagUserRecovery | kFlagUserRecoveryReissue | kFlagCmdIoctlEncode |
+      (options.limits.user_copy ? kFlagUserCopy : 0) |
+      (options.limits.user_copy && options.zero_copy ? kFlagZeroCopy | kFlagAutoBufReg : 0) |
+      (options.safe_stop ? kFlagSafeStopDev : 0) | (options.update_size ? kFlagUpdateSize : 0) |
+      (options.quiesce ? kFlagQuiesce : 0);
   auto added = control.add_dev(wanted);
   if (!added.is_ok() && added.status().code() == Errc::kBusy && options.dev_id != kAnyId) {
     wanted.dev_id = kAnyId;  // the old id is taken: any will do
@@ -139,12 +147,14 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   dev->info_.flags = added->flags;
   dev->info_.size_bytes = dev->vd_.info().size;
   dev->info_.user_copy = (added->flags & kFlagUserCopy) != 0;
+  dev->info_.data_path = data_path_of(added->flags);
   if (options.limits.user_copy && !dev->info_.user_copy) {
     // The driver dropped USER_COPY: start over in copy mode, within the budget.
     (void)control.del_dev(dev->info_.dev_id, std::chrono::seconds(5));
     dev->added_ = false;
     UblkDeviceOptions copy_mode = options;
     copy_mode.limits.user_copy = false;
+    copy_mode.zero_copy = false;
     copy_mode.dev_id = dev->info_.dev_id;
     return create(control, dev->call_, array, std::move(dev->vd_), copy_mode);
   }
@@ -164,7 +174,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
   if (st) st = control.set_params(dev->info_.dev_id, params);
   if (st)
     st = dev->start_queues(dev->info_.queues, dev->info_.depth, dev->info_.max_io_bytes,
-                           dev->info_.user_copy);
+                           dev->info_.data_path);
   if (st) st = control.start_dev(dev->info_.dev_id, options.start_timeout);
   if (!st) {
     (void)dev->stop();
@@ -206,6 +216,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
   dev->info_.flags = info->flags;
   dev->info_.size_bytes = device_bytes;
   dev->info_.user_copy = (info->flags & kFlagUserCopy) != 0;  // as the device was made
+  dev->info_.data_path = data_path_of(info->flags);
   dev->info_.buffer_bytes = dev->info_.user_copy ? 0
                                                  : std::uint64_t{dev->info_.queues} *
                                                        dev->info_.depth * dev->info_.max_io_bytes;
@@ -224,7 +235,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
   st = dev->open_char_device();
   if (st)
     st = dev->start_queues(dev->info_.queues, dev->info_.depth, dev->info_.max_io_bytes,
-                           dev->info_.user_copy);
+                           dev->info_.data_path);
   if (st) st = control.end_user_recovery(dev_id, options.start_timeout);
   if (!st) {
     (void)dev->stop();

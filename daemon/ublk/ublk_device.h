@@ -56,6 +56,10 @@ struct UblkDeviceOptions {
   bool update_size = false;
   // The driver offers QUIESCE_DEV (kFlagQuiesce): ask for it, so hand_over() works.
   bool quiesce = false;
+  // Zero copy (the driver offers AUTO_BUF_REG, 6.16+): ask for ZERO_COPY and AUTO_BUF_REG on top
+  // of USER_COPY (limits.user_copy must be true), so READs go straight into the requests' pages
+  // (ublk_queue.h). Where the driver grants USER_COPY alone, the device serves as USER_COPY.
+  bool zero_copy = false;
   // stop(): how long the queues get to finish after STOP_DEV before it answers kBusy.
   std::chrono::milliseconds drain_timeout{30000};
 };
@@ -70,9 +74,13 @@ struct UblkDeviceInfo {
   // What the kernel's device holds: the VD's size, or less after the VD grew on a kernel that
   // cannot resize a live device (resize()), until it is exported again.
   std::uint64_t size_bytes = 0;
-  bool recovered = false;  // re-attached after a killed daemon
-  bool user_copy = false;  // USER_COPY (else copy mode)
+  bool recovered = false;                      // re-attached after a killed daemon
+  bool user_copy = false;                      // USER_COPY (else copy mode); also with zero copy
+  DataPath data_path = DataPath::kKernelCopy;  // as the granted flags make it
 };
+
+// What the flags a device was granted make of its data path.
+DataPath data_path_of(std::uint64_t flags) noexcept;
 
 class UblkDevice {
  public:
@@ -146,7 +154,7 @@ class UblkDevice {
       : control_(control), call_(std::move(call)), array_(array), vd_(std::move(vd)) {}
   Status open_char_device();
   Status start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
-                      bool user_copy);
+                      DataPath path);
   // The VD as the queues serve it: its size is the device's (info_.size_bytes).
   VdInfo served_vd() const;
   // Waits until every queue has finished, then destroys them on their threads.

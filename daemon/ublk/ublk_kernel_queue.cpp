@@ -12,10 +12,11 @@ namespace graid::ublk {
 class KernelQueueTransport::Cmd final : public RingCommand {
  public:
   Cmd(KernelQueueTransport& owner, std::uint16_t tag) : owner_(owner), tag_(tag) {}
-  void set(bool commit, std::int32_t result, std::byte* buf) {
+  void set(bool commit, std::int32_t result, std::byte* buf, std::int32_t buf_slot) {
     commit_ = commit;
     result_ = result;
     buf_ = buf;
+    buf_slot_ = buf_slot;
   }
   std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte> cmd) override {
     if (cmd.size() < sizeof(IoCmd)) return -EINVAL;
@@ -27,6 +28,10 @@ class KernelQueueTransport::Cmd final : public RingCommand {
     c.result = result_;
     c.addr = reinterpret_cast<std::uint64_t>(buf_);
     std::memcpy(cmd.data(), &c, sizeof(c));
+    // AUTO_BUF_REG: where the driver registers the next request's pages; with the fallback
+    // flag a failed registration delivers the request with kIoFNeedRegBuf instead of failing it.
+    if (buf_slot_ >= 0)
+      sqe.addr = auto_buf_reg_addr(static_cast<std::uint16_t>(buf_slot_), kAutoBufRegFallback);
     return 0;
   }
   void on_complete(std::int32_t res, std::span<const std::uint64_t>) override {
@@ -39,33 +44,35 @@ class KernelQueueTransport::Cmd final : public RingCommand {
   bool commit_ = false;
   std::int32_t result_ = 0;
   std::byte* buf_ = nullptr;
+  std::int32_t buf_slot_ = -1;
 };
 
-class KernelQueueTransport::CopyCmd final : public RingCommand {
+// A USER_COPY copy, done at once with pread/pwrite on /dev/ublkcN and answered at the thread's
+// next poll. Not a ring operation: the driver's read and write handlers only copy between the
+// request's pages and ours (they never wait for a device), but io_uring cannot run them
+// non-blocking and hands each to an io-wq worker thread, which cost more than twice the CPU per
+// 64 KiB request in the VM (tests/vm/examples/ublk-seqwrite.sh, docs/ublk.md).
+class KernelQueueTransport::CopyCmd final : public Task {
  public:
   CopyCmd(KernelQueueTransport& owner, std::uint16_t tag) : owner_(owner), tag_(tag) {}
-  void set(bool to_request, std::byte* buf, std::uint32_t len) {
-    to_request_ = to_request;
-    buf_ = buf;
-    len_ = len;
+  void start(bool to_request, std::byte* buf, std::uint32_t len) {
+    const int fd = owner_.ublkc_->fd();
+    const auto off = static_cast<off_t>(user_copy_offset(owner_.q_id_, tag_, 0));
+    ssize_t n;
+    do {
+      n = to_request ? ::pwrite(fd, buf, len, off) : ::pread(fd, buf, len, off);
+    } while (n < 0 && errno == EINTR);
+    res_ = n < 0 ? -errno : static_cast<std::int32_t>(n);
+    owner_.ctx_->defer(*this);
   }
-  std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte>) override {
-    sqe.opcode = to_request_ ? IORING_OP_WRITE : IORING_OP_READ;
-    sqe.addr = reinterpret_cast<std::uint64_t>(buf_);
-    sqe.len = len_;
-    sqe.off = user_copy_offset(owner_.q_id_, tag_, 0);
-    return 0;
-  }
-  void on_complete(std::int32_t res, std::span<const std::uint64_t>) override {
-    if (owner_.queue_) owner_.queue_->copy_done(tag_, res);
+  void run() override {
+    if (owner_.queue_) owner_.queue_->copy_done(tag_, res_);
   }
 
  private:
   KernelQueueTransport& owner_;
   std::uint16_t tag_;
-  bool to_request_ = false;
-  std::byte* buf_ = nullptr;
-  std::uint32_t len_ = 0;
+  std::int32_t res_ = 0;
 };
 
 Result<std::unique_ptr<KernelQueueTransport>> KernelQueueTransport::create(
@@ -98,17 +105,15 @@ KernelQueueTransport::~KernelQueueTransport() {
 }
 
 void KernelQueueTransport::fetch(std::uint16_t tag, bool commit, std::int32_t result,
-                                 std::byte* buf) {
+                                 std::byte* buf, std::int32_t buf_slot) {
   Cmd& c = *cmds_[tag];
-  c.set(commit, result, buf);
+  c.set(commit, result, buf, buf_slot);
   ctx_->submit_command(ublkc_, c);
 }
 
 void KernelQueueTransport::copy(std::uint16_t tag, bool to_request, std::byte* buf,
                                 std::uint32_t len) {
-  CopyCmd& c = *copies_[tag];
-  c.set(to_request, buf, len);
-  ctx_->submit_command(ublkc_, c);
+  copies_[tag]->start(to_request, buf, len);
 }
 
 IoDesc KernelQueueTransport::desc(std::uint16_t tag) const {

@@ -5,6 +5,18 @@
 
 namespace graid::ublk {
 
+const char* data_path_name(DataPath path) noexcept {
+  switch (path) {
+    case DataPath::kKernelCopy:
+      return "kernel";
+    case DataPath::kUserCopy:
+      return "user";
+    case DataPath::kZeroCopy:
+      return "zero";
+  }
+  return "unknown";
+}
+
 struct UblkQueue::Tag final : ArrayIo {
   enum class State : std::uint8_t { kIdle, kFetching, kServing, kDone };
   // A hop of a request served on the helper lane: there (submit) and back (complete).
@@ -18,6 +30,8 @@ struct UblkQueue::Tag final : ArrayIo {
   std::byte* data = nullptr;  // copy mode: this tag's buffer (ArrayIo::buf points at it)
   AlignedBuffer held;         // USER_COPY: the buffer of the request being served
   bool copying = false;       // USER_COPY: a copy is in flight
+  bool zero_copy = false;     // a READ being served into the request's own pages
+  std::int32_t slot = -1;     // zero copy: where the driver registers this tag's requests
   State state = State::kIdle;
   std::uint8_t op = 0;
   bool on_helper = false;  // submitted on the helper lane; completes there
@@ -45,8 +59,9 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
                                                      std::uint16_t q_id, std::uint16_t depth,
                                                      std::uint32_t max_io_bytes,
                                                      std::unique_ptr<QueueTransport> transport,
-                                                     bool user_copy,
+                                                     DataPath path,
                                                      std::uint64_t pool_cache_bytes) {
+  const bool user_copy = path != DataPath::kKernelCopy;
   if (depth == 0 || depth > kMaxQueueDepth)
     return make_error(Errc::kInvalidArgument, "ublk queue depth {}: must be 1..{}", depth,
                       kMaxQueueDepth);
@@ -65,8 +80,22 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   q->max_io_ = max_io_bytes;
   q->logical_block_ = array.logical_block_size();
   q->user_copy_ = user_copy;
+  q->path_ = path;
   q->ctx_ = &ctx;
   q->stripe_bytes_ = array.geometry().stripe_data_bytes();
+  std::vector<std::uint16_t> slots;
+  if (path == DataPath::kZeroCopy) {
+    // Each tag's window stands for its request's pages, which the driver puts in the tag's slot.
+    auto windows = MappedBuffer::reserve(std::size_t{depth} * max_io_bytes);
+    if (!windows.is_ok()) return windows.status();
+    q->windows_ = std::move(*windows);
+    std::vector<std::span<std::byte>> each;
+    for (std::uint16_t i = 0; i < depth; ++i)
+      each.emplace_back(q->windows_.data() + std::size_t{i} * max_io_bytes, max_io_bytes);
+    auto taken = RingRegions::kernel_slots(ctx, each, slots);
+    if (!taken.is_ok()) return taken.status();
+    q->kernel_slots_ = std::move(*taken);
+  }
   if (user_copy) {
     q->pool_ = std::make_unique<nbd::BufferPool>(pool_cache_bytes);
   } else {
@@ -88,6 +117,7 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
     t->queue = q.get();
     t->tag = i;
     if (!user_copy) t->data = q->buffers_.data() + std::size_t{i} * max_io_bytes;
+    if (!slots.empty()) t->slot = slots[i];
     t->buf = t->data;
     t->to_helper.tag = t->from_helper.tag = t.get();
     t->to_helper.there = true;
@@ -107,7 +137,7 @@ void UblkQueue::start() {
   started_ = true;
   for (auto& t : tags_) {
     t->state = Tag::State::kFetching;
-    transport_->fetch(t->tag, /*commit=*/false, 0, t->data);
+    transport_->fetch(t->tag, /*commit=*/false, 0, t->data, t->slot);
   }
 }
 
@@ -140,6 +170,7 @@ void UblkQueue::serve(Tag& t) {
   const std::uint64_t bytes = std::uint64_t{d.nr_sectors} << 9;
   t.flags = 0;
   t.buf = t.data;
+  t.zero_copy = false;
   switch (t.op) {
     case kOpRead:
     case kOpWrite:
@@ -171,14 +202,22 @@ void UblkQueue::serve(Tag& t) {
   }
   t.offset = t.kind == IoKind::kFlush ? 0 : offset;
   t.len = t.kind == IoKind::kFlush ? 0 : static_cast<std::uint32_t>(bytes);
+  if (path_ == DataPath::kZeroCopy && t.kind == IoKind::kRead && queue_ != nullptr) {
+    if ((flags & kIoFNeedRegBuf) == 0) {
+      // Straight into the request's pages, on this thread (whose ring holds them).
+      t.zero_copy = true;
+      t.buf = windows_.data() + std::size_t{t.tag} * max_io_;
+      t.flags |= kIoKernelBuffer;
+      queue_->submit(t, vd_);
+      return;
+    }
+    ++stats_.zero_copy_fallbacks;  // the driver could not register them: copy
+  }
   if (user_copy_ && (t.kind == IoKind::kRead || t.kind == IoKind::kWrite)) {
-    auto buf = pool_->take(t.len);
-    if (!buf.is_ok()) {
+    if (Status st = take_buffer(t); !st) {
       commit(t, -ENOMEM);
       return;
     }
-    t.held = std::move(*buf);
-    t.buf = t.held.data();
     if (t.kind == IoKind::kWrite) {
       // The payload first: copied out of the request, then written.
       t.copying = true;
@@ -189,6 +228,14 @@ void UblkQueue::serve(Tag& t) {
   // Out-of-range and misaligned requests complete with an error from the engine (at its next
   // poll), so every path goes through io_done().
   submit(t);
+}
+
+Status UblkQueue::take_buffer(Tag& t) {
+  auto buf = pool_->take(t.len);
+  if (!buf.is_ok()) return buf.status();
+  t.held = std::move(*buf);
+  t.buf = t.held.data();
+  return Status::ok();
 }
 
 void UblkQueue::detach_array() {
@@ -233,6 +280,27 @@ void UblkQueue::copy_done(std::uint16_t tag, std::int32_t res) {
 }
 
 void UblkQueue::io_done(Tag& t, const Status& st) {
+  if (t.zero_copy) {
+    t.zero_copy = false;
+    t.flags &= static_cast<std::uint8_t>(~kIoKernelBuffer);
+    if (st.is_ok()) {
+      ++stats_.reads;  // the data is in the request already
+      ++stats_.zero_copy_reads;
+      stats_.read_bytes += t.len;
+      commit(t, static_cast<std::int32_t>(t.len));
+      return;
+    }
+    if (st.code() == Errc::kUnsupported) {
+      // A path that needs the data in memory (degraded, repaired): the USER_COPY way.
+      ++stats_.zero_copy_fallbacks;
+      if (Status taken = take_buffer(t); !taken) {
+        commit(t, -ENOMEM);
+        return;
+      }
+      submit(t);
+      return;
+    }
+  }
   if (!st) {
     commit(t, st.to_errno() < 0 ? st.to_errno() : -EIO);
     return;
@@ -276,7 +344,7 @@ void UblkQueue::commit(Tag& t, std::int32_t result) {
     t.buf = nullptr;
   }
   t.state = Tag::State::kFetching;
-  transport_->fetch(t.tag, /*commit=*/true, result, t.data);
+  transport_->fetch(t.tag, /*commit=*/true, result, t.data, t.slot);
 }
 
 }  // namespace graid::ublk

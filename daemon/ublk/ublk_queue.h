@@ -15,6 +15,16 @@
 // back), so each stripe's requests stay on one thread as far as the load allows. Fetches,
 // copies and commits never move.
 //
+// Where request data goes (DataPath): copy mode (kKernelCopy) gives the driver a buffer per tag
+// to copy into and out of; USER_COPY (kUserCopy) copies a request's data itself, into a buffer
+// taken for the request being served; zero copy (kZeroCopy: AUTO_BUF_REG with USER_COPY)
+// serves READs straight into the request's own pages, which the driver registers in this
+// thread's ring at each fetch (a slot per tag, named in the fetch): member reads land there as
+// fixed-buffer I/O (ArrayIo kIoKernelBuffer), nothing is copied. Everything else, and a read the
+// engine can only serve with the CPU (degraded, repaired) or the driver could not register,
+// goes the USER_COPY way; such reads are never moved to the helper lane while zero-copy (its
+// ring has not the pages).
+//
 // Every request the kernel delivers is committed exactly once, whatever happens (an engine error
 // becomes -errno in the commit, this boundary being the only place errno appears); a tag is never
 // fetched while its request is being served, nor after an abort. `stats()` counts both sides so
@@ -43,14 +53,20 @@ namespace graid::ublk {
 
 class UblkQueue;
 
+enum class DataPath : std::uint8_t { kKernelCopy, kUserCopy, kZeroCopy };
+// "kernel", "user", "zero".
+const char* data_path_name(DataPath path) noexcept;
+
 // The driver's side of one queue. Calls come from the queue's thread; each fetch completes
 // later, on that thread, through UblkQueue::fetch_done(tag, res) (never inline).
 class QueueTransport {
  public:
   virtual ~QueueTransport() = default;
   // FETCH_REQ (`commit` false) or COMMIT_AND_FETCH_REQ with `result` for `tag`; `buf` is the
-  // tag's data buffer (copy mode), null with USER_COPY.
-  virtual void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf) = 0;
+  // tag's data buffer (copy mode), null with USER_COPY; `buf_slot` the ring slot where the
+  // driver is to register the next request's pages (zero copy), -1 otherwise.
+  virtual void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf,
+                     std::int32_t buf_slot) = 0;
   // USER_COPY: copies the request data of `tag` (being served) into `buf` (`to_request` false:
   // a WRITE's payload) or `buf` into the request (true: a READ's data), `len` bytes from its
   // start. Completes later through UblkQueue::copy_done(tag, res): bytes copied or -errno.
@@ -69,8 +85,10 @@ struct UblkQueueStats {
   std::uint64_t read_bytes = 0, write_bytes = 0;
   std::uint64_t unsupported = 0;  // ops graid does not serve (answered -EOPNOTSUPP)
   std::uint64_t aborted_tags = 0;
-  std::uint64_t copy_errors = 0;  // USER_COPY copies that failed (the request got -EIO)
-  std::uint64_t spread = 0;       // requests served on the helper lane's thread
+  std::uint64_t copy_errors = 0;          // USER_COPY copies that failed (the request got -EIO)
+  std::uint64_t spread = 0;               // requests served on the helper lane's thread
+  std::uint64_t zero_copy_reads = 0;      // READs served straight into the request's pages
+  std::uint64_t zero_copy_fallbacks = 0;  // READs meant to, served through a copy instead
 
   UblkQueueStats& operator+=(const UblkQueueStats& o) noexcept {
     requests += o.requests;
@@ -87,6 +105,8 @@ struct UblkQueueStats {
     aborted_tags += o.aborted_tags;
     copy_errors += o.copy_errors;
     spread += o.spread;
+    zero_copy_reads += o.zero_copy_reads;
+    zero_copy_fallbacks += o.zero_copy_fallbacks;
     return *this;
   }
 };
@@ -100,15 +120,16 @@ inline constexpr std::size_t kRegisteredTagBytes = 64 << 10;
 class UblkQueue {
  public:
   // On the thread owning `ctx`: attaches an ArrayQueue of `array` there. Copy mode
-  // (`user_copy` false) allocates every tag's buffer (depth x max_io_bytes) for the driver to copy
+  // (kKernelCopy) allocates every tag's buffer (depth x max_io_bytes) for the driver to copy
   // into and out of; USER_COPY takes a buffer per request being served, of its size, from a pool
-  // that keeps at most `pool_cache_bytes` of free ones. `vd` is the extent served; `transport`
-  // the driver side.
+  // that keeps at most `pool_cache_bytes` of free ones; zero copy takes that pool too and a slot
+  // of the ring's buffer table per tag (kNoSpace when the ring has too few left). `vd` is the
+  // extent served; `transport` the driver side.
   static Result<std::unique_ptr<UblkQueue>> create(IoContext& ctx, Array& array, VdInfo vd,
                                                    std::uint16_t q_id, std::uint16_t depth,
                                                    std::uint32_t max_io_bytes,
                                                    std::unique_ptr<QueueTransport> transport,
-                                                   bool user_copy = false,
+                                                   DataPath path = DataPath::kKernelCopy,
                                                    std::uint64_t pool_cache_bytes = 32ull << 20);
   // REQUIRES: finished() or start() never called (no request may be in flight).
   ~UblkQueue();
@@ -148,6 +169,7 @@ class UblkQueue {
   // From the transport: a USER_COPY copy of `tag` completed with `res`.
   void copy_done(std::uint16_t tag, std::int32_t res);
   bool user_copy() const noexcept { return user_copy_; }
+  DataPath data_path() const noexcept { return path_; }
 
   std::uint16_t id() const noexcept { return q_id_; }
   std::uint16_t depth() const noexcept { return static_cast<std::uint16_t>(tags_.size()); }
@@ -159,6 +181,10 @@ class UblkQueue {
   // Copy mode: the tags' buffers (depth × max I/O) and how much of them is in memory now (only
   // what requests have touched, and the registered heads); 0 with USER_COPY.
   std::size_t tag_buffer_bytes() const noexcept { return buffers_.size(); }
+  // Zero copy: the address space standing for the tags' request pages (never to be touched).
+  std::span<const std::byte> zero_copy_windows() noexcept {
+    return {windows_.data(), windows_.size()};
+  }
   std::size_t tag_buffer_resident_bytes() const { return buffers_.resident_bytes(); }
 
   struct Tag;
@@ -169,6 +195,8 @@ class UblkQueue {
   // Starts `t` on the ArrayQueue of this thread or of the helper lane.
   void submit(Tag& t);
   void io_done(Tag& t, const Status& st);
+  // USER_COPY: a buffer from the pool for the request `t` serves (t.buf, t.held).
+  Status take_buffer(Tag& t);
   void commit(Tag& t, std::int32_t result);
 
   std::unique_ptr<QueueTransport> transport_;
@@ -178,8 +206,11 @@ class UblkQueue {
   std::uint16_t q_id_ = 0;
   std::uint32_t max_io_ = 0;
   std::uint32_t logical_block_ = 512;
-  bool user_copy_ = false;
+  bool user_copy_ = false;  // USER_COPY or zero copy: the queue copies what it copies itself
+  DataPath path_ = DataPath::kKernelCopy;
   MappedBuffer buffers_;      // copy mode: every tag's buffer (untouched until used)
+  MappedBuffer windows_;      // zero copy: address space standing for the tags' request pages
+  RingRegions kernel_slots_;  // zero copy: the windows' slots in ctx_; after windows_ (goes first)
   IoContext* ctx_ = nullptr;  // the thread's ring (the tags' buffer heads are registered there)
   HelperLane* helper_ = nullptr;
   std::uint64_t stripe_bytes_ = 0;  // data bytes per stripe: a request's home is its first stripe

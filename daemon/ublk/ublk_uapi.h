@@ -78,6 +78,15 @@ inline constexpr std::uint64_t kFlagUserRecoveryReissue = 1ull << 4;
 inline constexpr std::uint64_t kFlagUnprivileged = 1ull << 5;
 inline constexpr std::uint64_t kFlagCmdIoctlEncode = 1ull << 6;
 inline constexpr std::uint64_t kFlagUserCopy = 1ull << 7;
+// 6.16+, with kFlagZeroCopy: each fetch names a slot of the fetching ring's buffer table
+// (sqe->addr: auto_buf_reg_addr()), where the driver registers the request's pages before it
+// delivers the request and takes them out at its commit; member I/O then uses them as a fixed
+// buffer. The driver copies nothing; with kFlagUserCopy too, pread/pwrite still reach the data.
+inline constexpr std::uint64_t kFlagAutoBufReg = 1ull << 11;
+// 6.16+ (always on there): any task may serve any tag, not only the queue's.
+inline constexpr std::uint64_t kFlagPerIoDaemon = 1ull << 13;
+// 7.0+: FETCH_IO_CMDS / COMMIT_IO_CMDS move many requests per command (not used yet).
+inline constexpr std::uint64_t kFlagBatchIo = 1ull << 15;
 // 6.16+: UPDATE_SIZE changes a started device's capacity (the kernel tells its users).
 inline constexpr std::uint64_t kFlagUpdateSize = 1ull << 10;
 // 6.16+, with kFlagUserRecovery: QUIESCE_DEV holds new requests and cancels the server's
@@ -160,6 +169,17 @@ inline constexpr std::uint8_t kOpWriteZeroes = 5;
 
 inline constexpr std::uint32_t kIoFFua = 1u << 13;
 inline constexpr std::uint32_t kIoFNoUnmap = 1u << 15;
+// AUTO_BUF_REG with kAutoBufRegFallback: the driver could not register this request's pages
+// (the slot was taken): serve it without them (USER_COPY).
+inline constexpr std::uint32_t kIoFNeedRegBuf = 1u << 17;
+
+// The sqe->addr of a FETCH_REQ / COMMIT_AND_FETCH_REQ with AUTO_BUF_REG (struct
+// ublk_auto_buf_reg): bits 0-15 the slot, 16-23 flags, the rest zero.
+inline constexpr std::uint8_t kAutoBufRegFallback =
+    1u << 0;  // deliver with kIoFNeedRegBuf instead of failing
+constexpr std::uint64_t auto_buf_reg_addr(std::uint16_t slot, std::uint8_t flags) {
+  return std::uint64_t{slot} | (std::uint64_t{flags} << 16);
+}
 
 struct IoCmd {  // struct ublksrv_io_cmd: in the SQE's command area (16 bytes: fits a normal SQE)
   std::uint16_t q_id;

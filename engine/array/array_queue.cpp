@@ -248,6 +248,11 @@ void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t lim
                            io.offset, io.len, limit);
     } else if (data && (io.buf == nullptr || reinterpret_cast<std::uintptr_t>(io.buf) % block)) {
       invalid = make_error(Errc::kInvalidArgument, "request buffer is not {}-byte aligned", block);
+    } else if ((io.flags & kIoKernelBuffer) != 0 && io.kind != IoKind::kRead) {
+      invalid = kernel_buffer_refusal("anything but a read");
+    } else if ((io.flags & kIoKernelBuffer) != 0 && !ctx.in_kernel_buffer_window(io.buf, io.len)) {
+      invalid = make_error(Errc::kInvalidArgument,
+                           "request buffer is not a kernel buffer window of this thread's ring");
     }
   }
   if (invalid.is_ok() && array.array_failed()) {

@@ -16,6 +16,9 @@
 
 namespace graid {
 
+// The failure of a kIoKernelBuffer read that `path` would serve with the CPU (see array.h).
+Status kernel_buffer_refusal(std::string_view path);
+
 class DirectIo;
 class FlushOp;
 

@@ -10,7 +10,10 @@ MemberErrorClass classify_member_error(MemberOp op, std::int32_t result) noexcep
   if ((op == MemberOp::kDiscard || op == MemberOp::kWriteZeroes) && err == EINVAL) {
     return MemberErrorClass::kUnsupported;
   }
-  if ((op == MemberOp::kRead || op == MemberOp::kWrite) && (err == EINVAL || err == ERANGE)) {
+  // EFAULT: the kernel could not reach the request's buffer (a zero-copy window a member cannot
+  // use as a fixed buffer): the buffer's fault, never the drive's.
+  if ((op == MemberOp::kRead || op == MemberOp::kWrite) &&
+      (err == EINVAL || err == ERANGE || err == EFAULT)) {
     return MemberErrorClass::kRequest;
   }
   // A range the member says it does not have (NVMe LBA Out of Range on a Write Zeroes or

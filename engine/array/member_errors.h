@@ -5,7 +5,8 @@
 //                 no support for): never a member failure; the array falls back (writing
 //                 zeroes) and stops advertising the operation.
 //   kRequest      the request itself was wrong for the member (-EINVAL, -ERANGE: misaligned or
-//                 out of range; -ERANGE also for discard and write-zeroes). The engine validates
+//                 out of range; -ERANGE also for discard and write-zeroes; -EFAULT: a buffer the
+//                 kernel could not reach). The engine validates
 //                 requests so this should not happen; if it does, the request fails and the
 //                 member stays.
 //   kMedia        a read that failed on this range (-EIO, -EILSEQ, -ENODATA, -EBADMSG): the

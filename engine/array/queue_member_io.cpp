@@ -10,6 +10,10 @@
 
 namespace graid {
 
+Status kernel_buffer_refusal(std::string_view path) {
+  return make_error(Errc::kUnsupported, "{} needs the request's data in memory (zero copy)", path);
+}
+
 // One member I/O that needs no stripe lock: an optimal read, a RAID0 write or discard.
 class DirectIo final : public TimedMemberRequest {
  public:
@@ -66,6 +70,12 @@ class DirectIo final : public TimedMemberRequest {
                                             failed_member, what, std::strerror(-res)));
         return;
       case MemberErrorClass::kMedia: {
+        if ((request.flags & kIoKernelBuffer) != 0) {
+          // The repair reconstructs into the buffer: served again in memory, where the error
+          // is counted and repaired.
+          queue.part_done(request, kernel_buffer_refusal("a read error's repair"));
+          return;
+        }
         const bool over_limit = a.read_errors && a.read_errors->record(failed_member);
         if (over_limit) break;
         if (a.geometry.redundancy() == Redundancy::kNone) {
@@ -231,6 +241,13 @@ void ArrayQueue::Impl::recycle(FlushOp& f) {
 void ArrayQueue::Impl::direct_io(ArrayIo& io, MemberOp op, std::uint32_t member,
                                  std::uint64_t member_offset, std::uint32_t len, std::byte* buf,
                                  std::uint64_t array_offset) {
+  MemberDevice& device = *array.members[member];
+  if ((io.flags & kIoKernelBuffer) != 0 && device.io_mode() == MemberIoMode::kPassthrough) {
+    // Its commands carry the buffer's address, and a kernel buffer has none.
+    add_parts(io, 1);
+    part_done(io, kernel_buffer_refusal("an NVMe passthrough member"));
+    return;
+  }
   DirectIo* d = &directs.get();
   d->q = this;
   d->io = &io;
@@ -242,7 +259,6 @@ void ArrayQueue::Impl::direct_io(ArrayIo& io, MemberOp op, std::uint32_t member,
   d->len = len;
   d->fua = op == MemberOp::kWrite && (io.flags & kIoFua) != 0;
   add_parts(io, 1);
-  MemberDevice& device = *array.members[member];
   d->device = &device;
   submit_timed(device, ctx, *d);
 }
@@ -321,6 +337,13 @@ void ArrayQueue::Impl::degraded_read(ArrayIo& io, std::uint64_t array_offset, st
 
 void ArrayQueue::Impl::locked_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
                                    std::byte* dst, StripeOp::Mode mode, std::uint64_t unreadable) {
+  if ((io.flags & kIoKernelBuffer) != 0) {
+    add_parts(io, 1);
+    part_done(io, kernel_buffer_refusal(mode == StripeOp::Mode::kMirrorRead
+                                            ? "a read error's repair"
+                                            : "a read reconstructed from parity"));
+    return;
+  }
   const Geometry& g = array.geometry;
   const DataLocation loc = g.locate(array_offset);
   ++stats.degraded_reads;

@@ -84,6 +84,11 @@ struct IoContext::Impl {
     std::uintptr_t start;
     std::uintptr_t end;
     std::uint16_t index;
+    // What the SQE's address is for a byte of the region: start itself for user memory (the
+    // kernel finds it by its address); 0 for a buffer the kernel installed (add_kernel_buffer_slot:
+    // addressed by offset); test-installed memory's own address (install_buffer_for_testing).
+    std::uintptr_t addr_base;
+    bool kernel = false;  // add_kernel_buffer_slot: the window is never memory to touch
   };
   struct FileSlot {
     std::weak_ptr<MemberFile> file;
@@ -157,7 +162,10 @@ struct IoContext::Impl {
   int run_completions();
   int file_slot(const std::shared_ptr<MemberFile>& file);
   void sweep_files(bool force);
-  bool find_region(const std::byte* p, std::uint32_t len, std::uint16_t& index) const;
+  const Region* find_region(const std::byte* p, std::uint32_t len) const;
+  // The sparse table add_buffer_region() and add_kernel_buffer_slot() fill, made on first use.
+  Status ensure_sparse_table();
+  Status insert_region(std::span<std::byte> window, bool kernel, std::uint16_t& slot);
 
   IoContext& owner;
   io_uring ring{};
@@ -345,6 +353,10 @@ void IoContext::Impl::prep(io_uring_sqe* sqe, MemberRequest& req) {
     case MemberOp::kRead:
     case MemberOp::kWrite: {
       std::byte* ptr = req.buf + req.done_bytes_;
+      // A fixed buffer's SQE address is the region's (kernel buffers: an offset into them).
+      if (req.fixed_buf_)
+        ptr =
+            reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(ptr) + req.fixed_delta_);
       const unsigned remaining = req.len - req.done_bytes_;
       const std::uint64_t offset = req.offset + req.done_bytes_;
       if (req.op == MemberOp::kRead) {
@@ -453,7 +465,12 @@ void IoContext::submit_io(const std::shared_ptr<MemberFile>& file, MemberRequest
   const int slot = impl_->file_slot(file);
   req.fixed_file_ = slot >= 0;
   req.fd_ = slot >= 0 ? slot : file->fd();
-  req.fixed_buf_ = is_rw(req.op) && impl_->find_region(req.buf, req.len, req.buf_index_);
+  const Impl::Region* region = is_rw(req.op) ? impl_->find_region(req.buf, req.len) : nullptr;
+  req.fixed_buf_ = region != nullptr;
+  if (region != nullptr) {
+    req.buf_index_ = region->index;
+    req.fixed_delta_ = region->addr_base - region->start;
+  }
   impl_->start(req);
 }
 
@@ -748,26 +765,32 @@ void IoContext::Impl::sweep_files(bool force) {
   }
 }
 
-bool IoContext::Impl::find_region(const std::byte* p, std::uint32_t len,
-                                  std::uint16_t& index) const {
-  if (regions.empty()) return false;
+const IoContext::Impl::Region* IoContext::Impl::find_region(const std::byte* p,
+                                                            std::uint32_t len) const {
+  if (regions.empty()) return nullptr;
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   auto it = std::upper_bound(regions.begin(), regions.end(), start,
                              [](std::uintptr_t v, const Region& r) { return v < r.start; });
-  if (it == regions.begin()) return false;
+  if (it == regions.begin()) return nullptr;
   --it;
-  if (start + len > it->end) return false;
-  index = it->index;
-  return true;
+  if (start + len > it->end) return nullptr;
+  return &*it;
 }
 
 std::optional<std::uint16_t> IoContext::registered_buffer(const std::byte* p,
                                                           std::size_t len) const noexcept {
-  std::uint16_t index = 0;
-  if (len > kMaxRegionBytes || !impl_->find_region(p, static_cast<std::uint32_t>(len), index)) {
-    return std::nullopt;
-  }
-  return index;
+  if (len > kMaxRegionBytes) return std::nullopt;
+  const Impl::Region* r = impl_->find_region(p, static_cast<std::uint32_t>(len));
+  // A kernel buffer is addressed by offset, which commands that put the address in their own
+  // payload (NVMe passthrough) do not do: none for them.
+  if (r == nullptr || r->addr_base != r->start) return std::nullopt;
+  return r->index;
+}
+
+bool IoContext::in_kernel_buffer_window(const std::byte* p, std::size_t len) const noexcept {
+  if (len > kMaxRegionBytes) return false;
+  const Impl::Region* r = impl_->find_region(p, static_cast<std::uint32_t>(len));
+  return r != nullptr && r->kernel;
 }
 
 Status IoContext::register_buffers(std::span<const std::span<std::byte>> regions) {
@@ -805,58 +828,94 @@ Status IoContext::register_buffers(std::span<const std::span<std::byte>> regions
   for (std::size_t i = 0; i < regions.size(); ++i) {
     const auto start = reinterpret_cast<std::uintptr_t>(regions[i].data());
     impl.regions.push_back(
-        Impl::Region{start, start + regions[i].size(), static_cast<std::uint16_t>(i)});
+        Impl::Region{start, start + regions[i].size(), static_cast<std::uint16_t>(i), start});
   }
   std::sort(impl.regions.begin(), impl.regions.end(),
             [](const Impl::Region& a, const Impl::Region& b) { return a.start < b.start; });
   return Status::ok();
 }
 
-Status IoContext::add_buffer_region(std::span<std::byte> region) {
-  Impl& impl = *impl_;
-  if (region.empty() || region.size() > kMaxRegionBytes) {
-    return make_error(Errc::kInvalidArgument, "buffer region of {} bytes (1 B to 1 GiB)",
-                      region.size());
+Status IoContext::Impl::ensure_sparse_table() {
+  if (sparse_table) return Status::ok();
+  if (!regions.empty()) {
+    return make_error(Errc::kBusy, "buffers are registered as a set (register_buffers)");
   }
-  if (!impl.sparse_table) {
-    if (!impl.regions.empty()) {
-      return make_error(Errc::kBusy, "buffers are registered as a set (register_buffers)");
-    }
-    const int ret = io_uring_register_buffers_sparse(&impl.ring, kMaxRegions);
-    if (ret < 0) {
-      return make_error(Errc::kUnsupported, "io_uring_register_buffers_sparse: {}",
-                        std::strerror(-ret));
-    }
-    impl.sparse_table = true;
-    for (std::size_t i = kMaxRegions; i > 0; --i)
-      impl.free_region_slots.push_back(static_cast<std::uint16_t>(i - 1));
-  }
-  const auto start = reinterpret_cast<std::uintptr_t>(region.data());
-  const auto overlaps = [&](const Impl::Region& r) {
-    return start < r.end && r.start < start + region.size();
-  };
-  if (std::any_of(impl.regions.begin(), impl.regions.end(), overlaps)) {
-    return make_error(Errc::kInvalidArgument, "buffer region overlaps a registered one");
-  }
-  if (impl.free_region_slots.empty()) {
-    return make_error(Errc::kNoSpace, "all {} buffer slots of the ring are taken", kMaxRegions);
-  }
-  const std::uint16_t slot = impl.free_region_slots.back();
-  iovec iov{region.data(), region.size()};
-  // Pins the pages now (counted against RLIMIT_MEMLOCK without CAP_IPC_LOCK), never per I/O.
-  const int ret = io_uring_register_buffers_update_tag(&impl.ring, slot, &iov, nullptr, 1);
+  const int ret = io_uring_register_buffers_sparse(&ring, kMaxRegions);
   if (ret < 0) {
-    return make_error(ret == -ENOMEM ? Errc::kNoSpace : Errc::kUnsupported,
-                      "io_uring_register_buffers_update_tag ({} bytes): {}", region.size(),
+    return make_error(Errc::kUnsupported, "io_uring_register_buffers_sparse: {}",
                       std::strerror(-ret));
   }
-  impl.free_region_slots.pop_back();
-  const Impl::Region r{start, start + region.size(), slot};
-  impl.regions.insert(std::upper_bound(impl.regions.begin(), impl.regions.end(), r,
-                                       [](const Impl::Region& a, const Impl::Region& b) {
-                                         return a.start < b.start;
-                                       }),
-                      r);
+  sparse_table = true;
+  for (std::size_t i = kMaxRegions; i > 0; --i)
+    free_region_slots.push_back(static_cast<std::uint16_t>(i - 1));
+  return Status::ok();
+}
+
+// Takes a free slot for `window`, registering the memory there unless `kernel` (the kernel
+// installs its own buffers in the slot).
+Status IoContext::Impl::insert_region(std::span<std::byte> window, bool kernel,
+                                      std::uint16_t& slot) {
+  if (window.empty() || window.size() > kMaxRegionBytes) {
+    return make_error(Errc::kInvalidArgument, "buffer region of {} bytes (1 B to 1 GiB)",
+                      window.size());
+  }
+  GRAID_RETURN_IF_ERROR(ensure_sparse_table());
+  const auto start = reinterpret_cast<std::uintptr_t>(window.data());
+  const auto overlaps = [&](const Region& r) {
+    return start < r.end && r.start < start + window.size();
+  };
+  if (std::any_of(regions.begin(), regions.end(), overlaps)) {
+    return make_error(Errc::kInvalidArgument, "buffer region overlaps a registered one");
+  }
+  if (free_region_slots.empty()) {
+    return make_error(Errc::kNoSpace, "all {} buffer slots of the ring are taken", kMaxRegions);
+  }
+  slot = free_region_slots.back();
+  if (!kernel) {
+    iovec iov{window.data(), window.size()};
+    // Pins the pages now (counted against RLIMIT_MEMLOCK without CAP_IPC_LOCK), never per I/O.
+    const int ret = io_uring_register_buffers_update_tag(&ring, slot, &iov, nullptr, 1);
+    if (ret < 0) {
+      return make_error(ret == -ENOMEM ? Errc::kNoSpace : Errc::kUnsupported,
+                        "io_uring_register_buffers_update_tag ({} bytes): {}", window.size(),
+                        std::strerror(-ret));
+    }
+  }
+  free_region_slots.pop_back();
+  const Region r{start, start + window.size(), slot, kernel ? std::uintptr_t{0} : start, kernel};
+  regions.insert(
+      std::upper_bound(regions.begin(), regions.end(), r,
+                       [](const Region& a, const Region& b) { return a.start < b.start; }),
+      r);
+  return Status::ok();
+}
+
+Status IoContext::add_buffer_region(std::span<std::byte> region) {
+  std::uint16_t slot = 0;
+  return impl_->insert_region(region, /*kernel=*/false, slot);
+}
+
+Result<std::uint16_t> IoContext::add_kernel_buffer_slot(std::span<std::byte> window) {
+  std::uint16_t slot = 0;
+  GRAID_RETURN_IF_ERROR(impl_->insert_region(window, /*kernel=*/true, slot));
+  return slot;
+}
+
+Status IoContext::install_buffer_for_testing(std::uint16_t slot, std::span<std::byte> memory) {
+  Impl& impl = *impl_;
+  auto it = std::find_if(impl.regions.begin(), impl.regions.end(),
+                         [&](const Impl::Region& r) { return r.kernel && r.index == slot; });
+  if (it == impl.regions.end()) {
+    return make_error(Errc::kNotFound, "slot {} is no kernel buffer slot", slot);
+  }
+  // An empty entry takes the memory out again (as the kernel does at a request's commit).
+  iovec iov{memory.empty() ? nullptr : memory.data(), memory.size()};
+  const int ret = io_uring_register_buffers_update_tag(&impl.ring, it->index, &iov, nullptr, 1);
+  if (ret < 0) {
+    return make_error(Errc::kUnsupported, "io_uring_register_buffers_update_tag: {}",
+                      std::strerror(-ret));
+  }
+  it->addr_base = reinterpret_cast<std::uintptr_t>(memory.data());
   return Status::ok();
 }
 

@@ -31,10 +31,17 @@ constexpr std::uint16_t kDepth = 16;
 // request on it; the server then owns it until COMMIT_AND_FETCH, which hands the result back and
 // the tag to the driver again. For WRITEs the driver copies the data into the tag's buffer
 // before delivering; for READs it takes the data from that buffer at commit. With USER_COPY the
-// server copies instead (copy()), which this driver answers at its next pump().
+// server copies instead (copy()), which this driver answers at its next pump(). With zero copy
+// (AUTO_BUF_REG) the driver also puts each request's pages into the ring slot the tag's fetch
+// named, before delivering it (here: memory of its own, installed in that slot of the server's
+// ring), and takes them out at the commit; a READ's data is then what the server left in them,
+// unless it copied the data in (copy()).
 class FakeDriver final : public QueueTransport {
  public:
-  explicit FakeDriver(bool user_copy) : user_copy_(user_copy) {}
+  FakeDriver(DataPath path, IoContext& ctx)
+      : user_copy_(path != DataPath::kKernelCopy),
+        zero_copy_(path == DataPath::kZeroCopy),
+        ctx_(ctx) {}
   struct Request {
     IoDesc desc{};
     std::vector<std::byte> data;  // WRITE: the payload
@@ -47,8 +54,14 @@ class FakeDriver final : public QueueTransport {
   };
 
   void bind(UblkQueue& q) override { queue_ = &q; }
-  void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf) override {
+  void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf,
+             std::int32_t buf_slot) override {
     auto& t = tags_[tag];
+    if (zero_copy_ && buf_slot < 0)
+      ADD_FAILURE() << "zero-copy fetch of tag " << tag << " with no slot";
+    if (!zero_copy_ && buf_slot >= 0) ADD_FAILURE() << "a slot in a fetch without zero copy";
+    if (t.slot >= 0 && buf_slot != t.slot) ADD_FAILURE() << "tag " << tag << " changed its slot";
+    t.slot = buf_slot;
     if (commit) {
       if (!t.delivered) {
         ADD_FAILURE() << "commit of tag " << tag << " that carries no request";
@@ -56,11 +69,21 @@ class FakeDriver final : public QueueTransport {
       }
       Commit c{tag, result, {}, t.desc};
       if ((t.desc.op_flags & 0xff) == kOpRead && result > 0) {
-        if (user_copy_)
+        if (user_copy_ && (!t.registered || t.copied_in))
           c.data = t.returned;
+        else if (user_copy_)
+          c.data.assign(t.pages.begin(), t.pages.begin() + result);  // zero copy
         else
           c.data.assign(buf, buf + result);
+        if (t.registered && !t.copied_in) ++zero_copy_commits;
       }
+      if (t.registered) {
+        // Unregistered at the commit, as AUTO_BUF_REG does.
+        EXPECT_TRUE(
+            ctx_.install_buffer_for_testing(static_cast<std::uint16_t>(t.slot), {}).is_ok());
+        t.registered = false;
+      }
+      t.copied_in = false;
       if (user_copy_ && buf != nullptr) ADD_FAILURE() << "USER_COPY fetch with a buffer";
       t.returned.clear();
       commits.push_back(std::move(c));
@@ -79,6 +102,8 @@ class FakeDriver final : public QueueTransport {
   void copy(std::uint16_t tag, bool to_request, std::byte* buf, std::uint32_t len) override {
     if (!user_copy_) ADD_FAILURE() << "copy() in copy mode";
     if (!tags_[tag].delivered) ADD_FAILURE() << "copy() on tag " << tag << " with no request";
+    if (zero_copy_ && buf >= window_lo && buf < window_hi)
+      ADD_FAILURE() << "copy() from a zero-copy window: memory the server must not touch";
     copies_.push_back({tag, to_request, buf, len});
   }
   // Answers the copies asked for so far; returns how many.
@@ -93,9 +118,10 @@ class FakeDriver final : public QueueTransport {
         continue;
       }
       const std::size_t n = std::min<std::size_t>(c.len, std::uint64_t{t.desc.nr_sectors} << 9);
-      if (c.to_request)
+      if (c.to_request) {
         t.returned.assign(c.buf, c.buf + n);
-      else
+        t.copied_in = true;
+      } else
         std::memcpy(c.buf, t.payload.data(), std::min(n, t.payload.size()));
       queue_->copy_done(c.tag, static_cast<std::int32_t>(n));
     }
@@ -118,6 +144,20 @@ class FakeDriver final : public QueueTransport {
     t.desc = r.desc;
     t.payload = r.data;
     if (!user_copy_ && !r.data.empty()) std::memcpy(t.buf, r.data.data(), r.data.size());
+    const std::uint8_t op = r.desc.op_flags & 0xff;
+    if (zero_copy_ && (op == kOpRead || op == kOpWrite)) {
+      if (fail_registrations > 0) {
+        --fail_registrations;  // the slot was taken: delivered for the server to copy
+        t.desc.op_flags |= kIoFNeedRegBuf;
+      } else {
+        // The request's pages: its payload, or bytes a read must overwrite.
+        t.pages = r.data;
+        t.pages.resize(std::uint64_t{r.desc.nr_sectors} << 9, std::byte{0xee});
+        Status st = ctx_.install_buffer_for_testing(static_cast<std::uint16_t>(t.slot), t.pages);
+        ASSERT_TRUE(st.is_ok()) << st.to_string();
+        t.registered = true;
+      }
+    }
     queue_->fetch_done(tag, kIoResOk);
   }
   // Completes every outstanding fetch with -ENODEV (STOP_DEV's cancel); returns how many.
@@ -135,11 +175,20 @@ class FakeDriver final : public QueueTransport {
 
   std::vector<Commit> commits;
   std::uint64_t fetches = 0;
-  int fail_copies = 0;  // the next copies fail with -EFAULT
+  int fail_copies = 0;                  // the next copies fail with -EFAULT
+  int fail_registrations = 0;           // zero copy: the next requests come with kIoFNeedRegBuf
+  std::uint64_t zero_copy_commits = 0;  // READs committed with the data in their pages
+  // Zero copy: the queue's windows, which copies must never come from or go to.
+  std::byte* window_lo = nullptr;
+  std::byte* window_hi = nullptr;
 
  private:
   struct TagState {
     bool fetched = false, delivered = false, aborted = false;
+    bool registered = false;  // zero copy: `pages` are in the slot
+    bool copied_in = false;   // the server copied a READ's data into the request
+    std::int32_t slot = -1;
+    std::vector<std::byte> pages;  // zero copy: the request's pages
     std::byte* buf = nullptr;
     IoDesc desc{};
     std::vector<std::byte> payload;   // the WRITE data of the request delivered
@@ -152,6 +201,8 @@ class FakeDriver final : public QueueTransport {
     std::uint32_t len;
   };
   bool user_copy_;
+  bool zero_copy_;
+  IoContext& ctx_;
   std::vector<PendingCopy> copies_;
   UblkQueue* queue_ = nullptr;
   std::map<std::uint16_t, TagState> tags_;
@@ -167,11 +218,12 @@ IoDesc make_desc(std::uint8_t op, std::uint64_t offset, std::uint64_t len,
 }
 
 struct QueueMode {
-  bool user_copy = false;
+  DataPath path = DataPath::kKernelCopy;
   bool helper = false;  // a helper lane on a second thread takes part of the requests
+  bool user_copy() const { return path != DataPath::kKernelCopy; }
 };
 void PrintTo(const QueueMode& m, std::ostream* os) {
-  *os << (m.user_copy ? "USER_COPY" : "copy mode") << (m.helper ? ", helper lane" : "");
+  *os << data_path_name(m.path) << " copy" << (m.helper ? ", helper lane" : "");
 }
 
 class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
@@ -182,12 +234,15 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
     auto ctx = IoContext::create(256);
     ASSERT_TRUE(ctx.is_ok());
     ctx_ = std::move(*ctx);
-    auto driver = std::make_unique<FakeDriver>(GetParam().user_copy);
+    auto driver = std::make_unique<FakeDriver>(GetParam().path, *ctx_);
     driver_ = driver.get();
     auto q = UblkQueue::create(*ctx_, *array_->array, array_->vd, 0, kDepth, kMaxIo,
-                               std::move(driver), /*user_copy=*/GetParam().user_copy);
+                               std::move(driver), GetParam().path);
     ASSERT_TRUE(q.is_ok()) << q.status().to_string();
     queue_ = std::move(*q);
+    const auto windows = queue_->zero_copy_windows();
+    driver_->window_lo = const_cast<std::byte*>(windows.data());
+    driver_->window_hi = driver_->window_lo + windows.size();
     if (GetParam().helper) {
       auto threads = daemon::IoThreads::start(1, 256);
       ASSERT_TRUE(threads.is_ok()) << threads.status().to_string();
@@ -280,7 +335,7 @@ TEST_P(UblkQueueTest, StartFetchesEveryTagOnce) {
 }
 
 TEST_P(UblkQueueTest, CopyModeTagBufferHeadsAreRegisteredInTheRingWhileTheQueueLives) {
-  if (GetParam().user_copy) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
+  if (GetParam().user_copy()) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
   std::vector<std::byte*> bufs;
   for (std::uint16_t tag = 0; tag < kDepth; ++tag) {
     bufs.push_back(driver_->tag_buffer(tag));
@@ -321,7 +376,7 @@ TEST_P(UblkQueueTest, CopyModeTagBufferHeadsAreRegisteredInTheRingWhileTheQueueL
 // buffers were zero-filled at creation, all of them resident; here that is 4 MiB of which at most
 // 1 MiB may be.
 TEST_P(UblkQueueTest, CopyModeTagBuffersAreResidentOnlyWhereUsed) {
-  if (GetParam().user_copy) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
+  if (GetParam().user_copy()) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
   EXPECT_EQ(queue_->tag_buffer_bytes(), std::size_t{kDepth} * kMaxIo);
   EXPECT_LE(queue_->tag_buffer_resident_bytes(), std::size_t{kDepth} * kRegisteredTagBytes);
 }
@@ -340,6 +395,7 @@ TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
   };
   std::uint64_t delivered = 0, checked_reads = 0;
   std::size_t seen_commits = 0;
+  driver_->fail_registrations = 40;  // zero copy: some requests the driver could not register
   for (int round = 0; round < 3000; ++round) {
     // Deliver up to a few requests, then poll once.
     for (int burst = std::uniform_int_distribution<int>(0, 4)(rng); burst > 0; --burst) {
@@ -432,11 +488,61 @@ TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
   } else {
     EXPECT_EQ(queue_->stats().spread, 0u);
   }
+  if (GetParam().path == DataPath::kZeroCopy) {
+    // Reads went straight into the requests' pages, but those the driver could not register.
+    EXPECT_GT(queue_->stats().zero_copy_reads, checked_reads / 2);
+    EXPECT_EQ(queue_->stats().zero_copy_reads, driver_->zero_copy_commits);
+    EXPECT_GT(queue_->stats().zero_copy_fallbacks, 0u);
+    EXPECT_GT(ctx_->stats().fixed_buffer_ios, queue_->stats().zero_copy_reads);
+  } else {
+    EXPECT_EQ(queue_->stats().zero_copy_reads, 0u);
+  }
   // The array itself holds the model, parity consistent.
   const auto bytes = array_->read(0, static_cast<std::uint32_t>(kVdBytes));
   ASSERT_EQ(bytes.size(), model_.size());
   EXPECT_EQ(std::memcmp(bytes.data(), model_.data(), bytes.size()), 0);
   EXPECT_EQ(*array_->array->count_inconsistent_stripes(), 0u);
+}
+
+// Zero copy where a read needs the CPU: with a member failed, reads of its strips are
+// reconstructed from parity, which the engine does only in memory. Those come back to the queue
+// refused (before anything touched the request's pages) and are served again through a copy;
+// reads of the live members' strips still go straight into the pages. Every byte as written.
+TEST_P(UblkQueueTest, ZeroCopyReadsThatNeedTheCpuAreServedAgainThroughACopy) {
+  if (GetParam().path != DataPath::kZeroCopy) GTEST_SKIP() << "zero copy only";
+  std::mt19937_64 rng(20261205);
+  // Data first (all of the first MiB), then a member fails.
+  for (std::uint64_t off = 0; off < (1u << 20); off += 128u << 10) {
+    FakeDriver::Request w;
+    w.desc = make_desc(kOpWrite, off, 128u << 10);
+    w.data.resize(128u << 10);
+    for (auto& b : w.data)
+      b = static_cast<std::byte>(rng());
+    std::memcpy(model_.data() + off, w.data.data(), w.data.size());
+    driver_->deliver(static_cast<std::uint16_t>(driver_->free_tag()), w);
+    drain();
+  }
+  ASSERT_TRUE(array_->array->fail_member(1, "test").is_ok());
+  const std::uint64_t fallbacks = queue_->stats().zero_copy_fallbacks;
+  const std::uint64_t zero = queue_->stats().zero_copy_reads;
+  std::size_t seen = driver_->commits.size();
+  for (int i = 0; i < 64; ++i) {
+    const std::uint64_t len = 4096 * std::uniform_int_distribution<std::uint64_t>(1, 16)(rng);
+    const std::uint64_t off =
+        4096 * std::uniform_int_distribution<std::uint64_t>(0, ((1u << 20) - len) / 4096)(rng);
+    FakeDriver::Request r;
+    r.desc = make_desc(kOpRead, off, len);
+    driver_->deliver(static_cast<std::uint16_t>(driver_->free_tag()), r);
+    drain();
+    ASSERT_EQ(driver_->commits.size(), seen + 1);
+    const auto& c = driver_->commits[seen++];
+    ASSERT_EQ(c.result, static_cast<std::int32_t>(len));
+    ASSERT_EQ(c.data.size(), len);
+    ASSERT_EQ(std::memcmp(c.data.data(), model_.data() + off, len), 0) << "read at " << off;
+  }
+  EXPECT_GT(queue_->stats().zero_copy_fallbacks, fallbacks) << "reads of the failed member";
+  EXPECT_GT(queue_->stats().zero_copy_reads, zero) << "reads of live members only";
+  EXPECT_EQ(queue_->stats().errors, 0u);
 }
 
 TEST_P(UblkQueueTest, BadRequestsAreAnsweredWithNegativeErrno) {
@@ -488,7 +594,9 @@ TEST_P(UblkQueueTest, BadRequestsAreAnsweredWithNegativeErrno) {
     driver_->deliver(static_cast<std::uint16_t>(bad_tag), bad);
     drain();
     ASSERT_EQ(driver_->commits.size(), before + 2);
-    EXPECT_EQ(queue_->stats().spread, spread_before + 1);
+    // Zero-copy reads stay home (the helper's ring has not the requests' pages).
+    const bool zero = GetParam().path == DataPath::kZeroCopy;
+    EXPECT_EQ(queue_->stats().spread, spread_before + (zero ? 0 : 1));
     for (std::size_t i = before; i < driver_->commits.size(); ++i)
       EXPECT_EQ(driver_->commits[i].result, driver_->commits[i].tag == bad_tag ? -ERANGE : 4096);
   }
@@ -550,7 +658,7 @@ TEST_P(UblkQueueTest, AFetchRefusedByTheDriverIsReported) {
 }
 
 TEST_P(UblkQueueTest, AFailedUserCopyFailsTheRequestAndWritesNothing) {
-  if (!GetParam().user_copy) GTEST_SKIP() << "copy mode has no server-side copies";
+  if (!GetParam().user_copy()) GTEST_SKIP() << "copy mode has no server-side copies";
   for (std::uint8_t op : {kOpWrite, kOpRead}) {
     const int tag = driver_->free_tag();
     ASSERT_GE(tag, 0);
@@ -558,6 +666,8 @@ TEST_P(UblkQueueTest, AFailedUserCopyFailsTheRequestAndWritesNothing) {
     r.desc = make_desc(op, 0, 8192);
     if (op == kOpWrite) r.data.assign(8192, std::byte{0x33});
     driver_->fail_copies = 1;
+    // Zero copy copies a READ only where the driver could not register its pages.
+    if (GetParam().path == DataPath::kZeroCopy) driver_->fail_registrations = 1;
     const std::size_t before = driver_->commits.size();
     driver_->deliver(static_cast<std::uint16_t>(tag), r);
     while (driver_->commits.size() == before)
@@ -841,13 +951,19 @@ TEST_P(UblkQueueTest, HandOverWithARequestInFlightKeepsTheQueueUntilItsFetchIsCa
       std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0xa7}; }));
 }
 
+std::string mode_name(const ::testing::TestParamInfo<QueueMode>& p) {
+  static constexpr const char* kNames[] = {"CopyMode", "UserCopy", "ZeroCopy"};
+  return std::string(kNames[static_cast<int>(p.param.path)]) + (p.param.helper ? "WithHelper" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, UblkQueueTest,
-                         ::testing::Values(QueueMode{false, false}, QueueMode{true, false},
-                                           QueueMode{false, true}, QueueMode{true, true}),
-                         [](const ::testing::TestParamInfo<QueueMode>& p) {
-                           return std::string(p.param.user_copy ? "UserCopy" : "CopyMode") +
-                                  (p.param.helper ? "WithHelper" : "");
-                         });
+                         ::testing::Values(QueueMode{DataPath::kKernelCopy, false},
+                                           QueueMode{DataPath::kUserCopy, false},
+                                           QueueMode{DataPath::kZeroCopy, false},
+                                           QueueMode{DataPath::kKernelCopy, true},
+                                           QueueMode{DataPath::kUserCopy, true},
+                                           QueueMode{DataPath::kZeroCopy, true}),
+                         mode_name);
 
 }  // namespace
 }  // namespace graid::testing

@@ -1,6 +1,8 @@
 // Request flags (issue 8): FUA writes survive a power cut without a flush, a preflush makes what
 // came before durable before the request starts, and write-zeroes is distinct from discard
 // (kIoNoUnmap keeps the range allocated; members that cannot get written zeroes).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -173,6 +175,62 @@ TEST_P(ArrayRequestFlagsTest, WriteZeroesIsNotADiscard) {
     queue->reset();
     EXPECT_EQ(*array->count_inconsistent_stripes(), 0u);
   }
+}
+
+// kIoKernelBuffer (ublk zero copy): a read into a kernel buffer slot's window lands in the
+// slot's pages (installed here as the driver would) through fixed-buffer member reads; the
+// window itself is PROT_NONE, so any touch by the engine would crash the test. Anything the
+// engine would serve with the CPU is refused with kUnsupported before it starts: a write, and a
+// read of a failed member's data on a parity level (reconstruction); a mirror reads the other
+// copy instead. A buffer that is no window of the queue's ring is refused as invalid.
+TEST_P(ArrayRequestFlagsTest, KernelBufferReadsMoveDataUnchangedAndNothingElse) {
+  ArrayFiles files;
+  auto array = make(files);
+  ASSERT_NE(array, nullptr);
+  const std::uint32_t len = 64 * 1024;
+  AlignedBuffer data = pattern(len, 21);
+  auto ctx = IoContext::create(64);
+  auto queue = array->attach(**ctx);
+  ASSERT_TRUE(submit(**queue, IoKind::kWrite, 0, len, data.data(), 0).is_ok());
+
+  void* reserved = ::mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(reserved, MAP_FAILED);
+  std::byte* window = static_cast<std::byte*>(reserved);
+  auto slot = (*ctx)->add_kernel_buffer_slot({window, len});
+  ASSERT_TRUE(slot.is_ok()) << slot.status().to_string();
+  AlignedBuffer pages = *AlignedBuffer::allocate(len, 4096);
+  std::memset(pages.data(), 0xee, len);
+  ASSERT_TRUE((*ctx)->install_buffer_for_testing(*slot, {pages.data(), len}).is_ok());
+
+  const std::uint64_t fixed = (*ctx)->stats().fixed_buffer_ios;
+  ASSERT_TRUE(submit(**queue, IoKind::kRead, 0, len, window, kIoKernelBuffer).is_ok());
+  EXPECT_EQ(std::memcmp(pages.data(), data.data(), len), 0);
+  EXPECT_GT((*ctx)->stats().fixed_buffer_ios, fixed);
+
+  EXPECT_EQ(submit(**queue, IoKind::kWrite, 0, len, window, kIoKernelBuffer).code(),
+            Errc::kUnsupported);
+  EXPECT_EQ(submit(**queue, IoKind::kRead, 0, len, data.data(), kIoKernelBuffer).code(),
+            Errc::kInvalidArgument)
+      << "not a window";
+  EXPECT_EQ(read(*array, 0, len), std::vector<std::byte>(data.data(), data.data() + len))
+      << "the refused write wrote nothing";
+
+  if (GetParam() != RaidLevel::kRaid0) {
+    ASSERT_TRUE(array->fail_member(0, "test").is_ok());
+    std::memset(pages.data(), 0xee, len);
+    const Status st = submit(**queue, IoKind::kRead, 0, len, window, kIoKernelBuffer);
+    const bool mirror = GetParam() == RaidLevel::kRaid1 || GetParam() == RaidLevel::kRaid10;
+    if (mirror) {
+      EXPECT_TRUE(st.is_ok()) << st.to_string();
+      EXPECT_EQ(std::memcmp(pages.data(), data.data(), len), 0);
+    } else {
+      EXPECT_EQ(st.code(), Errc::kUnsupported) << st.to_string();
+    }
+    EXPECT_EQ(array->health(), ArrayHealth::kDegraded) << "no member failed for the refusal";
+  }
+  ASSERT_TRUE((*ctx)->install_buffer_for_testing(*slot, {}).is_ok());
+  queue->reset();
+  ::munmap(reserved, len);
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, ArrayRequestFlagsTest,

@@ -4,6 +4,7 @@
 #include <linux/loop.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -371,6 +372,66 @@ TEST(FileMember, BufferRegionsAddedOneByOneAreUsedUntilRemoved) {
   EXPECT_EQ(ctx->add_buffer_region(a.span()).code(), Errc::kBusy);
   ASSERT_TRUE(ctx->register_buffers({}).is_ok());
   EXPECT_TRUE(ctx->add_buffer_region(a.span()).is_ok());
+}
+
+// A kernel buffer slot (ublk zero copy): I/O on the reserved window becomes fixed-buffer I/O on
+// the slot at the same offset, landing in whatever the slot holds (here memory installed as the
+// kernel would install a request's pages); the window itself is never touched (PROT_NONE: a
+// touch would crash the test). registered_buffer() gives no index for it, and the slot goes with
+// remove_buffer_region().
+TEST(FileMember, KernelBufferSlotsTakeIoOnTheirWindowAtTheSameOffsets) {
+  TempDir dir(kIoTestBase);
+  auto ctx = make_context();
+  auto member = make_member(dir.file("m0"), 1 << 20);
+  ASSERT_TRUE(ctx && member);
+  void* reserved = ::mmap(nullptr, 256 << 10, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(reserved, MAP_FAILED);
+  const std::span<std::byte> window(static_cast<std::byte*>(reserved), 256 << 10);
+  auto slot = ctx->add_kernel_buffer_slot(window);
+  ASSERT_TRUE(slot.is_ok()) << slot.status().to_string();
+  EXPECT_TRUE(ctx->in_kernel_buffer_window(window.data() + 4096, 8192));
+  EXPECT_FALSE(ctx->in_kernel_buffer_window(window.data() + (252 << 10), 8192)) << "runs off it";
+  EXPECT_EQ(ctx->registered_buffer(window.data(), 4096), std::nullopt)
+      << "no index for commands that carry addresses";
+  EXPECT_EQ(ctx->add_buffer_region(window.subspan(0, 4096)).code(), Errc::kInvalidArgument)
+      << "overlaps the window";
+
+  AlignedBuffer data = make_buffer(128 << 10), pages = make_buffer(192 << 10);
+  std::mt19937_64 rng(12);
+  fill_random(data.span(), rng);
+  CountingRequest write;
+  write.op = MemberOp::kWrite;
+  write.buf = data.data();
+  write.len = 128 << 10;
+  write.offset = 64 << 10;
+  member->submit(*ctx, write);
+  drain(*ctx);
+  ASSERT_EQ(write.result, 128 << 10);
+
+  // The "request's pages" in the slot; a read into the window at 16 KiB lands at 16 KiB of them.
+  std::memset(pages.data(), 0xee, pages.size());
+  ASSERT_TRUE(ctx->install_buffer_for_testing(*slot, pages.span()).is_ok());
+  const std::uint64_t fixed_before = ctx->stats().fixed_buffer_ios;
+  CountingRequest read;
+  read.op = MemberOp::kRead;
+  read.buf = window.data() + (16 << 10);
+  read.len = 128 << 10;
+  read.offset = 64 << 10;
+  member->submit(*ctx, read);
+  drain(*ctx);
+  EXPECT_EQ(read.result, 128 << 10);
+  EXPECT_EQ(ctx->stats().fixed_buffer_ios, fixed_before + 1);
+  EXPECT_EQ(std::memcmp(pages.data() + (16 << 10), data.data(), 128 << 10), 0);
+  EXPECT_EQ(pages.data()[(16 << 10) - 1], std::byte{0xee}) << "nothing before the offset";
+  EXPECT_EQ(pages.data()[(144 << 10)], std::byte{0xee}) << "nothing after the length";
+
+  // Withdrawn: the window is no longer the slot's, and the slot is free for a region.
+  ASSERT_TRUE(ctx->install_buffer_for_testing(*slot, {}).is_ok());
+  ctx->remove_buffer_region(window);
+  EXPECT_FALSE(ctx->in_kernel_buffer_window(window.data(), 4096));
+  EXPECT_EQ(ctx->install_buffer_for_testing(*slot, pages.span()).code(), Errc::kNotFound);
+  EXPECT_TRUE(ctx->add_buffer_region(data.span()).is_ok());
+  ::munmap(reserved, 256 << 10);
 }
 
 TEST(FileMember, RegisteredFileSlotsAreRecycledWhenMembersClose) {

@@ -53,6 +53,13 @@ enum class IoKind : std::uint8_t { kRead, kWrite, kFlush, kDiscard, kWriteZeroes
 inline constexpr std::uint8_t kIoFua = 1u << 0;       // kWrite: durable when acknowledged
 inline constexpr std::uint8_t kIoPreflush = 1u << 1;  // flush what came before, then start
 inline constexpr std::uint8_t kIoNoUnmap = 1u << 2;   // kWriteZeroes: keep the range allocated
+// kRead: `buf` is a window of a kernel buffer slot of the submitting thread's ring
+// (IoContext::add_kernel_buffer_slot; ublk zero copy), memory the engine must never touch. The
+// read is served only where member reads move the data unchanged into it (fixed-buffer I/O):
+// where it would need the CPU (a degraded or repaired read) or a member that cannot take such a
+// buffer (NVMe passthrough), the request fails with kUnsupported before anything touches `buf`,
+// and the caller serves it again with a buffer in memory. Any other kind fails with kUnsupported.
+inline constexpr std::uint8_t kIoKernelBuffer = 1u << 3;
 
 // One request on an array or VD. Owned by the caller (e.g. preallocated per ublk tag), alive until
 // on_complete runs. `buf` must be 512-byte aligned (4096 is best); offset and len multiples of 512.
@@ -478,34 +485,34 @@ class AsyncParity {
 
 // What an ArrayObserver is told.
 enum class ArrayEventKind : std::uint8_t {
-  kStarted,           // create() or assemble() brought the array up: `health` says how
-  kMemberFailed,      // `member` failed (message: why; counts.errors: its I/O errors so far)
-  kMemberBack,        // `member` is in use again (assembly forced a stale member back)
-  kHealthChanged,     // `previous_health` -> `health` (optimal, degraded, failed)
-  kInitStarted,       // initialisation of redundancy: counts.bytes/stripes to do
-  kInitFinished,      // counts: done
-  kResyncStarted,     // re-sync after an unclean stop: counts.bytes/stripes the bitmap marks
-  kResyncFinished,    // counts: re-synced; counts.unsynced_stripes: could not be re-synced
-  kAssemblyOverride,  // assembly overrode a refusal (force, start_dirty_degraded): message
-  kSpareAdded,        // add_spare() put a hot spare into slot `member`
-  kStopped,           // stop() marked the array clean
-  kMemberReplaced,    // a spare or a new device took failed role `member` (message: which)
-  kRebuildStarted,    // rebuild of `member` started or resumed: counts.bytes/stripes left
-  kRebuildProgress,   // every tenth of the way: counts.bytes/stripes rebuilt so far
-  kRebuildFinished,   // `member` is in sync again: counts: rebuilt in this run
-  kRebuildStopped,    // rebuild of `member` stopped (asked to, or failed: message says which)
-  kCheckStarted,      // consistency check started or resumed: counts.stripes to check
-  kCheckMismatch,     // a stripe did not match (message: which, repaired or not); the first 64
-  kCheckFinished,     // counts.stripes checked, counts.errors mismatches
-  kCheckStopped,      // stopped before the end (asked to, or failed: message says which)
-  kJournalReplayed,   // assembly replayed write-hole journal records (message: how many)
-  kInitStopped,       // background initialisation paused (stopped, or a member failed): why
-  kReplaceStarted,    // a hot replace of working `member` began copying (message: onto what)
-  kReplaceFinished,   // the copy took `member`'s role; the old device is out (message: which)
-  kReplaceStopped,    // a hot replace was given up (message: why); `member` is unchanged
-  kResyncStopped,     // a background re-sync paused (stopped, or failed: message says which)
-  kDataLost,          // a job could not reconstruct what `member` could not read: the array
-                      // ranges in the message are lost (Array::lost_ranges), reads of them fail
+  kStarted,             // create() or assemble() brought the array up: `health` says how
+  kMemberFailed,        // `member` failed (message: why; counts.errors: its I/O errors so far)
+  kMemberBack,          // `member` is in use again (assembly forced a stale member back)
+  kHealthChanged,       // `previous_health` -> `health` (optimal, degraded, failed)
+  kInitStarted,         // initialisation of redundancy: counts.bytes/stripes to do
+  kInitFinished,        // counts: done
+  kResyncStarted,       // re-sync after an unclean stop: counts.bytes/stripes the bitmap marks
+  kResyncFinished,      // counts: re-synced; counts.unsynced_stripes: could not be re-synced
+  kAssemblyOverride,    // assembly overrode a refusal (force, start_dirty_degraded): message
+  kSpareAdded,          // add_spare() put a hot spare into slot `member`
+  kStopped,             // stop() marked the array clean
+  kMemberReplaced,      // a spare or a new device took failed role `member` (message: which)
+  kRebuildStarted,      // rebuild of `member` started or resumed: counts.bytes/stripes left
+  kRebuildProgress,     // every tenth of the way: counts.bytes/stripes rebuilt so far
+  kRebuildFinished,     // `member` is in sync again: counts: rebuilt in this run
+  kRebuildStopped,      // rebuild of `member` stopped (asked to, or failed: message says which)
+  kCheckStarted,        // consistency check started or resumed: counts.stripes to check
+  kCheckMismatch,       // a stripe did not match (message: which, repaired or not); the first 64
+  kCheckFinished,       // counts.stripes checked, counts.errors mismatches
+  kCheckStopped,        // stopped before the end (asked to, or failed: message says which)
+  kJournalReplayed,     // assembly replayed write-hole journal records (message: how many)
+  kInitStopped,         // background initialisation paused (stopped, or a member failed): why
+  kReplaceStarted,      // a hot replace of working `member` began copying (message: onto what)
+  kReplaceFinished,     // the copy took `member`'s role; the old device is out (message: which)
+  kReplaceStopped,      // a hot replace was given up (message: why); `member` is unchanged
+  kResyncStopped,       // a background re-sync paused (stopped, or failed: message says which)
+  kDataLost,            // a job could not reconstruct what `member` could not read: the array
+                        // ranges in the message are lost (Array::lost_ranges), reads of them fail
   kLostRangeRewritten,  // a write covered a lost range: it reads again (message: which)
 };
 std::string_view array_event_kind_name(ArrayEventKind kind) noexcept;

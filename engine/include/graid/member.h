@@ -81,11 +81,12 @@ class MemberRequest {
  private:
   friend class IoContext;
   // Private state of the submitting IoContext (retries of short transfers, deferral).
-  std::uint32_t done_bytes_ = 0;  // bytes already transferred by earlier (short) attempts
-  std::int32_t result_ = 0;       // result of a deferred completion (complete_later)
-  int fd_ = -1;                   // raw fd, or fixed-file slot when fixed_file_
-  std::uint16_t buf_index_ = 0;   // registered buffer, when fixed_buf_
-  std::uint16_t retries_ = 0;     // consecutive -EAGAIN/-EINTR resubmissions
+  std::uint32_t done_bytes_ = 0;   // bytes already transferred by earlier (short) attempts
+  std::int32_t result_ = 0;        // result of a deferred completion (complete_later)
+  int fd_ = -1;                    // raw fd, or fixed-file slot when fixed_file_
+  std::uint16_t buf_index_ = 0;    // registered buffer, when fixed_buf_
+  std::intptr_t fixed_delta_ = 0;  // fixed_buf_: SQE address minus buffer address (kernel buffers)
+  std::uint16_t retries_ = 0;      // consecutive -EAGAIN/-EINTR resubmissions
   bool fixed_file_ = false;
   bool fixed_buf_ = false;
   bool buffered_ = false;          // flush is a full fsync
@@ -287,6 +288,20 @@ class IoContext {
   // Withdraws a region add_buffer_region() accepted (exactly that span; others are ignored).
   // I/O in flight on it finishes normally; later I/O on that memory uses plain READ/WRITE.
   void remove_buffer_region(std::span<std::byte> region) noexcept;
+  // Takes a slot of the sparse table for buffers the kernel installs there itself (ublk's
+  // AUTO_BUF_REG registers each request's pages in the slot its fetch names) and ties `window`
+  // to it: an address range the caller reserved and never touches (PROT_NONE), standing for the
+  // slot's buffer. Member reads and writes whose buffer lies in the window become
+  // READ_FIXED/WRITE_FIXED on the slot, at the same offset into the kernel's buffer; nothing
+  // else may use the window (registered_buffer() answers nullopt for it). Released with
+  // remove_buffer_region(window). Errors as add_buffer_region(); same thread only.
+  Result<std::uint16_t> add_kernel_buffer_slot(std::span<std::byte> window);
+  // Whether [p, p + len) lies in a window of add_kernel_buffer_slot() (memory not to touch).
+  bool in_kernel_buffer_window(const std::byte* p, std::size_t len) const noexcept;
+  // Tests: puts user `memory` into kernel buffer `slot` as the kernel would put a request's
+  // pages there, so that I/O on the slot's window lands in it at the same offsets (empty: takes
+  // it out again).
+  Status install_buffer_for_testing(std::uint16_t slot, std::span<std::byte> memory);
 
   // Low-level submission used by MemberDevice implementations: starts `req` on `file`, which
   // the caller keeps alive until the request completes. Does not check the request's range
