@@ -30,7 +30,6 @@ struct UblkQueue::Tag final : ArrayIo {
   std::byte* data = nullptr;  // copy mode: this tag's buffer (ArrayIo::buf points at it)
   AlignedBuffer held;         // USER_COPY: the buffer of the request being served
   bool copying = false;       // USER_COPY: a copy is in flight
-  bool zero_copy = false;     // a READ being served into the request's own pages
   std::int32_t slot = -1;     // zero copy: where the driver registers this tag's requests
   State state = State::kIdle;
   std::uint8_t op = 0;
@@ -170,7 +169,6 @@ void UblkQueue::serve(Tag& t) {
   const std::uint64_t bytes = std::uint64_t{d.nr_sectors} << 9;
   t.flags = 0;
   t.buf = t.data;
-  t.zero_copy = false;
   switch (t.op) {
     case kOpRead:
     case kOpWrite:
@@ -205,7 +203,6 @@ void UblkQueue::serve(Tag& t) {
   if (path_ == DataPath::kZeroCopy && t.kind == IoKind::kRead && queue_ != nullptr) {
     if ((flags & kIoFNeedRegBuf) == 0) {
       // Straight into the request's pages, on this thread (whose ring holds them).
-      t.zero_copy = true;
       t.buf = windows_.data() + std::size_t{t.tag} * max_io_;
       t.flags |= kIoKernelBuffer;
       queue_->submit(t, vd_);
@@ -280,8 +277,7 @@ void UblkQueue::copy_done(std::uint16_t tag, std::int32_t res) {
 }
 
 void UblkQueue::io_done(Tag& t, const Status& st) {
-  if (t.zero_copy) {
-    t.zero_copy = false;
+  if ((t.flags & kIoKernelBuffer) != 0) {  // served into the request's own pages
     t.flags &= static_cast<std::uint8_t>(~kIoKernelBuffer);
     if (st.is_ok()) {
       ++stats_.reads;  // the data is in the request already

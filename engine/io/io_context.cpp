@@ -783,7 +783,7 @@ std::optional<std::uint16_t> IoContext::registered_buffer(const std::byte* p,
   const Impl::Region* r = impl_->find_region(p, static_cast<std::uint32_t>(len));
   // A kernel buffer is addressed by offset, which commands that put the address in their own
   // payload (NVMe passthrough) do not do: none for them.
-  if (r == nullptr || r->addr_base != r->start) return std::nullopt;
+  if (r == nullptr || r->kernel) return std::nullopt;
   return r->index;
 }
 
