@@ -207,8 +207,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"any", "queue"}))
       ->capture_default_str();
   app.add_option("--ublk-spread", o.ublk_spread,
-                 "on: a busy ublk queue hands part of its requests to the next I/O thread "
-                 "(docs/ublk.md); off: each queue's requests are served by its own thread")
+                 "on: each ublk queue is served by every I/O thread, its tags split over them "
+                 "where the kernel has PER_IO_DAEMON (6.16+), else by a helper lane taking part "
+                 "of a busy queue's requests (docs/ublk.md); off: each queue by its own thread")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--nbd-handshake-timeout", o.nbd_handshake_timeout_s,

@@ -291,6 +291,7 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        {"buffer_bytes", u->device.buffer_bytes},
                        {"recovered", u->device.recovered},
                        {"copy", ublk::data_path_name(u->device.data_path)},
+                       {"spread", u->device.spread},
                        // TRY_STOP_DEV (7.0+): whether "in use" is the kernel's word or a look.
                        {"safe_stop", (u->device.flags & ublk::kFlagSafeStopDev) != 0},
                        // UPDATE_SIZE (6.16+): whether edit vd size reaches the device live.

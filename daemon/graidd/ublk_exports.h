@@ -34,8 +34,9 @@ struct UblkExportOptions {
   // where every queue maps to one CPU, a lone submitter then shares its CPU with the thread that
   // serves it while the others idle (docs/ublk.md, "Threads and CPUs").
   bool pin_to_queue = false;
-  // Busy queues hand part of their requests to the next I/O thread (graidd --ublk-spread on;
-  // UblkDeviceOptions::spread). Off by default: slower where the CPUs are few (docs/ublk.md).
+  // Each queue served by every I/O thread: its tags split over them where the driver has
+  // PER_IO_DAEMON, else helper lanes (graidd --ublk-spread on; UblkDeviceOptions::spread). Off by
+  // default: slower where the CPUs are few (docs/ublk.md).
   bool spread = false;
   std::string control_path = ublk::kControlPath;
   std::string sys_root = "/sys";  // where the ublk devices are listed (class ublk-char)

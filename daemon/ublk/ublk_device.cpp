@@ -55,6 +55,19 @@ DataPath data_path_of(std::uint64_t flags) noexcept {
   return (flags & kZero) == kZero ? DataPath::kZeroCopy : DataPath::kUserCopy;
 }
 
+std::vector<QueuePart> plan_queue_parts(std::uint16_t queues, std::uint16_t depth,
+                                        std::uint32_t threads, bool split) {
+  threads = std::max<std::uint32_t>(1, threads);
+  const auto parts = static_cast<std::uint16_t>(
+      split ? std::min<std::uint32_t>(threads, std::max<std::uint16_t>(depth, 1)) : 1);
+  std::vector<QueuePart> plan;
+  plan.reserve(std::size_t{queues} * parts);
+  for (std::uint16_t q = 0; q < queues; ++q)
+    for (std::uint16_t p = 0; p < parts; ++p)
+      plan.push_back({q, TagSet{p, parts}, (q + p) % threads});
+  return plan;
+}
+
 VdInfo UblkDevice::served_vd() const {
   VdInfo v = vd_.info();
   v.size = info_.size_bytes;
@@ -63,44 +76,53 @@ VdInfo UblkDevice::served_vd() const {
 
 Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
                                 DataPath path) {
-  queues_.resize(queues);
-  helpers_.resize(queues);
-  for (std::uint16_t q = 0; q < queues; ++q) {
-    const std::uint32_t home = q % threads_;
+  // Split by tag where any task may serve any tag; else helper lanes, where asked.
+  const bool split = spread_ && threads_ > 1 && (info_.flags & kFlagPerIoDaemon) != 0;
+  const bool lanes = spread_ && threads_ > 1 && !split;
+  const std::vector<QueuePart> parts = plan_queue_parts(queues, depth, threads_, split);
+  info_.spread = split ? "tags" : lanes ? "helper" : "off";
+  queues_.resize(parts.size());
+  helpers_.resize(parts.size());
+  homes_.resize(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const QueuePart& part = parts[i];
+    homes_[i] = part.thread;
     Status st;
-    call_(home, [&](IoContext& ctx) {
-      auto transport = KernelQueueTransport::create(ctx, ublkc_, q, depth);
+    call_(part.thread, [&](IoContext& ctx) {
+      auto transport = KernelQueueTransport::create(ctx, ublkc_, part.q_id, depth);
       if (!transport.is_ok()) {
         st = transport.status();
         return;
       }
-      auto queue = UblkQueue::create(ctx, array_, served_vd(), q, depth, max_io,
-                                     std::move(*transport), path);
+      auto queue = UblkQueue::create(ctx, array_, served_vd(), part.q_id, depth, max_io,
+                                     std::move(*transport), path, part.tags);
       if (!queue.is_ok()) {
         st = queue.status();
         return;
       }
-      queues_[q] = std::move(*queue);
+      queues_[i] = std::move(*queue);
+      queues_[i]->set_away(part.tags.first != 0);
     });
     if (!st) return st;
     // The next thread helps (UblkQueue: requests of odd stripes go there while it is busy).
-    if (spread_ && threads_ > 1) {
-      call_((home + 1) % threads_, [&](IoContext& ctx) {
-        auto lane = HelperLane::create(ctx, array_, queues_[q]->registered_regions());
+    if (lanes) {
+      call_(helper_thread(i), [&](IoContext& ctx) {
+        auto lane = HelperLane::create(ctx, array_, queues_[i]->registered_regions());
         if (!lane.is_ok()) {
           st = lane.status();
           return;
         }
-        helpers_[q] = std::move(*lane);
+        helpers_[i] = std::move(*lane);
       });
       if (!st) {
-        call_(home, [&](IoContext&) { queues_[q].reset(); });  // never started: nothing to drain
+        // Never started: nothing to drain.
+        call_(part.thread, [&](IoContext&) { queues_[i].reset(); });
         return st;
       }
     }
-    call_(home, [&](IoContext&) {
-      if (helpers_[q]) queues_[q]->set_helper(*helpers_[q]);
-      queues_[q]->start();
+    call_(part.thread, [&](IoContext&) {
+      if (helpers_[i]) queues_[i]->set_helper(*helpers_[i]);
+      queues_[i]->start();
     });
   }
   return {};
@@ -249,7 +271,8 @@ std::unique_ptr<UblkDevice> UblkDevice::adopt(UblkStopCommands& commands, Thread
                                               std::vector<std::unique_ptr<UblkQueue>> queues,
                                               std::uint32_t threads,
                                               std::chrono::milliseconds drain_timeout,
-                                              std::uint64_t flags) {
+                                              std::uint64_t flags,
+                                              std::vector<std::uint32_t> homes) {
   std::unique_ptr<UblkDevice> dev(new UblkDevice(commands, std::move(call), array, std::move(vd)));
   dev->threads_ = std::max<std::uint32_t>(1, threads);
   dev->drain_timeout_ = drain_timeout;
@@ -259,6 +282,9 @@ std::unique_ptr<UblkDevice> UblkDevice::adopt(UblkStopCommands& commands, Thread
   dev->info_.flags = flags;
   dev->info_.size_bytes = dev->vd_.info().size;
   dev->helpers_.resize(queues.size());
+  dev->homes_ = std::move(homes);
+  for (std::size_t i = dev->homes_.size(); i < queues.size(); ++i)
+    dev->homes_.push_back(static_cast<std::uint32_t>(i % dev->threads_));
   dev->queues_ = std::move(queues);
   dev->added_ = true;
   return dev;
@@ -290,13 +316,13 @@ Status UblkDevice::drain_queues(std::chrono::milliseconds timeout) {
     bool left = false;
     for (std::size_t q = 0; q < queues_.size(); ++q) {
       if (!queues_[q]) continue;
-      const auto home = static_cast<std::uint32_t>(q % threads_);
+      const std::uint32_t home = homes_[q];
       bool finished = false;
       call_(home, [&](IoContext&) { finished = queues_[q]->finished(); });
       if (finished) {
         // A finished queue has no request on its helper lane. The lane goes first: it has the
         // queue's buffers registered in its ring.
-        if (helpers_[q]) call_((home + 1) % threads_, [&](IoContext&) { helpers_[q].reset(); });
+        if (helpers_[q]) call_(helper_thread(q), [&](IoContext&) { helpers_[q].reset(); });
         call_(home, [&](IoContext&) {
           retired_ += queues_[q]->stats();
           queues_[q].reset();
@@ -357,10 +383,9 @@ Result<bool> UblkDevice::resize(std::uint64_t bytes) {
   // The queues first: the kernel sends nothing past the old end until UPDATE_SIZE returns.
   for (std::size_t q = 0; q < queues_.size(); ++q) {
     if (!queues_[q]) continue;
-    const auto home = static_cast<std::uint32_t>(q % threads_);
-    call_(home, [&](IoContext&) { queues_[q]->set_vd_size(bytes); });
+    call_(homes_[q], [&](IoContext&) { queues_[q]->set_vd_size(bytes); });
     if (helpers_[q])
-      call_((home + 1) % threads_, [&](IoContext&) { queues_[q]->set_helper_vd_size(bytes); });
+      call_(helper_thread(q), [&](IoContext&) { queues_[q]->set_helper_vd_size(bytes); });
   }
   if (Status st = control_.update_size(info_.dev_id, bytes >> 9); !st) return st;
   info_.size_bytes = bytes;
@@ -373,7 +398,7 @@ Result<bool> UblkDevice::wait_quiet(std::chrono::milliseconds timeout) {
     bool all_finished = true, quiet = true;
     for (std::size_t q = 0; q < queues_.size(); ++q) {
       if (!queues_[q]) continue;
-      call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {
+      call_(homes_[q], [&](IoContext&) {
         const UblkQueue& queue = *queues_[q];
         all_finished = all_finished && queue.finished();
         quiet = quiet && queue.serving() == 0 && queue.on_helper() == 0;
@@ -408,9 +433,8 @@ Result<bool> UblkDevice::hand_over() {
     // end); the array is let go now, so that it can stop.
     for (std::size_t q = 0; q < queues_.size(); ++q) {
       if (!queues_[q]) continue;
-      const auto home = static_cast<std::uint32_t>(q % threads_);
-      call_(home, [&](IoContext&) { queues_[q]->detach_array(); });
-      if (helpers_[q]) call_((home + 1) % threads_, [&](IoContext&) { helpers_[q].reset(); });
+      call_(homes_[q], [&](IoContext&) { queues_[q]->detach_array(); });
+      if (helpers_[q]) call_(helper_thread(q), [&](IoContext&) { helpers_[q].reset(); });
     }
     return false;
   }
@@ -439,7 +463,7 @@ UblkQueueStats UblkDevice::stats() {
   UblkQueueStats sum = retired_;
   for (std::size_t q = 0; q < queues_.size(); ++q) {
     if (!queues_[q]) continue;
-    call_(static_cast<std::uint32_t>(q % threads_), [&](IoContext&) {
+    call_(homes_[q], [&](IoContext&) {
       if (!queues_[q]) return;
       sum += queues_[q]->stats();
     });

@@ -1,6 +1,7 @@
 // One VD served as a ublk block device (/dev/ublkbN): the device's life on the control side
 // (ADD_DEV, SET_PARAMS, START_DEV; STOP_DEV, DEL_DEV; user recovery) and its queues, queue i
-// living on I/O thread i (modulo the thread count).
+// living on I/O thread i (modulo the thread count), or, split by tag where the driver has
+// PER_IO_DAEMON and spreading is asked for, over every thread (plan_queue_parts()).
 //
 //   create():  ADD_DEV (flags read back) ─► open /dev/ublkcN ─► SET_PARAMS ─► queues fetch on
 //              their threads ─► START_DEV (returns once every tag is fetched) ─► live
@@ -39,9 +40,11 @@ struct UblkDeviceOptions {
   std::uint32_t dev_id = 0xffffffffu;  // the id wanted (a restart asks for the old one); any
   UblkLimits limits;                   // queues = the I/O thread count
   std::uint32_t threads = 1;           // I/O threads to spread queues over
-  // With more than one thread: each queue also has a helper lane on the next thread and hands
-  // it part of its requests while busy (ublk_queue.h), so one application thread's I/O is not
-  // all served by one thread. Costs a hand-off between threads per request moved.
+  // With more than one thread, so that one application thread's I/O is not all served by one
+  // thread: where the driver has PER_IO_DAEMON (6.16+), each queue's tags are split over the
+  // threads (plan_queue_parts()); elsewhere each queue has a helper lane on the next thread and
+  // hands it part of its requests while busy (ublk_queue.h), a hand-off between threads per
+  // request moved.
   bool spread = false;
   // USER_COPY (6.5+): graid copies request data itself (buffers only for requests being
   // served); false: the driver copies into per-tag buffers (copy mode). limits.user_copy must
@@ -77,10 +80,26 @@ struct UblkDeviceInfo {
   bool recovered = false;                      // re-attached after a killed daemon
   bool user_copy = false;                      // USER_COPY (else copy mode); also with zero copy
   DataPath data_path = DataPath::kKernelCopy;  // as the granted flags make it
+  // How a queue's requests reach more than one thread (UblkDeviceOptions::spread): "off",
+  // "helper" (helper lanes) or "tags" (each queue's tags split over the threads).
+  std::string spread = "off";
 };
 
 // What the flags a device was granted make of its data path.
 DataPath data_path_of(std::uint64_t flags) noexcept;
+
+// Which tags of which queue one UblkQueue serves, on which I/O thread.
+struct QueuePart {
+  std::uint16_t q_id = 0;
+  TagSet tags;
+  std::uint32_t thread = 0;
+};
+// The parts of a device's `queues` queues of `depth` tags over `threads` threads: one per queue,
+// queue q on thread q % threads; or, `split`, min(threads, depth) per queue, part p holding the
+// tags t with t % parts == p, on thread (q + p) % threads (consecutive tags on different threads:
+// the driver hands them out in turn, so a burst of requests lands on every thread).
+std::vector<QueuePart> plan_queue_parts(std::uint16_t queues, std::uint16_t depth,
+                                        std::uint32_t threads, bool split);
 
 class UblkDevice {
  public:
@@ -96,13 +115,15 @@ class UblkDevice {
                                                      std::uint32_t dev_id,
                                                      const UblkDeviceOptions& options);
   // Tests: a device made of queues the caller started on its own (fake) driver, as create()
-  // leaves one; stop() sends its commands to `commands`. Queue i is served on thread i % threads.
+  // leaves one; stop() sends its commands to `commands`. Queue i is served on thread
+  // homes[i], or i % threads where `homes` is empty.
   static std::unique_ptr<UblkDevice> adopt(UblkStopCommands& commands, ThreadCall call,
                                            Array& array, VdHandle vd, std::uint32_t dev_id,
                                            std::vector<std::unique_ptr<UblkQueue>> queues,
                                            std::uint32_t threads,
                                            std::chrono::milliseconds drain_timeout,
-                                           std::uint64_t flags = 0);
+                                           std::uint64_t flags = 0,
+                                           std::vector<std::uint32_t> homes = {});
   // stop() if not done. Queues that still have not finished then are left alive for the life of
   // the process (with their memory), never freed under the kernel.
   ~UblkDevice();
@@ -155,6 +176,8 @@ class UblkDevice {
   Status open_char_device();
   Status start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
                       DataPath path);
+  // The thread of queues_[i]'s helper lane.
+  std::uint32_t helper_thread(std::size_t i) const noexcept { return (homes_[i] + 1) % threads_; }
   // The VD as the queues serve it: its size is the device's (info_.size_bytes).
   VdInfo served_vd() const;
   // Waits until every queue has finished, then destroys them on their threads.
@@ -170,8 +193,10 @@ class UblkDevice {
   UblkDeviceInfo info_;
   std::uint32_t threads_ = 1;
   std::shared_ptr<MemberFile> ublkc_;
-  std::vector<std::unique_ptr<UblkQueue>> queues_;    // queue i lives on thread i % threads_
-  std::vector<std::unique_ptr<HelperLane>> helpers_;  // queue i's, on thread (i + 1) % threads_
+  // The queues' parts (plan_queue_parts()): queues_[i] lives on thread homes_[i].
+  std::vector<std::unique_ptr<UblkQueue>> queues_;
+  std::vector<std::uint32_t> homes_;
+  std::vector<std::unique_ptr<HelperLane>> helpers_;  // queues_[i]'s, on (homes_[i] + 1) % threads_
   bool spread_ = false;
   UblkQueueStats retired_;     // the counters of the queues destroyed so far
   bool added_ = false;         // the kernel has the device (DEL_DEV owed)

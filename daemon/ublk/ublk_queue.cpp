@@ -26,7 +26,8 @@ struct UblkQueue::Tag final : ArrayIo {
     void run() override { there ? tag->start_on_helper() : tag->finish_from_helper(); }
   };
   UblkQueue* queue = nullptr;
-  std::uint16_t tag = 0;
+  std::uint16_t tag = 0;      // the queue's tag
+  std::uint16_t index = 0;    // its place in this part (buffers and windows go by it)
   std::byte* data = nullptr;  // copy mode: this tag's buffer (ArrayIo::buf points at it)
   AlignedBuffer held;         // USER_COPY: the buffer of the request being served
   bool copying = false;       // USER_COPY: a copy is in flight
@@ -58,7 +59,7 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
                                                      std::uint16_t q_id, std::uint16_t depth,
                                                      std::uint32_t max_io_bytes,
                                                      std::unique_ptr<QueueTransport> transport,
-                                                     DataPath path,
+                                                     DataPath path, TagSet tags,
                                                      std::uint64_t pool_cache_bytes) {
   const bool user_copy = path != DataPath::kKernelCopy;
   if (depth == 0 || depth > kMaxQueueDepth)
@@ -68,6 +69,10 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
     return make_error(Errc::kInvalidArgument, "ublk request size {}: not a 4 KiB multiple",
                       max_io_bytes);
   if (!transport) return make_error(Errc::kInvalidArgument, "ublk queue without a transport");
+  if (tags.stride == 0 || tags.count(depth) == 0)
+    return make_error(Errc::kInvalidArgument, "ublk queue {}: no tag from {} by {} below {}", q_id,
+                      tags.first, tags.stride, depth);
+  const std::uint16_t served = tags.count(depth);
   auto attached = array.attach(ctx);
   if (!attached.is_ok()) return attached.status();
   std::unique_ptr<UblkQueue> q(new UblkQueue());
@@ -76,6 +81,7 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   q->helper_vd_ = vd;
   q->vd_ = std::move(vd);
   q->q_id_ = q_id;
+  q->tag_set_ = tags;
   q->max_io_ = max_io_bytes;
   q->logical_block_ = array.logical_block_size();
   q->user_copy_ = user_copy;
@@ -85,11 +91,11 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   std::vector<std::uint16_t> slots;
   if (path == DataPath::kZeroCopy) {
     // Each tag's window stands for its request's pages, which the driver puts in the tag's slot.
-    auto windows = MappedBuffer::reserve(std::size_t{depth} * max_io_bytes);
+    auto windows = MappedBuffer::reserve(std::size_t{served} * max_io_bytes);
     if (!windows.is_ok()) return windows.status();
     q->windows_ = std::move(*windows);
     std::vector<std::span<std::byte>> each;
-    for (std::uint16_t i = 0; i < depth; ++i)
+    for (std::uint16_t i = 0; i < served; ++i)
       each.emplace_back(q->windows_.data() + std::size_t{i} * max_io_bytes, max_io_bytes);
     auto taken = RingRegions::kernel_slots(ctx, each, slots);
     if (!taken.is_ok()) return taken.status();
@@ -98,7 +104,7 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   if (user_copy) {
     q->pool_ = std::make_unique<nbd::BufferPool>(pool_cache_bytes);
   } else {
-    auto buffers = MappedBuffer::map(std::size_t{depth} * max_io_bytes);
+    auto buffers = MappedBuffer::map(std::size_t{served} * max_io_bytes);
     if (!buffers.is_ok()) return buffers.status();
     q->buffers_ = std::move(*buffers);
     // Member reads and writes go straight to and from the tags' buffers: each tag's head is
@@ -106,15 +112,16 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
     // unregistered: their I/O still works, pinning pages per request.
     const std::size_t head = std::min<std::size_t>(max_io_bytes, kRegisteredTagBytes);
     std::vector<std::span<std::byte>> heads;
-    for (std::uint16_t i = 0; i < depth; ++i)
+    for (std::uint16_t i = 0; i < served; ++i)
       heads.emplace_back(q->buffers_.data() + std::size_t{i} * max_io_bytes, head);
     q->registered_ = RingRegions(ctx, heads);
   }
-  q->tags_.reserve(depth);
-  for (std::uint16_t i = 0; i < depth; ++i) {
+  q->tags_.reserve(served);
+  for (std::uint16_t i = 0; i < served; ++i) {
     auto t = std::make_unique<Tag>();
     t->queue = q.get();
-    t->tag = i;
+    t->tag = tags.tag(i);
+    t->index = i;
     if (!user_copy) t->data = q->buffers_.data() + std::size_t{i} * max_io_bytes;
     if (!slots.empty()) t->slot = slots[i];
     t->buf = t->data;
@@ -140,14 +147,22 @@ void UblkQueue::start() {
   }
 }
 
+UblkQueue::Tag* UblkQueue::find(std::uint16_t tag) noexcept {
+  if (!tag_set_.holds(tag)) return nullptr;
+  const std::uint16_t i = tag_set_.index(tag);
+  return i < tags_.size() ? tags_[i].get() : nullptr;
+}
+
 void UblkQueue::fetch_done(std::uint16_t tag, std::int32_t res) {
-  if (tag >= tags_.size()) return;  // not ours: the transport is broken; nothing to answer
-  Tag& t = *tags_[tag];
+  Tag* found = find(tag);
+  if (found == nullptr) return;  // not ours: the transport is broken; nothing to answer
+  Tag& t = *found;
   if (t.state != Tag::State::kFetching) return;  // a second completion: never act twice
   if (res == kIoResOk) {
     t.state = Tag::State::kServing;
     ++serving_;
     ++stats_.requests;
+    if (away_) ++stats_.spread;
     serve(t);
     return;
   }
@@ -203,7 +218,7 @@ void UblkQueue::serve(Tag& t) {
   if (path_ == DataPath::kZeroCopy && t.kind == IoKind::kRead && queue_ != nullptr) {
     if ((flags & kIoFNeedRegBuf) == 0) {
       // Straight into the request's pages, on this thread (whose ring holds them).
-      t.buf = windows_.data() + std::size_t{t.tag} * max_io_;
+      t.buf = windows_.data() + std::size_t{t.index} * max_io_;
       t.flags |= kIoKernelBuffer;
       queue_->submit(t, vd_);
       return;
@@ -258,8 +273,9 @@ void UblkQueue::submit(Tag& t) {
 }
 
 void UblkQueue::copy_done(std::uint16_t tag, std::int32_t res) {
-  if (tag >= tags_.size()) return;
-  Tag& t = *tags_[tag];
+  Tag* found = find(tag);
+  if (found == nullptr) return;
+  Tag& t = *found;
   if (t.state != Tag::State::kServing || !t.copying) return;  // not waiting for a copy
   t.copying = false;
   if (res != static_cast<std::int32_t>(t.len)) {

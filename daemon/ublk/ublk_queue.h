@@ -5,6 +5,11 @@
 //     └────────────────────────────────────────────────────────────────────┘
 //
 // until the kernel answers a fetch with an abort (the device is stopping: that tag is done).
+// A queue may also be split over threads by tag (TagSet: each UblkQueue serves some of the
+// queue's tags, on its own thread and ring), where the driver lets any task serve any tag
+// (PER_IO_DAEMON, 6.16+). The parts share nothing but the array: each tag's fetches, copies,
+// registrations and commits stay with its part.
+//
 // Everything runs on the thread that owns the IoContext: fetches and commits are ring commands
 // on the same ring as the thread's member I/O (the transport), requests are ArrayIos on that
 // thread's ArrayQueue, so the thread sleeps in one IoContext::poll() for both.
@@ -54,6 +59,27 @@ namespace graid::ublk {
 class UblkQueue;
 
 enum class DataPath : std::uint8_t { kKernelCopy, kUserCopy, kZeroCopy };
+
+// The tags of a queue that one UblkQueue serves: first, first + stride, ... below the queue's
+// depth. All of them (first 0, stride 1) unless the queue is split over threads, which the
+// driver allows from 6.16 (PER_IO_DAEMON: each tag is served by the task that fetched it).
+struct TagSet {
+  std::uint16_t first = 0;
+  std::uint16_t stride = 1;
+  // How many of `depth` tags the set holds.
+  std::uint16_t count(std::uint16_t depth) const noexcept {
+    return first >= depth ? 0 : static_cast<std::uint16_t>((depth - first + stride - 1) / stride);
+  }
+  bool holds(std::uint16_t tag) const noexcept {
+    return tag >= first && (tag - first) % stride == 0;
+  }
+  std::uint16_t tag(std::uint16_t index) const noexcept {
+    return static_cast<std::uint16_t>(first + index * stride);
+  }
+  std::uint16_t index(std::uint16_t tag) const noexcept {
+    return static_cast<std::uint16_t>((tag - first) / stride);
+  }
+};
 // "kernel", "user", "zero".
 const char* data_path_name(DataPath path) noexcept;
 
@@ -85,8 +111,8 @@ struct UblkQueueStats {
   std::uint64_t read_bytes = 0, write_bytes = 0;
   std::uint64_t unsupported = 0;  // ops graid does not serve (answered -EOPNOTSUPP)
   std::uint64_t aborted_tags = 0;
-  std::uint64_t copy_errors = 0;          // USER_COPY copies that failed (the request got -EIO)
-  std::uint64_t spread = 0;               // requests served on the helper lane's thread
+  std::uint64_t copy_errors = 0;  // USER_COPY copies that failed (the request got -EIO)
+  std::uint64_t spread = 0;  // requests served on another thread (helper lane, or a part not first)
   std::uint64_t zero_copy_reads = 0;      // READs served straight into the request's pages
   std::uint64_t zero_copy_fallbacks = 0;  // READs meant to, served through a copy instead
 
@@ -124,12 +150,14 @@ class UblkQueue {
   // into and out of; USER_COPY takes a buffer per request being served, of its size, from a pool
   // that keeps at most `pool_cache_bytes` of free ones; zero copy takes that pool too and a slot
   // of the ring's buffer table per tag (kNoSpace when the ring has too few left). `vd` is the
-  // extent served; `transport` the driver side.
+  // extent served; `transport` the driver side; `tags` which of the queue's `depth` tags this
+  // part serves (all of them by default; everything above is per tag served).
   static Result<std::unique_ptr<UblkQueue>> create(IoContext& ctx, Array& array, VdInfo vd,
                                                    std::uint16_t q_id, std::uint16_t depth,
                                                    std::uint32_t max_io_bytes,
                                                    std::unique_ptr<QueueTransport> transport,
                                                    DataPath path = DataPath::kKernelCopy,
+                                                   TagSet tags = {},
                                                    std::uint64_t pool_cache_bytes = 32ull << 20);
   // REQUIRES: finished() or start() never called (no request may be in flight).
   ~UblkQueue();
@@ -159,6 +187,8 @@ class UblkQueue {
   // helper lane is then destroyed by the caller, on its thread.
   void detach_array();
   void set_helper_vd_size(std::uint64_t bytes) noexcept { helper_vd_.size = bytes; }
+  // Requests served here count as moved (stats().spread): this part is not the queue's first.
+  void set_away(bool away) noexcept { away_ = away; }
   // Every tag aborted by the kernel and nothing in flight: the queue may be destroyed.
   bool finished() const noexcept { return started_ && done_tags_ == tags_.size(); }
   // The first fetch error other than an abort (the device refused the queue), or ok.
@@ -172,7 +202,9 @@ class UblkQueue {
   DataPath data_path() const noexcept { return path_; }
 
   std::uint16_t id() const noexcept { return q_id_; }
+  // The tags served here (all of the queue's unless split, TagSet).
   std::uint16_t depth() const noexcept { return static_cast<std::uint16_t>(tags_.size()); }
+  const TagSet& tag_set() const noexcept { return tag_set_; }
   // Requests being served (delivered, not yet committed).
   std::uint32_t serving() const noexcept { return serving_; }
   // Of those, the ones handed to the helper lane and not yet back.
@@ -191,6 +223,8 @@ class UblkQueue {
 
  private:
   UblkQueue() = default;
+  // The tag's state, null when this part does not serve `tag`.
+  Tag* find(std::uint16_t tag) noexcept;
   void serve(Tag& t);
   // Starts `t` on the ArrayQueue of this thread or of the helper lane.
   void submit(Tag& t);
@@ -204,6 +238,8 @@ class UblkQueue {
   VdInfo vd_;
   VdInfo helper_vd_;  // vd_ as the helper lane's thread sees it
   std::uint16_t q_id_ = 0;
+  TagSet tag_set_;
+  bool away_ = false;
   std::uint32_t max_io_ = 0;
   std::uint32_t logical_block_ = 512;
   bool user_copy_ = false;  // USER_COPY or zero copy: the queue copies what it copies itself

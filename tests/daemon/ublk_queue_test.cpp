@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "graidd/io_threads.h"
 #include "nbd_harness.h"
@@ -38,9 +39,11 @@ constexpr std::uint16_t kDepth = 16;
 // unless it copied the data in (copy()).
 class FakeDriver final : public QueueTransport {
  public:
-  FakeDriver(DataPath path, IoContext& ctx)
+  // `served`: the tags the queue may fetch (a part of a split queue serves only some).
+  FakeDriver(DataPath path, IoContext& ctx, TagSet served = {})
       : user_copy_(path != DataPath::kKernelCopy),
         zero_copy_(path == DataPath::kZeroCopy),
+        served_(served),
         ctx_(ctx) {}
   struct Request {
     IoDesc desc{};
@@ -56,6 +59,7 @@ class FakeDriver final : public QueueTransport {
   void bind(UblkQueue& q) override { queue_ = &q; }
   void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf,
              std::int32_t buf_slot) override {
+    if (!served_.holds(tag)) ADD_FAILURE() << "fetch of tag " << tag << ", not the queue's";
     auto& t = tags_[tag];
     if (zero_copy_ && buf_slot < 0)
       ADD_FAILURE() << "zero-copy fetch of tag " << tag << " with no slot";
@@ -99,6 +103,13 @@ class FakeDriver final : public QueueTransport {
   IoDesc desc(std::uint16_t tag) const override { return tags_.at(tag).desc; }
   // The buffer the tag was last fetched with (null with USER_COPY).
   std::byte* tag_buffer(std::uint16_t tag) const { return tags_.at(tag).buf; }
+  // Every tag ever fetched.
+  std::vector<std::uint16_t> known_tags() const {
+    std::vector<std::uint16_t> v;
+    for (const auto& [tag, t] : tags_)
+      v.push_back(tag);
+    return v;
+  }
   void copy(std::uint16_t tag, bool to_request, std::byte* buf, std::uint32_t len) override {
     if (!user_copy_) ADD_FAILURE() << "copy() in copy mode";
     if (!tags_[tag].delivered) ADD_FAILURE() << "copy() on tag " << tag << " with no request";
@@ -202,6 +213,7 @@ class FakeDriver final : public QueueTransport {
   };
   bool user_copy_;
   bool zero_copy_;
+  TagSet served_;
   IoContext& ctx_;
   std::vector<PendingCopy> copies_;
   UblkQueue* queue_ = nullptr;
@@ -220,10 +232,17 @@ IoDesc make_desc(std::uint8_t op, std::uint64_t offset, std::uint64_t len,
 struct QueueMode {
   DataPath path = DataPath::kKernelCopy;
   bool helper = false;  // a helper lane on a second thread takes part of the requests
+  // The queue is one part of a split one (PER_IO_DAEMON): it serves the odd tags of a queue
+  // twice as deep (kDepth of them, none of them at its own index), counting its requests as
+  // moved.
+  bool part = false;
   bool user_copy() const { return path != DataPath::kKernelCopy; }
+  std::uint16_t queue_depth() const { return part ? 2 * kDepth : kDepth; }
+  TagSet tags() const { return part ? TagSet{1, 2} : TagSet{}; }
 };
 void PrintTo(const QueueMode& m, std::ostream* os) {
-  *os << data_path_name(m.path) << " copy" << (m.helper ? ", helper lane" : "");
+  *os << data_path_name(m.path) << " copy" << (m.helper ? ", helper lane" : "")
+      << (m.part ? ", odd tags" : "");
 }
 
 class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
@@ -234,12 +253,13 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
     auto ctx = IoContext::create(256);
     ASSERT_TRUE(ctx.is_ok());
     ctx_ = std::move(*ctx);
-    auto driver = std::make_unique<FakeDriver>(GetParam().path, *ctx_);
+    auto driver = std::make_unique<FakeDriver>(GetParam().path, *ctx_, GetParam().tags());
     driver_ = driver.get();
-    auto q = UblkQueue::create(*ctx_, *array_->array, array_->vd, 0, kDepth, kMaxIo,
-                               std::move(driver), GetParam().path);
+    auto q = UblkQueue::create(*ctx_, *array_->array, array_->vd, 0, GetParam().queue_depth(),
+                               kMaxIo, std::move(driver), GetParam().path, GetParam().tags());
     ASSERT_TRUE(q.is_ok()) << q.status().to_string();
     queue_ = std::move(*q);
+    queue_->set_away(GetParam().part);
     const auto windows = queue_->zero_copy_windows();
     driver_->window_lo = const_cast<std::byte*>(windows.data());
     driver_->window_hi = driver_->window_lo + windows.size();
@@ -287,6 +307,8 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
     while (queue_->serving() > 0)
       step(true);
   }
+  // The queue's i-th tag.
+  std::uint16_t tag_at(std::uint16_t i) const { return GetParam().tags().tag(i); }
   // A ThreadCall that runs everything on this test's thread, in its context.
   ThreadCall inline_call() {
     return [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
@@ -330,6 +352,11 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
 
 TEST_P(UblkQueueTest, StartFetchesEveryTagOnce) {
   EXPECT_EQ(driver_->fetches, kDepth);
+  EXPECT_EQ(queue_->depth(), kDepth);
+  std::vector<std::uint16_t> want;
+  for (std::uint16_t i = 0; i < kDepth; ++i)
+    want.push_back(tag_at(i));
+  EXPECT_EQ(driver_->known_tags(), want) << "the queue's tags, each once";
   EXPECT_EQ(queue_->stats().requests, 0u);
   EXPECT_FALSE(queue_->finished());
 }
@@ -337,7 +364,8 @@ TEST_P(UblkQueueTest, StartFetchesEveryTagOnce) {
 TEST_P(UblkQueueTest, CopyModeTagBufferHeadsAreRegisteredInTheRingWhileTheQueueLives) {
   if (GetParam().user_copy()) GTEST_SKIP() << "USER_COPY has no per-tag buffers";
   std::vector<std::byte*> bufs;
-  for (std::uint16_t tag = 0; tag < kDepth; ++tag) {
+  for (std::uint16_t i = 0; i < kDepth; ++i) {
+    const std::uint16_t tag = tag_at(i);
     bufs.push_back(driver_->tag_buffer(tag));
     ASSERT_NE(bufs.back(), nullptr);
     EXPECT_TRUE(ctx_->registered_buffer(bufs.back(), kRegisteredTagBytes).has_value())
@@ -349,7 +377,7 @@ TEST_P(UblkQueueTest, CopyModeTagBufferHeadsAreRegisteredInTheRingWhileTheQueueL
   const std::uint64_t before = ctx_->stats().fixed_buffer_ios;
   FakeDriver::Request r;
   r.desc = IoDesc{kOpRead, 8, 0, 0};
-  driver_->deliver(0, r);
+  driver_->deliver(tag_at(0), r);
   drain();
   ASSERT_EQ(driver_->commits.size(), 1u);
   EXPECT_EQ(driver_->commits[0].result, 4096);
@@ -486,7 +514,8 @@ TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
     EXPECT_EQ(lane.reads + lane.writes, queue_->stats().spread);
     EXPECT_EQ(queue_->on_helper(), 0u);
   } else {
-    EXPECT_EQ(queue_->stats().spread, 0u);
+    // A part away counts all it serves as moved; a whole queue, none.
+    EXPECT_EQ(queue_->stats().spread, GetParam().part ? delivered : 0u);
   }
   if (GetParam().path == DataPath::kZeroCopy) {
     // Reads went straight into the requests' pages, but those the driver could not register.
@@ -636,10 +665,15 @@ TEST_P(UblkQueueTest, TeardownWithRequestsInFlightCommitsEachOnceAndFinishes) {
   if (lane_) {
     EXPECT_GT(queue_->stats().spread, 0u) << "some were in flight on the helper";
   }
+  if (GetParam().part) {
+    EXPECT_EQ(queue_->stats().spread, kDepth) << "a part away counts all";
+  }
   EXPECT_EQ(queue_->on_helper(), 0u);
   EXPECT_TRUE(queue_->error().is_ok());
   // A completion for a finished tag changes nothing (the kernel never sends one; a bug would).
-  queue_->fetch_done(0, kIoResOk);
+  queue_->fetch_done(tag_at(0), kIoResOk);
+  queue_->fetch_done(static_cast<std::uint16_t>(tag_at(0) + 1), kIoResOk);  // a tag not served
+  queue_->copy_done(static_cast<std::uint16_t>(tag_at(0) + 1), 4096);
   EXPECT_EQ(queue_->stats().requests, kDepth);
   const auto bytes = array_->read(0, static_cast<std::uint32_t>(kMaxIo) * kDepth);
   for (auto b : bytes)
@@ -951,9 +985,182 @@ TEST_P(UblkQueueTest, HandOverWithARequestInFlightKeepsTheQueueUntilItsFetchIsCa
       std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0xa7}; }));
 }
 
+// plan_queue_parts: every tag of every queue is served by exactly one part; split, each queue's
+// parts are on different threads, consecutive tags on different threads, and every thread gets
+// the same share; not split, one part per queue, queue q on thread q % threads.
+TEST(UblkQueueParts, EveryTagOfEveryQueueIsServedOnceAndSplitPartsCoverEveryThread) {
+  for (bool split : {false, true})
+    for (std::uint16_t queues : {1, 2, 3})
+      for (std::uint32_t threads : {1u, 2u, 3u, 4u})
+        for (std::uint16_t depth : {1, 2, 7, 128}) {
+          SCOPED_TRACE(::testing::Message() << "split " << split << ", " << queues << " queues, "
+                                            << threads << " threads, depth " << depth);
+          const auto parts = plan_queue_parts(queues, depth, threads, split);
+          std::map<std::pair<std::uint16_t, std::uint16_t>, int> served;  // (queue, tag)
+          std::map<std::uint32_t, std::uint32_t> per_thread;              // tags per thread
+          for (const QueuePart& p : parts) {
+            ASSERT_LT(p.thread, threads);
+            ASSERT_LT(p.q_id, queues);
+            for (std::uint16_t i = 0; i < p.tags.count(depth); ++i) {
+              const std::uint16_t tag = p.tags.tag(i);
+              ASSERT_LT(tag, depth);
+              ASSERT_TRUE(p.tags.holds(tag));
+              ASSERT_EQ(p.tags.index(tag), i);
+              ++served[{p.q_id, tag}];
+              ++per_thread[p.thread];
+            }
+          }
+          ASSERT_EQ(served.size(), std::size_t{queues} * depth);
+          for (const auto& [qt, n] : served)
+            ASSERT_EQ(n, 1) << "queue " << qt.first << " tag " << qt.second;
+          const std::uint32_t want_parts = split ? std::min<std::uint32_t>(threads, depth) : 1;
+          ASSERT_EQ(parts.size(), std::size_t{queues} * want_parts);
+          for (std::uint16_t q = 0; q < queues; ++q) {
+            std::vector<std::uint32_t> on;
+            for (const QueuePart& p : parts)
+              if (p.q_id == q) on.push_back(p.thread);
+            std::sort(on.begin(), on.end());
+            EXPECT_EQ(std::adjacent_find(on.begin(), on.end()), on.end())
+                << "two parts, one thread";
+            if (!split) {
+              EXPECT_EQ(on, std::vector<std::uint32_t>{q % threads});
+            }
+          }
+          if (split && depth % threads == 0 && depth >= threads) {
+            for (std::uint32_t t = 0; t < threads; ++t)
+              EXPECT_EQ(per_thread[t], std::uint32_t{queues} * depth / threads) << "thread " << t;
+          }
+          if (split && depth >= 2 && threads >= 2) {
+            // Tags 0 and 1 of queue 0 are on different threads.
+            std::uint32_t t0 = 99, t1 = 99;
+            for (const QueuePart& p : parts)
+              if (p.q_id == 0) {
+                if (p.tags.holds(0)) t0 = p.thread;
+                if (p.tags.holds(1)) t1 = p.thread;
+              }
+            EXPECT_NE(t0, t1);
+          }
+        }
+}
+
+// One queue split by tag over two I/O threads (PER_IO_DAEMON), each part with its own driver as
+// the kernel's per-tag daemons are: both threads serve randomized writes of the same stripes at
+// once (4 KiB blocks, each part its own blocks, so the outcome is known), every request is
+// committed once by its own part, the array holds every byte and its parity is consistent; the
+// device made of both parts (UblkDevice::adopt, each part on its thread) stops once the driver
+// aborts the fetches, its counters the sum of both, the second part's requests counted as moved.
+TEST(UblkQueueSplit, TwoPartsOnTwoThreadsServeOneQueueAndStopTogether) {
+  TestArray array(RaidLevel::kRaid5, 4, 8u << 20, kVdBytes, 16 * 1024);
+  ASSERT_NE(array.array, nullptr);
+  auto threads = daemon::IoThreads::start(2, 256);
+  ASSERT_TRUE(threads.is_ok()) << threads.status().to_string();
+  constexpr std::uint16_t kQueueDepth = 2 * kDepth;
+  const DataPath path = DataPath::kUserCopy;
+  std::vector<std::unique_ptr<UblkQueue>> parts(2);
+  std::vector<FakeDriver*> drivers(2);
+  for (std::uint32_t p = 0; p < 2; ++p) {
+    Status st;
+    (*threads)->call(p, [&](IoContext& ctx) {
+      const TagSet tags{static_cast<std::uint16_t>(p), 2};
+      auto driver = std::make_unique<FakeDriver>(path, ctx, tags);
+      drivers[p] = driver.get();
+      auto q = UblkQueue::create(ctx, *array.array, array.vd, 0, kQueueDepth, kMaxIo,
+                                 std::move(driver), path, tags);
+      if (!q.is_ok()) {
+        st = q.status();
+        return;
+      }
+      parts[p] = std::move(*q);
+      parts[p]->set_away(p != 0);
+      parts[p]->start();
+    });
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+  }
+  constexpr std::uint64_t kBlock = 4096;
+  constexpr std::uint64_t kBlocks = 1024;  // the first 4 MiB of the VD, blocks alternating
+  std::vector<std::vector<std::byte>> model(kBlocks, std::vector<std::byte>(kBlock, std::byte{0}));
+  std::vector<std::uint64_t> delivered(2, 0);
+  // Part p writes the blocks b with b % 2 == p (both parts write every stripe), on its thread.
+  auto serve = [&](std::uint32_t p) {
+    (*threads)->call(p, [&, p](IoContext& ctx) {
+      std::mt19937_64 rng(7 + p);
+      FakeDriver& d = *drivers[p];
+      std::map<std::uint16_t, std::uint64_t> by_tag;  // tag -> block being written
+      std::size_t seen = 0;
+      for (int round = 0; round < 1500; ++round) {
+        for (int burst = static_cast<int>(rng() % 4); burst > 0; --burst) {
+          const int tag = d.free_tag();
+          if (tag < 0) break;
+          std::uint64_t block = 2 * (rng() % (kBlocks / 2)) + p;
+          bool busy = false;
+          for (const auto& [t, b] : by_tag)
+            busy = busy || b == block;
+          if (busy) continue;
+          FakeDriver::Request r;
+          r.desc = make_desc(kOpWrite, block * kBlock, kBlock);
+          r.data.resize(kBlock);
+          for (auto& b : r.data)
+            b = static_cast<std::byte>(rng());
+          by_tag[static_cast<std::uint16_t>(tag)] = block;
+          model[block] = r.data;  // this part alone writes the block; the last write wins
+          d.deliver(static_cast<std::uint16_t>(tag), r);
+          ++delivered[p];
+        }
+        d.pump();
+        ctx.poll(ctx.in_flight() > 0 && !d.copies_pending());
+        for (; seen < d.commits.size(); ++seen) {
+          EXPECT_EQ(d.commits[seen].result, static_cast<std::int32_t>(kBlock));
+          EXPECT_EQ(d.commits[seen].tag % 2, p) << "committed by the other part";
+          by_tag.erase(d.commits[seen].tag);
+        }
+      }
+      while (!by_tag.empty()) {
+        d.pump();
+        ctx.poll(ctx.in_flight() > 0 && !d.copies_pending());
+        for (; seen < d.commits.size(); ++seen)
+          by_tag.erase(d.commits[seen].tag);
+      }
+    });
+  };
+  std::thread other([&] { serve(1); });
+  serve(0);
+  other.join();
+  EXPECT_GT(delivered[0], 500u);
+  EXPECT_GT(delivered[1], 500u);
+  const auto bytes = array.read(0, static_cast<std::uint32_t>(kBlocks * kBlock));
+  for (std::uint64_t b = 0; b < kBlocks; ++b)
+    ASSERT_EQ(std::memcmp(bytes.data() + b * kBlock, model[b].data(), kBlock), 0) << "block " << b;
+  EXPECT_EQ(*array.array->count_inconsistent_stripes(), 0u);
+
+  // The device of both parts: stop() waits for each on its own thread.
+  FakeStopCommands commands;
+  const ThreadCall call = [&](std::uint32_t t, const std::function<void(IoContext&)>& fn) {
+    (*threads)->call(t, fn);
+  };
+  auto vd = array.array->open_vd(array.vd.id);
+  ASSERT_TRUE(vd.is_ok());
+  const UblkQueueStats want_first = parts[0]->stats(), want_second = parts[1]->stats();
+  auto dev = UblkDevice::adopt(commands, call, *array.array, std::move(*vd), 9, std::move(parts), 2,
+                               std::chrono::milliseconds(50), kFlagPerIoDaemon, {0, 1});
+  EXPECT_EQ(dev->stop().code(), Errc::kBusy) << "the fetches are still pending";
+  for (std::uint32_t p = 0; p < 2; ++p)
+    (*threads)->call(p, [&](IoContext&) { EXPECT_EQ(drivers[p]->abort_fetched(), kDepth); });
+  EXPECT_TRUE(dev->stop().is_ok());
+  EXPECT_TRUE(dev->removed());
+  const UblkQueueStats s = dev->stats();
+  EXPECT_EQ(s.requests, delivered[0] + delivered[1]);
+  EXPECT_EQ(s.commits, s.requests);
+  EXPECT_EQ(s.errors, 0u);
+  EXPECT_EQ(s.aborted_tags, kQueueDepth);
+  EXPECT_EQ(s.spread, delivered[1]) << "the second part's requests, as moved";
+  EXPECT_EQ(want_first.requests, delivered[0]);
+  EXPECT_EQ(want_second.requests, delivered[1]);
+}
+
 std::string mode_name(const ::testing::TestParamInfo<QueueMode>& p) {
   static constexpr const char* kNames[] = {"CopyMode", "UserCopy", "ZeroCopy"};
-  return std::string(kNames[static_cast<int>(p.param.path)]) + (p.param.helper ? "WithHelper" : "");
+  return std::string(kNames[static_cast<int>(p.param.path)]) +
+         (p.param.helper ? "WithHelper" : "") + (p.param.part ? "OddTags" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, UblkQueueTest,
@@ -962,7 +1169,10 @@ INSTANTIATE_TEST_SUITE_P(Modes, UblkQueueTest,
                                            QueueMode{DataPath::kZeroCopy, false},
                                            QueueMode{DataPath::kKernelCopy, true},
                                            QueueMode{DataPath::kUserCopy, true},
-                                           QueueMode{DataPath::kZeroCopy, true}),
+                                           QueueMode{DataPath::kZeroCopy, true},
+                                           QueueMode{DataPath::kKernelCopy, false, true},
+                                           QueueMode{DataPath::kUserCopy, false, true},
+                                           QueueMode{DataPath::kZeroCopy, false, true}),
                          mode_name);
 
 }  // namespace
