@@ -144,6 +144,7 @@ Result<json> Registry::stats(const json&) {
                          {"aborted_tags", u->aborted_tags},
                          {"spread", u->spread},
                          {"zero_copy_reads", u->zero_copy_reads},
+                         {"zero_copy_writes", u->zero_copy_writes},
                          {"zero_copy_fallbacks", u->zero_copy_fallbacks}};
       vds.push_back(std::move(entry));
     }

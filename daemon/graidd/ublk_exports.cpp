@@ -198,9 +198,9 @@ Result<bool> UblkExports::remove(std::uint32_t dg_id, std::uint32_t vd_id) {
   const ublk::UblkQueueStats s = it->second->stats();
   spdlog::info(
       "dg {} vd {}: {} removed; it served {} requests ({} committed, {} with an error, {} "
-      "on another I/O thread, {} reads zero-copy, {} reads copied instead)",
+      "on another I/O thread, {} reads and {} writes zero-copy, {} copied instead)",
       dg_id, vd_id, it->second->info().path, s.requests, s.commits, s.errors, s.spread,
-      s.zero_copy_reads, s.zero_copy_fallbacks);
+      s.zero_copy_reads, s.zero_copy_writes, s.zero_copy_fallbacks);
   devices_.erase(it);
   return true;
 }

@@ -86,6 +86,8 @@ Result<std::unique_ptr<UblkQueue>> UblkQueue::create(IoContext& ctx, Array& arra
   q->logical_block_ = array.logical_block_size();
   q->user_copy_ = user_copy;
   q->path_ = path;
+  q->kernel_writes_ =
+      path == DataPath::kZeroCopy && array.geometry().redundancy() != Redundancy::kParity;
   q->ctx_ = &ctx;
   q->stripe_bytes_ = array.geometry().stripe_data_bytes();
   std::vector<std::uint16_t> slots;
@@ -215,9 +217,10 @@ void UblkQueue::serve(Tag& t) {
   }
   t.offset = t.kind == IoKind::kFlush ? 0 : offset;
   t.len = t.kind == IoKind::kFlush ? 0 : static_cast<std::uint32_t>(bytes);
-  if (path_ == DataPath::kZeroCopy && t.kind == IoKind::kRead && queue_ != nullptr) {
+  const bool zero = t.kind == IoKind::kRead || (t.kind == IoKind::kWrite && kernel_writes_);
+  if (path_ == DataPath::kZeroCopy && zero && queue_ != nullptr) {
     if ((flags & kIoFNeedRegBuf) == 0) {
-      // Straight into the request's pages, on this thread (whose ring holds them).
+      // Straight into (or from) the request's pages, on this thread (whose ring holds them).
       t.buf = windows_.data() + std::size_t{t.index} * max_io_;
       t.flags |= kIoKernelBuffer;
       queue_->submit(t, vd_);
@@ -296,17 +299,29 @@ void UblkQueue::io_done(Tag& t, const Status& st) {
   if ((t.flags & kIoKernelBuffer) != 0) {  // served into the request's own pages
     t.flags &= static_cast<std::uint8_t>(~kIoKernelBuffer);
     if (st.is_ok()) {
-      ++stats_.reads;  // the data is in the request already
-      ++stats_.zero_copy_reads;
-      stats_.read_bytes += t.len;
+      if (t.kind == IoKind::kRead) {
+        ++stats_.reads;  // the data is in the request already
+        ++stats_.zero_copy_reads;
+        stats_.read_bytes += t.len;
+      } else {
+        ++stats_.writes;
+        ++stats_.zero_copy_writes;
+        stats_.write_bytes += t.len;
+      }
       commit(t, static_cast<std::int32_t>(t.len));
       return;
     }
     if (st.code() == Errc::kUnsupported) {
-      // A path that needs the data in memory (degraded, repaired): the USER_COPY way.
+      // A path that needs the data in memory (degraded, repaired) or a member that cannot take
+      // the pages (NVMe passthrough), refused before anything was done: the USER_COPY way.
       ++stats_.zero_copy_fallbacks;
       if (Status taken = take_buffer(t); !taken) {
         commit(t, -ENOMEM);
+        return;
+      }
+      if (t.kind == IoKind::kWrite) {
+        t.copying = true;  // the payload first, then written (copy_done)
+        transport_->copy(t.tag, /*to_request=*/false, t.buf, t.len);
         return;
       }
       submit(t);

@@ -25,10 +25,12 @@
 // taken for the request being served; zero copy (kZeroCopy: AUTO_BUF_REG with USER_COPY)
 // serves READs straight into the request's own pages, which the driver registers in this
 // thread's ring at each fetch (a slot per tag, named in the fetch): member reads land there as
-// fixed-buffer I/O (ArrayIo kIoKernelBuffer), nothing is copied. Everything else, and a read the
-// engine can only serve with the CPU (degraded, repaired) or the driver could not register,
-// goes the USER_COPY way; such reads are never moved to the helper lane while zero-copy (its
-// ring has not the pages).
+// fixed-buffer I/O (ArrayIo kIoKernelBuffer), nothing is copied; on RAID0, RAID1 and RAID10,
+// WRITEs likewise go to every member straight from those pages. Everything else (parity levels'
+// writes: parity is computed from the data), and a request the engine can only serve with the
+// CPU (a degraded or repaired read) or whose pages the driver could not register, goes the
+// USER_COPY way; zero-copy requests are never moved to the helper lane (its ring has not the
+// pages).
 //
 // Every request the kernel delivers is committed exactly once, whatever happens (an engine error
 // becomes -errno in the commit, this boundary being the only place errno appears); a tag is never
@@ -114,7 +116,8 @@ struct UblkQueueStats {
   std::uint64_t copy_errors = 0;  // USER_COPY copies that failed (the request got -EIO)
   std::uint64_t spread = 0;  // requests served on another thread (helper lane, or a part not first)
   std::uint64_t zero_copy_reads = 0;      // READs served straight into the request's pages
-  std::uint64_t zero_copy_fallbacks = 0;  // READs meant to, served through a copy instead
+  std::uint64_t zero_copy_writes = 0;     // WRITEs served straight from them (RAID0/1/10)
+  std::uint64_t zero_copy_fallbacks = 0;  // READs and WRITEs meant to, served through a copy
 
   UblkQueueStats& operator+=(const UblkQueueStats& o) noexcept {
     requests += o.requests;
@@ -132,6 +135,7 @@ struct UblkQueueStats {
     copy_errors += o.copy_errors;
     spread += o.spread;
     zero_copy_reads += o.zero_copy_reads;
+    zero_copy_writes += o.zero_copy_writes;
     zero_copy_fallbacks += o.zero_copy_fallbacks;
     return *this;
   }
@@ -242,7 +246,8 @@ class UblkQueue {
   bool away_ = false;
   std::uint32_t max_io_ = 0;
   std::uint32_t logical_block_ = 512;
-  bool user_copy_ = false;  // USER_COPY or zero copy: the queue copies what it copies itself
+  bool user_copy_ = false;      // USER_COPY or zero copy: the queue copies what it copies itself
+  bool kernel_writes_ = false;  // zero copy of WRITEs too: the array is RAID0, RAID1 or RAID10
   DataPath path_ = DataPath::kKernelCopy;
   MappedBuffer buffers_;      // copy mode: every tag's buffer (untouched until used)
   MappedBuffer windows_;      // zero copy: address space standing for the tags' request pages

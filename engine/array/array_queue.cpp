@@ -78,31 +78,35 @@ namespace {
 // operation, which the stripe lock (FIFO) runs after this one on every copy. Parity operations
 // apply their pieces in order into one image, so they may overlap. A whole-stripe discard takes
 // nothing else.
+// Pieces in kernel buffers and pieces in memory never share an operation (a refusal of the
+// former must not fail the latter).
 bool joinable(const StripeOp& op, StripeOp::Mode mode, std::uint32_t stripe_offset,
-              std::uint32_t len) {
-  return op.mode() == mode && mode != StripeOp::Mode::kPunch &&
+              std::uint32_t len, bool kernel) {
+  return op.mode() == mode && mode != StripeOp::Mode::kPunch && op.kernel_buffer() == kernel &&
          !(mode == StripeOp::Mode::kMirrorWrite && op.overlaps(stripe_offset, len));
 }
 
 }  // namespace
 
 StripeOp& ArrayQueue::Impl::pending_write_op(std::uint64_t stripe, StripeOp::Mode mode,
-                                             std::uint32_t stripe_offset, std::uint32_t len) {
+                                             std::uint32_t stripe_offset, std::uint32_t len,
+                                             bool kernel) {
   if (auto it = pending.find(stripe); it != pending.end()) {
-    if (joinable(*it->second, mode, stripe_offset, len)) {
+    if (joinable(*it->second, mode, stripe_offset, len, kernel)) {
       ++stats.coalesced;
       return *it->second;
     }
   } else if (auto w = waiting.find(stripe); w != waiting.end()) {
     // Nothing of this batch on the stripe yet: the queue's newest operation waiting for the
     // stripe's lock takes the piece, if it can.
-    if (joinable(*w->second, mode, stripe_offset, len)) {
+    if (joinable(*w->second, mode, stripe_offset, len, kernel)) {
       ++stats.coalesced;
       ++stats.coalesced_waiting;
       return *w->second;
     }
   }
   StripeOp& op = new_op(mode, stripe);
+  op.set_kernel_buffer(kernel);
   pending[stripe] = &op;
   pending_order.push_back(&op);
   schedule_kick();
@@ -154,10 +158,11 @@ void ArrayQueue::Impl::submit_write(ArrayIo& io, std::uint64_t offset) {
   const auto mode =
       g.redundancy() == Redundancy::kParity ? StripeOp::Mode::kWrite : StripeOp::Mode::kMirrorWrite;
   const std::uint64_t stripe_bytes = g.stripe_data_bytes();
+  const bool kernel = (io.flags & kIoKernelBuffer) != 0;  // mirrors only (submit)
   split_by(offset, io.len, stripe_bytes,
            [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
              const auto stripe_offset = static_cast<std::uint32_t>(at % stripe_bytes);
-             StripeOp& op = pending_write_op(at / stripe_bytes, mode, stripe_offset, n);
+             StripeOp& op = pending_write_op(at / stripe_bytes, mode, stripe_offset, n, kernel);
              Piece piece;
              piece.io = &io;
              piece.stripe_offset = stripe_offset;
@@ -227,6 +232,13 @@ void ArrayQueue::Impl::dispatch(ArrayIo& io, std::uint64_t offset) {
   }
 }
 
+bool ArrayQueue::Impl::passthrough_member() const {
+  for (std::uint32_t m = 0; m < array.geometry.members(); ++m)
+    if (const auto& d = array.members[m]; d && d->io_mode() == MemberIoMode::kPassthrough)
+      return true;
+  return false;
+}
+
 void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t limit) {
   begin_io(io);
   Status invalid;
@@ -248,8 +260,17 @@ void ArrayQueue::Impl::submit(ArrayIo& io, std::uint64_t base, std::uint64_t lim
                            io.offset, io.len, limit);
     } else if (data && (io.buf == nullptr || reinterpret_cast<std::uintptr_t>(io.buf) % block)) {
       invalid = make_error(Errc::kInvalidArgument, "request buffer is not {}-byte aligned", block);
-    } else if ((io.flags & kIoKernelBuffer) != 0 && io.kind != IoKind::kRead) {
-      invalid = kernel_buffer_refusal("anything but a read");
+    } else if ((io.flags & kIoKernelBuffer) != 0 && io.kind == IoKind::kWrite &&
+               array.geometry.redundancy() == Redundancy::kParity) {
+      invalid = kernel_buffer_refusal("a write to a parity level (parity is computed from it)");
+    } else if ((io.flags & kIoKernelBuffer) != 0 && io.kind == IoKind::kWrite &&
+               passthrough_member()) {
+      // Refused whole, before any of it is written (a mirror's operation checks again, for a
+      // device that took a role or a hot replace since).
+      invalid = kernel_buffer_refusal("a write to an array with an NVMe passthrough member");
+    } else if ((io.flags & kIoKernelBuffer) != 0 && io.kind != IoKind::kRead &&
+               io.kind != IoKind::kWrite) {
+      invalid = kernel_buffer_refusal("anything but a read or a write");
     } else if ((io.flags & kIoKernelBuffer) != 0 && !ctx.in_kernel_buffer_window(io.buf, io.len)) {
       invalid = make_error(Errc::kInvalidArgument,
                            "request buffer is not a kernel buffer window of this thread's ring");

@@ -128,8 +128,11 @@ struct ArrayQueue::Impl {
   void recycle(StripeOp& op);
   // The operation on `stripe` not yet running that a piece at [stripe_offset, +len) joins (the
   // batch's, else the newest one waiting for the lock), or a new one.
+  // Whether a member's device is an NVMe passthrough one (now).
+  bool passthrough_member() const;
+  // `kernel`: the piece's data is in a kernel buffer window (StripeOp::set_kernel_buffer).
   StripeOp& pending_write_op(std::uint64_t stripe, StripeOp::Mode mode, std::uint32_t stripe_offset,
-                             std::uint32_t len);
+                             std::uint32_t len, bool kernel = false);
 
   // Request accounting: every piece of a request completes through part_done exactly once.
   void begin_io(ArrayIo& io);

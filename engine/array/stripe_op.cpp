@@ -36,6 +36,7 @@ void StripeOp::reset(Mode mode, std::uint64_t stripe) {
   replans_ = 0;
   unreadable_ = 0;
   zero_writes_ = false;
+  kernel_buffer_ = false;
   lock_.stripe = stripe;
   lock_.home = &q_.ctx;
   lock_.grant = this;
@@ -131,6 +132,14 @@ void StripeOp::submit_io(StripeMemberIo& io) {
   io.device = &device;
   if (copy == &device) {
     a.release_replacement();  // swapped in already: it is the role's device
+    copy = nullptr;
+  }
+  if (copy != nullptr && kernel_buffer_ && copy->io_mode() == MemberIoMode::kPassthrough) {
+    // A hot replace onto an NVMe passthrough drive began after issue_mirror_writes() looked: its
+    // commands cannot take a kernel buffer, so the replacement cannot have this write. Give the
+    // replace up (the role's device keeps it, with every write); nothing is lost.
+    a.release_replacement();
+    a.replacement_failed("a zero-copy write", -EOPNOTSUPP);
     copy = nullptr;
   }
   if (copy != nullptr) {

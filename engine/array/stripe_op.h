@@ -90,6 +90,10 @@ class StripeOp final : public Task {
   // planned around as if failed, then rewritten with the reconstructed contents.
   void set_unreadable(std::uint64_t members) noexcept { unreadable_ = members; }
   void add_piece(const Piece& piece) { pieces_.push_back(piece); }
+  // Its pieces' data is in kernel buffer windows (kIoKernelBuffer writes, mirrors only): every
+  // member write goes out as fixed-buffer I/O, and the operation takes no other piece.
+  void set_kernel_buffer(bool kernel) noexcept { kernel_buffer_ = kernel; }
+  bool kernel_buffer() const noexcept { return kernel_buffer_; }
   Mode mode() const noexcept { return mode_; }
   std::uint64_t stripe() const noexcept { return stripe_; }
   ArrayQueue::Impl& queue() noexcept { return q_; }
@@ -188,6 +192,7 @@ class StripeOp final : public Task {
   int replans_ = 0;
   std::uint64_t unreadable_ = 0;  // member mask: media read errors met in this operation
   bool zero_writes_ = false;      // mirror zero pieces go out as written zeroes, not discards
+  bool kernel_buffer_ = false;    // see set_kernel_buffer()
   bool fua_ = false;    // a piece asked for FUA: every member write of the operation goes out FUA
   PoolBuffer scratch_;  // kMirrorRead: what the good copy held; zero_writes_: zeroes
   enum class ComputeStage : std::uint8_t { kReconstruct, kEncode };

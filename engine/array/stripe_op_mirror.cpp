@@ -47,6 +47,22 @@ void StripeOp::issue_mirror_writes() {
   }
   if (ios_used_ == 0) return finish(make_error(Errc::kIoError, "no live copy to write"));
   const std::size_t n = ios_used_;
+  if (kernel_buffer_) {
+    // Kernel buffers go only where fixed-buffer I/O takes them: refused, before anything is
+    // written, where a copy (or the replacement its writes go to as well) is an NVMe
+    // passthrough drive, whose commands carry an address.
+    Array::State& a = q_.array;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t m = ios_[i]->member;
+      const auto& device = a.members[m];
+      bool refused = device && device->io_mode() == MemberIoMode::kPassthrough;
+      if (MemberDevice* copy = a.hold_replacement(m, stripe_, ios_[i]->offset)) {
+        refused = refused || copy->io_mode() == MemberIoMode::kPassthrough;
+        a.release_replacement();
+      }
+      if (refused) return finish(kernel_buffer_refusal("a write to an NVMe passthrough member"));
+    }
+  }
   for (std::size_t i = 0; i < n; ++i)
     submit_io(*ios_[i]);
 }

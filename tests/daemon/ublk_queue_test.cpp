@@ -236,19 +236,25 @@ struct QueueMode {
   // twice as deep (kDepth of them, none of them at its own index), counting its requests as
   // moved.
   bool part = false;
+  // The array's level: RAID5 (4 members), or a mirror (RAID1 of 2, RAID10 of 4), where zero
+  // copy serves WRITEs from the requests' pages too.
+  RaidLevel level = RaidLevel::kRaid5;
   bool user_copy() const { return path != DataPath::kKernelCopy; }
+  bool mirror() const { return level == RaidLevel::kRaid1 || level == RaidLevel::kRaid10; }
   std::uint16_t queue_depth() const { return part ? 2 * kDepth : kDepth; }
   TagSet tags() const { return part ? TagSet{1, 2} : TagSet{}; }
 };
 void PrintTo(const QueueMode& m, std::ostream* os) {
   *os << data_path_name(m.path) << " copy" << (m.helper ? ", helper lane" : "")
-      << (m.part ? ", odd tags" : "");
+      << (m.part ? ", odd tags" : "") << ", " << raid_level_name(m.level);
 }
 
 class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
  protected:
   void SetUp() override {
-    array_ = std::make_unique<TestArray>(RaidLevel::kRaid5, 4, 8u << 20, kVdBytes, 16 * 1024);
+    const QueueMode& m = GetParam();
+    array_ = std::make_unique<TestArray>(m.level, m.level == RaidLevel::kRaid1 ? 2 : 4,
+                                         m.mirror() ? 24u << 20 : 8u << 20, kVdBytes, 16 * 1024);
     ASSERT_NE(array_->array, nullptr);
     auto ctx = IoContext::create(256);
     ASSERT_TRUE(ctx.is_ok());
@@ -425,6 +431,10 @@ TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
   std::size_t seen_commits = 0;
   driver_->fail_registrations = 40;  // zero copy: some requests the driver could not register
   for (int round = 0; round < 3000; ++round) {
+    if (round == 1500 && GetParam().mirror()) {
+      // A copy fails with requests in flight: every write still lands on the live copies.
+      ASSERT_TRUE(array_->array->fail_member(1, "test").is_ok());
+    }
     // Deliver up to a few requests, then poll once.
     for (int burst = std::uniform_int_distribution<int>(0, 4)(rng); burst > 0; --burst) {
       const int tag = driver_->free_tag();
@@ -523,20 +533,30 @@ TEST_P(UblkQueueTest, RandomizedIoMatchesTheModelAndEveryRequestIsCommittedOnce)
     EXPECT_EQ(queue_->stats().zero_copy_reads, driver_->zero_copy_commits);
     EXPECT_GT(queue_->stats().zero_copy_fallbacks, 0u);
     EXPECT_GT(ctx_->stats().fixed_buffer_ios, queue_->stats().zero_copy_reads);
+    if (GetParam().mirror()) {
+      // Writes too, but those whose pages the driver could not register.
+      EXPECT_GT(queue_->stats().zero_copy_writes, queue_->stats().writes / 2);
+    } else {
+      EXPECT_EQ(queue_->stats().zero_copy_writes, 0u) << "parity is computed from the data";
+    }
   } else {
     EXPECT_EQ(queue_->stats().zero_copy_reads, 0u);
+    EXPECT_EQ(queue_->stats().zero_copy_writes, 0u);
   }
   // The array itself holds the model, parity consistent.
   const auto bytes = array_->read(0, static_cast<std::uint32_t>(kVdBytes));
   ASSERT_EQ(bytes.size(), model_.size());
   EXPECT_EQ(std::memcmp(bytes.data(), model_.data(), bytes.size()), 0);
-  EXPECT_EQ(*array_->array->count_inconsistent_stripes(), 0u);
+  if (!GetParam().mirror()) {
+    EXPECT_EQ(*array_->array->count_inconsistent_stripes(), 0u);
+  }
 }
 
 // Zero copy where a read needs the CPU: with a member failed, reads of its strips are
 // reconstructed from parity, which the engine does only in memory. Those come back to the queue
 // refused (before anything touched the request's pages) and are served again through a copy;
 // reads of the live members' strips still go straight into the pages. Every byte as written.
+// A mirror reads the live copy instead, and writes it, straight from the pages: no copy at all.
 TEST_P(UblkQueueTest, ZeroCopyReadsThatNeedTheCpuAreServedAgainThroughACopy) {
   if (GetParam().path != DataPath::kZeroCopy) GTEST_SKIP() << "zero copy only";
   std::mt19937_64 rng(20261205);
@@ -569,7 +589,26 @@ TEST_P(UblkQueueTest, ZeroCopyReadsThatNeedTheCpuAreServedAgainThroughACopy) {
     ASSERT_EQ(c.data.size(), len);
     ASSERT_EQ(std::memcmp(c.data.data(), model_.data() + off, len), 0) << "read at " << off;
   }
-  EXPECT_GT(queue_->stats().zero_copy_fallbacks, fallbacks) << "reads of the failed member";
+  if (GetParam().mirror()) {
+    EXPECT_EQ(queue_->stats().zero_copy_fallbacks, fallbacks) << "the live copy needs no CPU";
+    // Degraded writes, from the pages, then read back.
+    const std::uint64_t zero_writes = queue_->stats().zero_copy_writes;
+    for (std::uint64_t off = 0; off < (1u << 20); off += 192u << 10) {
+      FakeDriver::Request w;
+      w.desc = make_desc(kOpWrite, off, 64u << 10);
+      w.data.resize(64u << 10);
+      for (auto& b : w.data)
+        b = static_cast<std::byte>(rng());
+      std::memcpy(model_.data() + off, w.data.data(), w.data.size());
+      driver_->deliver(static_cast<std::uint16_t>(driver_->free_tag()), w);
+      drain();
+    }
+    EXPECT_GT(queue_->stats().zero_copy_writes, zero_writes);
+    const auto bytes = array_->read(0, 1u << 20);
+    EXPECT_EQ(std::memcmp(bytes.data(), model_.data(), bytes.size()), 0);
+  } else {
+    EXPECT_GT(queue_->stats().zero_copy_fallbacks, fallbacks) << "reads of the failed member";
+  }
   EXPECT_GT(queue_->stats().zero_copy_reads, zero) << "reads of live members only";
   EXPECT_EQ(queue_->stats().errors, 0u);
 }
@@ -1159,21 +1198,28 @@ TEST(UblkQueueSplit, TwoPartsOnTwoThreadsServeOneQueueAndStopTogether) {
 
 std::string mode_name(const ::testing::TestParamInfo<QueueMode>& p) {
   static constexpr const char* kNames[] = {"CopyMode", "UserCopy", "ZeroCopy"};
+  std::string level;  // "Raid1", "Raid10"; nothing for RAID5
+  if (p.param.level != RaidLevel::kRaid5) {
+    level = raid_level_name(p.param.level);
+    level[0] = 'R';
+  }
   return std::string(kNames[static_cast<int>(p.param.path)]) +
-         (p.param.helper ? "WithHelper" : "") + (p.param.part ? "OddTags" : "");
+         (p.param.helper ? "WithHelper" : "") + (p.param.part ? "OddTags" : "") + level;
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, UblkQueueTest,
-                         ::testing::Values(QueueMode{DataPath::kKernelCopy, false},
-                                           QueueMode{DataPath::kUserCopy, false},
-                                           QueueMode{DataPath::kZeroCopy, false},
-                                           QueueMode{DataPath::kKernelCopy, true},
-                                           QueueMode{DataPath::kUserCopy, true},
-                                           QueueMode{DataPath::kZeroCopy, true},
-                                           QueueMode{DataPath::kKernelCopy, false, true},
-                                           QueueMode{DataPath::kUserCopy, false, true},
-                                           QueueMode{DataPath::kZeroCopy, false, true}),
-                         mode_name);
+INSTANTIATE_TEST_SUITE_P(
+    Modes, UblkQueueTest,
+    ::testing::Values(QueueMode{DataPath::kKernelCopy, false},
+                      QueueMode{DataPath::kUserCopy, false}, QueueMode{DataPath::kZeroCopy, false},
+                      QueueMode{DataPath::kKernelCopy, true}, QueueMode{DataPath::kUserCopy, true},
+                      QueueMode{DataPath::kZeroCopy, true},
+                      QueueMode{DataPath::kKernelCopy, false, true},
+                      QueueMode{DataPath::kUserCopy, false, true},
+                      QueueMode{DataPath::kZeroCopy, false, true},
+                      QueueMode{DataPath::kZeroCopy, false, false, RaidLevel::kRaid1},
+                      QueueMode{DataPath::kZeroCopy, false, false, RaidLevel::kRaid10},
+                      QueueMode{DataPath::kUserCopy, false, false, RaidLevel::kRaid10}),
+    mode_name);
 
 }  // namespace
 }  // namespace graid::testing

@@ -178,12 +178,14 @@ TEST_P(ArrayRequestFlagsTest, WriteZeroesIsNotADiscard) {
 }
 
 // kIoKernelBuffer (ublk zero copy): a read into a kernel buffer slot's window lands in the
-// slot's pages (installed here as the driver would) through fixed-buffer member reads; the
-// window itself is PROT_NONE, so any touch by the engine would crash the test. Anything the
-// engine would serve with the CPU is refused with kUnsupported before it starts: a write, and a
-// read of a failed member's data on a parity level (reconstruction); a mirror reads the other
-// copy instead. A buffer that is no window of the queue's ring is refused as invalid.
-TEST_P(ArrayRequestFlagsTest, KernelBufferReadsMoveDataUnchangedAndNothingElse) {
+// slot's pages (installed here as the driver would) through fixed-buffer member reads, and on
+// RAID0/1/10 a write from the window puts the pages' bytes on every copy through fixed-buffer
+// member writes; the window itself is PROT_NONE, so any touch by the engine would crash the
+// test. Anything the engine would serve with the CPU is refused with kUnsupported before it
+// starts, writing nothing: a write to a parity level, a discard, and a read of a failed member's
+// data on a parity level (reconstruction); a mirror reads the other copy instead, and writes the
+// live ones. A buffer that is no window of the queue's ring is refused as invalid.
+TEST_P(ArrayRequestFlagsTest, KernelBufferIoMovesDataUnchangedAndNothingElse) {
   ArrayFiles files;
   auto array = make(files);
   ASSERT_NE(array, nullptr);
@@ -207,13 +209,30 @@ TEST_P(ArrayRequestFlagsTest, KernelBufferReadsMoveDataUnchangedAndNothingElse) 
   EXPECT_EQ(std::memcmp(pages.data(), data.data(), len), 0);
   EXPECT_GT((*ctx)->stats().fixed_buffer_ios, fixed);
 
-  EXPECT_EQ(submit(**queue, IoKind::kWrite, 0, len, window, kIoKernelBuffer).code(),
+  const bool parity = GetParam() == RaidLevel::kRaid5 || GetParam() == RaidLevel::kRaid6;
+  AlignedBuffer second = pattern(len, 22);
+  std::memcpy(pages.data(), second.data(), len);  // what the driver registered for a WRITE
+  const Status wrote = submit(**queue, IoKind::kWrite, 0, len, window, kIoKernelBuffer);
+  EXPECT_EQ(submit(**queue, IoKind::kDiscard, 0, len, window, kIoKernelBuffer).code(),
             Errc::kUnsupported);
+  EXPECT_EQ(submit(**queue, IoKind::kWrite, 0, len, data.data(), kIoKernelBuffer).code(),
+            parity ? Errc::kUnsupported : Errc::kInvalidArgument)
+      << "not a window";
+  if (parity) {
+    EXPECT_EQ(wrote.code(), Errc::kUnsupported) << wrote.to_string();
+    EXPECT_EQ(read(*array, 0, len), std::vector<std::byte>(data.data(), data.data() + len))
+        << "the refused write wrote nothing";
+  } else {
+    ASSERT_TRUE(wrote.is_ok()) << wrote.to_string();
+    EXPECT_EQ(read(*array, 0, len), std::vector<std::byte>(second.data(), second.data() + len));
+    if (GetParam() != RaidLevel::kRaid0) {
+      EXPECT_EQ(*array->count_inconsistent_stripes(), 0u) << "every copy has it";
+    }
+    ASSERT_TRUE(submit(**queue, IoKind::kWrite, 0, len, data.data(), 0).is_ok());  // as before
+  }
   EXPECT_EQ(submit(**queue, IoKind::kRead, 0, len, data.data(), kIoKernelBuffer).code(),
             Errc::kInvalidArgument)
       << "not a window";
-  EXPECT_EQ(read(*array, 0, len), std::vector<std::byte>(data.data(), data.data() + len))
-      << "the refused write wrote nothing";
 
   if (GetParam() != RaidLevel::kRaid0) {
     ASSERT_TRUE(array->fail_member(0, "test").is_ok());
@@ -223,6 +242,11 @@ TEST_P(ArrayRequestFlagsTest, KernelBufferReadsMoveDataUnchangedAndNothingElse) 
     if (mirror) {
       EXPECT_TRUE(st.is_ok()) << st.to_string();
       EXPECT_EQ(std::memcmp(pages.data(), data.data(), len), 0);
+      // A degraded write, to the live copies, from the pages.
+      std::memcpy(pages.data(), second.data(), len);
+      const Status w = submit(**queue, IoKind::kWrite, 0, len, window, kIoKernelBuffer);
+      EXPECT_TRUE(w.is_ok()) << w.to_string();
+      EXPECT_EQ(read(*array, 0, len), std::vector<std::byte>(second.data(), second.data() + len));
     } else {
       EXPECT_EQ(st.code(), Errc::kUnsupported) << st.to_string();
     }

@@ -53,12 +53,16 @@ enum class IoKind : std::uint8_t { kRead, kWrite, kFlush, kDiscard, kWriteZeroes
 inline constexpr std::uint8_t kIoFua = 1u << 0;       // kWrite: durable when acknowledged
 inline constexpr std::uint8_t kIoPreflush = 1u << 1;  // flush what came before, then start
 inline constexpr std::uint8_t kIoNoUnmap = 1u << 2;   // kWriteZeroes: keep the range allocated
-// kRead: `buf` is a window of a kernel buffer slot of the submitting thread's ring
+// kRead, kWrite: `buf` is a window of a kernel buffer slot of the submitting thread's ring
 // (IoContext::add_kernel_buffer_slot; ublk zero copy), memory the engine must never touch. The
-// read is served only where member reads move the data unchanged into it (fixed-buffer I/O):
-// where it would need the CPU (a degraded or repaired read) or a member that cannot take such a
-// buffer (NVMe passthrough), the request fails with kUnsupported before anything touches `buf`,
-// and the caller serves it again with a buffer in memory. Any other kind fails with kUnsupported.
+// request is served only where member I/O moves the data unchanged (fixed-buffer I/O): reads on
+// every level, writes on RAID0, RAID1 and RAID10 (every copy, and a hot replacement's, written
+// from it). Where it would need the CPU (a degraded or repaired read, any write to a parity
+// level) or a member that cannot take such a buffer (NVMe passthrough, also as a hot
+// replacement), the request fails with kUnsupported before anything touches `buf` or is
+// written, and the caller serves it again with a buffer in memory. (One exception: a hot replace
+// onto a passthrough drive that begins while such a write is being issued is given up instead;
+// nothing is lost.) Any other kind fails with kUnsupported.
 inline constexpr std::uint8_t kIoKernelBuffer = 1u << 3;
 
 // One request on an array or VD. Owned by the caller (e.g. preallocated per ublk tag), alive until
