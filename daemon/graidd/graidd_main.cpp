@@ -33,7 +33,7 @@ struct Options {
   std::string log_level = "info";
   std::uint32_t ublk_depth = 128;
   std::uint64_t ublk_memory_mib = 256;
-  std::string ublk_copy = "kernel";
+  std::string ublk_copy = "auto";
   std::string ublk_affinity = "any";
   std::string ublk_spread = "off";
   std::uint32_t nbd_handshake_timeout_s = 10;
@@ -128,9 +128,10 @@ int run(const Options& o) {
   ro.version = GRAID_VERSION;
   ro.ublk.depth = o.ublk_depth;
   ro.ublk.memory_budget = o.ublk_memory_mib << 20;
-  // auto: zero copy where the driver has AUTO_BUF_REG (6.16+), else the driver copies.
-  ro.ublk.user_copy = o.ublk_copy == "user" || o.ublk_copy == "zero";
-  ro.ublk.zero_copy = o.ublk_copy == "zero" || o.ublk_copy == "auto";
+  ro.ublk.copy = o.ublk_copy == "kernel" ? ublk::CopyMode::kKernel
+                 : o.ublk_copy == "user" ? ublk::CopyMode::kUser
+                 : o.ublk_copy == "zero" ? ublk::CopyMode::kZero
+                                         : ublk::CopyMode::kAuto;
   ro.ublk.pin_to_queue = o.ublk_affinity == "queue";
   ro.ublk.spread = o.ublk_spread == "on";
   ro.nbd_handshake_timeout = std::chrono::seconds(o.nbd_handshake_timeout_s);
@@ -197,8 +198,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ublk-copy", o.ublk_copy,
                  "who copies ublk request data: kernel (per-tag buffers), user (USER_COPY), zero "
-                 "(reads into the requests' own pages where the kernel has AUTO_BUF_REG, else "
-                 "user) or auto (zero where the kernel has it, else kernel)")
+                 "(none where the kernel has AUTO_BUF_REG: reads, RAID0/1/10 writes; else user) "
+                 "or auto (zero for RAID0/1/10 where the kernel has it, else kernel)")
       ->check(CLI::IsMember({"kernel", "user", "zero", "auto"}))
       ->capture_default_str();
   app.add_option("--ublk-affinity", o.ublk_affinity,

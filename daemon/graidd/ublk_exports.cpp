@@ -97,10 +97,10 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
   o.limits.queues = threads_.count();
   o.limits.max_depth = options_.depth;
   o.limits.memory_budget = options_.memory_budget;
-  // Zero copy needs the driver's AUTO_BUF_REG (and USER_COPY beside it, for what it cannot serve).
-  constexpr std::uint64_t kZeroCopy = ublk::kFlagZeroCopy | ublk::kFlagAutoBufReg;
-  o.zero_copy = options_.zero_copy && (features_ & kZeroCopy) == kZeroCopy;
-  o.limits.user_copy = options_.user_copy || o.zero_copy;
+  const ublk::CopyChoice copy =
+      ublk::choose_copy(options_.copy, features_, array.geometry().parity_strips() > 0);
+  o.zero_copy = copy.zero_copy;
+  o.limits.user_copy = copy.user_copy;
   o.server_flags = ublk_owner_flags(options_.instance, {dg_id, vd_id});
   o.safe_stop = (features_ & ublk::kFlagSafeStopDev) != 0;
   o.update_size = (features_ & ublk::kFlagUpdateSize) != 0;

@@ -26,10 +26,9 @@ namespace graid::daemon {
 struct UblkExportOptions {
   std::uint32_t depth = 128;                   // per queue, at most
   std::uint64_t memory_budget = 256ull << 20;  // per-tag buffers per device (copy mode)
-  bool user_copy = false;  // USER_COPY: graidd copies request data itself (docs/ublk.md)
-  // Zero copy where the driver offers AUTO_BUF_REG (6.16+): READs go straight into the
-  // requests' pages, the rest as with USER_COPY (docs/ublk.md). Elsewhere user_copy decides.
-  bool zero_copy = false;
+  // Who copies request data (graidd --ublk-copy): chosen per device from the driver's features
+  // and the VD's level (ublk::choose_copy, docs/ublk.md).
+  ublk::CopyMode copy = ublk::CopyMode::kAuto;
   // Pin I/O thread i to the CPUs of ublk queue i (graidd --ublk-affinity queue). Off by default:
   // where every queue maps to one CPU, a lone submitter then shares its CPU with the thread that
   // serves it while the others idle (docs/ublk.md, "Threads and CPUs").

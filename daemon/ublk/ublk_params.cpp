@@ -13,6 +13,23 @@ unsigned log2_exact(std::uint64_t pow2) noexcept {
   return static_cast<unsigned>(std::countr_zero(pow2));
 }
 
+CopyChoice choose_copy(CopyMode mode, std::uint64_t driver_features, bool parity) noexcept {
+  constexpr std::uint64_t kZeroCopyFlags = kFlagZeroCopy | kFlagAutoBufReg | kFlagUserCopy;
+  const bool can_zero = (driver_features & kZeroCopyFlags) == kZeroCopyFlags;
+  switch (mode) {
+    case CopyMode::kKernel:
+      return {};
+    case CopyMode::kUser:
+      return {.user_copy = true};
+    case CopyMode::kZero:
+      return {.user_copy = true, .zero_copy = can_zero};
+    case CopyMode::kAuto:
+      if (can_zero && !parity) return {.user_copy = true, .zero_copy = true};
+      return {};
+  }
+  return {};
+}
+
 namespace {
 
 std::uint32_t ceil_pow2(std::uint64_t v) {

@@ -59,6 +59,28 @@ inline constexpr std::uint32_t kMaxMaxIoBytes = 32u << 20;  // the kernel's limi
 // queue at the smallest allowed size.
 Result<UblkLayout> plan_ublk(const UblkShape& shape, const UblkLimits& limits);
 
+// Who copies a request's data between the kernel and graid (graidd --ublk-copy, docs/ublk.md).
+enum class CopyMode : std::uint8_t {
+  kKernel,  // the driver, into per-tag buffers
+  kUser,    // graid, with USER_COPY
+  kZero,    // none where AUTO_BUF_REG serves it (reads; RAID0/1/10 writes), else as kUser
+  kAuto,    // kZero for levels without parity where the driver has it, else kKernel
+};
+
+struct CopyChoice {
+  bool user_copy = false;  // UblkLimits::user_copy
+  bool zero_copy = false;  // UblkDeviceOptions::zero_copy
+  bool operator==(const CopyChoice&) const = default;
+};
+
+// What one device asks the driver for, from the mode, the driver's GET_FEATURES answer and the
+// VD's level. Zero copy needs ZERO_COPY and AUTO_BUF_REG (with USER_COPY beside them, for what
+// it cannot serve); kZero falls back to USER_COPY without them. kAuto takes zero copy only where
+// the level has no parity: a parity WRITE must be in graid's memory anyway, and the driver's copy
+// into a tag buffer costs less than graid's USER_COPY read of it (docs/performance.md, "md at one
+// and two jobs"); without AUTO_BUF_REG, or on RAID5/6, kAuto is kKernel.
+CopyChoice choose_copy(CopyMode mode, std::uint64_t driver_features, bool parity) noexcept;
+
 // The largest power of two that is <= v (v > 0), and log2 of a power of two.
 std::uint64_t floor_pow2(std::uint64_t v) noexcept;
 unsigned log2_exact(std::uint64_t pow2) noexcept;

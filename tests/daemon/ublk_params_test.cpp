@@ -166,5 +166,24 @@ TEST(UblkParams, RefusesWhatCannotWork) {
             Errc::kInvalidArgument);
 }
 
+TEST(UblkCopyChoice, EachModeOnEachDriverAndLevel) {
+  constexpr std::uint64_t k612 = kFlagUserCopy | kFlagZeroCopy;  // no AUTO_BUF_REG
+  constexpr std::uint64_t k73 = kFlagUserCopy | kFlagZeroCopy | kFlagAutoBufReg;
+  const CopyChoice kernel{}, user{.user_copy = true}, zero{.user_copy = true, .zero_copy = true};
+  for (const bool parity : {false, true}) {
+    SCOPED_TRACE(parity);
+    EXPECT_EQ(choose_copy(CopyMode::kKernel, k73, parity), kernel);
+    EXPECT_EQ(choose_copy(CopyMode::kUser, k73, parity), user);
+    EXPECT_EQ(choose_copy(CopyMode::kZero, k73, parity), zero);
+    EXPECT_EQ(choose_copy(CopyMode::kZero, k612, parity), user);
+    EXPECT_EQ(choose_copy(CopyMode::kAuto, k612, parity), kernel);
+    // AUTO_BUF_REG without USER_COPY beside it cannot serve what zero copy refuses.
+    EXPECT_EQ(choose_copy(CopyMode::kZero, kFlagZeroCopy | kFlagAutoBufReg, parity), user);
+  }
+  // auto: zero copy only where no parity needs the data in memory.
+  EXPECT_EQ(choose_copy(CopyMode::kAuto, k73, false), zero);
+  EXPECT_EQ(choose_copy(CopyMode::kAuto, k73, true), kernel);
+}
+
 }  // namespace
 }  // namespace graid::ublk

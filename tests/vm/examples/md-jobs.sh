@@ -7,7 +7,8 @@
 # kernel, and the rest of the kernel's, from /proc over the same window as fio's figures.
 #
 # graidd configurations: GRAID_VM_JOBS_CONFIGS, a list of NAME=ARGS separated by ';' (ARGS with
-# commas for spaces), default "kernel=;auto=--ublk-copy,auto;auto-spread=--ublk-copy,auto,--ublk-spread,on".
+# commas for spaces), default "kernel=--ublk-copy,kernel;zero=--ublk-copy,zero;zero-spread=--ublk-copy,zero,--ublk-spread,on"
+# (graidd's default, auto, is zero on RAID0/1/10 where the kernel has AUTO_BUF_REG, else kernel).
 # GRAID_VM_JOBS (default "1 2") the job counts, GRAID_VM_PERF_RUNTIME (default 5) seconds per run.
 # Asserts only that every run works; figures are printed (table.txt), never asserted.
 # docs/performance.md shows what it measured.
@@ -17,7 +18,7 @@
 runtime=${GRAID_VM_PERF_RUNTIME:-5}
 ramp=1
 jobs_list=${GRAID_VM_JOBS:-1 2}
-configs=${GRAID_VM_JOBS_CONFIGS:-kernel=;auto=--ublk-copy,auto;auto-spread=--ublk-copy,auto,--ublk-spread,on}
+configs=${GRAID_VM_JOBS_CONFIGS:-kernel=--ublk-copy,kernel;zero=--ublk-copy,zero;zero-spread=--ublk-copy,zero,--ublk-spread,on}
 rmmod brd 2>/dev/null || true
 modprobe brd rd_nr=5 rd_size=131072
 members=(/dev/ram0 /dev/ram1 /dev/ram2 /dev/ram3 /dev/ram4)
