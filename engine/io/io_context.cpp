@@ -54,7 +54,7 @@ constexpr std::uint64_t kCommandTag = 2;  // RingCommand* | kCommandTag
 constexpr std::uint64_t kIgnoreTag = 3;   // a NOP filling the SQE of a command whose prep failed
 static_assert(alignof(MemberRequest) > kTagMask && alignof(RingCommand) > kTagMask);
 // SQE flags a RingCommand's prep may set; the context owns the rest (see RingCommand::prep).
-constexpr unsigned kCommandFlags = IOSQE_IO_DRAIN | IOSQE_ASYNC;
+constexpr unsigned kCommandFlags = IOSQE_IO_DRAIN | IOSQE_ASYNC | IOSQE_BUFFER_SELECT;
 // Slots in each ring's sparse registered-file table: more than the members of a few arrays.
 constexpr unsigned kFileSlots = 256;
 // After this many consecutive -EAGAIN/-EINTR results a request fails with that error rather than
@@ -551,6 +551,29 @@ int IoContext::Impl::finish_command(RingCommand& cmd, std::int32_t res,
   return 1;
 }
 
+Status IoContext::register_buffer_ring(void* ring_memory, std::uint32_t entries,
+                                       std::uint16_t group) {
+  if (ring_memory == nullptr || entries == 0 || entries > 32768 || (entries & (entries - 1)) != 0)
+    return make_error(Errc::kInvalidArgument,
+                      "buffer ring of {} entries: not a power of two to 32768", entries);
+  io_uring_buf_reg reg{};
+  reg.ring_addr = reinterpret_cast<std::uintptr_t>(ring_memory);
+  reg.ring_entries = entries;
+  reg.bgid = group;
+  const int rc = io_uring_register_buf_ring(&impl_->ring, &reg, 0);
+  if (rc == -EEXIST) return make_error(Errc::kBusy, "buffer group {} is registered already", group);
+  if (rc == -EINVAL || rc == -EOPNOTSUPP)
+    return make_error(Errc::kUnsupported, "this kernel has no provided-buffer rings (errno {})",
+                      -rc);
+  if (rc < 0)
+    return make_error(Errc::kIoError, "registering buffer group {}: {}", group, std::strerror(-rc));
+  return Status::ok();
+}
+
+void IoContext::unregister_buffer_ring(std::uint16_t group) noexcept {
+  (void)io_uring_unregister_buf_ring(&impl_->ring, group);
+}
+
 // ---- completion --------------------------------------------------------------------------------
 
 void IoContext::Impl::finish(MemberRequest& req, std::int32_t res) {
@@ -605,10 +628,11 @@ int IoContext::Impl::reap() {
     struct Done {
       std::uint64_t data;
       std::int32_t res;
+      std::uint32_t flags;
     } batch[kReapBatch];
     std::uint64_t extra[kReapBatch][2];  // a 32-byte CQE's tail, for commands
     for (unsigned i = 0; i < n; ++i)
-      batch[i] = {cqes[i]->user_data, cqes[i]->res};
+      batch[i] = {cqes[i]->user_data, cqes[i]->res, cqes[i]->flags};
     if (big_cqe) {
       for (unsigned i = 0; i < n; ++i) {
         extra[i][0] = cqes[i]->big_cqe[0];
@@ -622,8 +646,15 @@ int IoContext::Impl::reap() {
       if (tag == kRequestTag) [[likely]] {
         ran += on_cqe(*reinterpret_cast<MemberRequest*>(data), batch[i].res);
       } else if (tag == kCommandTag) {
+        auto& cmd = *reinterpret_cast<RingCommand*>(data - kCommandTag);
+        cmd.cqe_flags_ = batch[i].flags;
+        if ((batch[i].flags & IORING_CQE_F_MORE) != 0) {
+          cmd.on_next(batch[i].res);  // a multishot operation's: it stays in flight
+          ++ran;
+          continue;
+        }
         ran += finish_command(
-            *reinterpret_cast<RingCommand*>(data - kCommandTag), batch[i].res,
+            cmd, batch[i].res,
             big_cqe ? std::span<const std::uint64_t>(extra[i]) : std::span<const std::uint64_t>());
       } else if (data == kWakeTag) {
         wake_armed = false;  // re-armed by refill_backlog(); the posted tasks run in run_tasks()
@@ -697,6 +728,7 @@ int IoContext::Impl::run_completions() {
   while (RingCommand* cmd = local_commands.pop()) {
     // A CQE32 ring promises two extra words with every completion; these never had a CQE.
     static constexpr std::uint64_t kNoExtra[2] = {0, 0};
+    cmd->cqe_flags_ = 0;
     ran += finish_command(
         *cmd, cmd->result_,
         big_cqe ? std::span<const std::uint64_t>(kNoExtra) : std::span<const std::uint64_t>());

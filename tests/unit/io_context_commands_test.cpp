@@ -19,12 +19,15 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "graid/buffer.h"
 #include "graid/member.h"
+#include "graid/provided_buffers.h"
 #include "member_io_helpers.h"
 #include "temp_dir.h"
 
@@ -607,6 +610,136 @@ TEST(IoContextCommands, ContextsWithoutDeferTaskrunCarryCommandsToo) {
     EXPECT_EQ(cmd->calls, 1);
     EXPECT_EQ(cmd->res, 0);
   }
+}
+
+// A multishot recv into provided buffers: what ublk's FETCH_IO_CMDS (7.0) needs of the context
+// (IORING_CQE_F_MORE completions while the command stays in flight, the buffer each names).
+class MultishotRecv final : public RingCommand {
+ public:
+  MultishotRecv(int fd, ProvidedBuffers& buffers, bool recycle)
+      : fd_(fd), buffers_(buffers), recycle_(recycle) {}
+  std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte>) override {
+    io_uring_prep_recv(&sqe, fd_, nullptr, 0, 0);
+    sqe.ioprio |= IORING_RECV_MULTISHOT;
+    sqe.flags |= IOSQE_BUFFER_SELECT;
+    sqe.buf_group = buffers_.group();
+    return 0;
+  }
+  void on_next(std::int32_t res) override {
+    const auto id = buffers_.id_of(cqe_flags());
+    ASSERT_TRUE(id.has_value()) << "a data CQE without its buffer";
+    ASSERT_GT(res, 0);
+    const auto data = buffers_.data(*id, static_cast<std::size_t>(res));
+    got.emplace_back(reinterpret_cast<const char*>(data.data()), data.size());
+    ids.push_back(*id);
+    if (recycle_) buffers_.recycle(*id);
+  }
+  void on_complete(std::int32_t res, std::span<const std::uint64_t>) override {
+    ++finals;
+    final_res = res;
+    final_more = (cqe_flags() & IORING_CQE_F_MORE) != 0;
+  }
+
+  std::vector<std::string> got;
+  std::vector<std::uint16_t> ids;
+  int finals = 0;
+  std::int32_t final_res = 1;
+  bool final_more = true;
+
+ private:
+  int fd_;
+  ProvidedBuffers& buffers_;
+  bool recycle_;
+};
+
+// Polls until `done` or 5 s.
+template <typename Done>
+bool poll_until(IoContext& ctx, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + 5000ms;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (ctx.poll(false) == 0) std::this_thread::yield();
+  }
+  return true;
+}
+
+void send_all(int fd, std::string_view text) {
+  ASSERT_EQ(::send(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
+}
+
+TEST(IoContextMultishot, EachCqeWithMoreGoesToOnNextAndTheLastToOnCompleteOnce) {
+  auto ctx = make_context(ring(16));
+  ASSERT_NE(ctx, nullptr);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Fd a(sv[0]), b(sv[1]);
+  auto buffers = ProvidedBuffers::create(*ctx, 7, 4, 64);
+  ASSERT_TRUE(buffers.is_ok()) << buffers.status().to_string();
+  // A second ring on the same group is refused, and changes nothing.
+  auto again = ProvidedBuffers::create(*ctx, 7, 4, 64);
+  ASSERT_FALSE(again.is_ok());
+  EXPECT_EQ(again.status().code(), Errc::kBusy);
+
+  MultishotRecv recv(a.get(), **buffers, /*recycle=*/true);
+  ctx->submit_command(recv);
+  // More messages than buffers: each is given back after it is read, so the ring never runs dry.
+  const std::vector<std::string> sent = {"one", "two", "three", "four", "five", "six"};
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    send_all(b.get(), sent[i]);
+    ASSERT_TRUE(poll_until(*ctx, [&] { return recv.got.size() == i + 1; }));
+    EXPECT_EQ(ctx->in_flight(), 1u) << "a multishot command stays in flight";
+    EXPECT_EQ(recv.finals, 0);
+  }
+  EXPECT_EQ(recv.got, sent);
+  // The peer closes: the last CQE (end of stream, no F_MORE) completes the command, once.
+  ::shutdown(b.get(), SHUT_WR);
+  ASSERT_TRUE(drain_within(*ctx));
+  EXPECT_EQ(recv.finals, 1);
+  EXPECT_EQ(recv.final_res, 0);
+  EXPECT_FALSE(recv.final_more);
+  for (int i = 0; i < 10; ++i)
+    ctx->poll(false);
+  EXPECT_EQ(recv.finals, 1);
+}
+
+TEST(IoContextMultishot, RunningOutOfProvidedBuffersEndsTheCommandWithEnobufs) {
+  auto ctx = make_context(ring(16));
+  ASSERT_NE(ctx, nullptr);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Fd a(sv[0]), b(sv[1]);
+  auto buffers = ProvidedBuffers::create(*ctx, 3, 2, 64);
+  ASSERT_TRUE(buffers.is_ok()) << buffers.status().to_string();
+  MultishotRecv recv(a.get(), **buffers, /*recycle=*/false);
+  ctx->submit_command(recv);
+  send_all(b.get(), "one");
+  ASSERT_TRUE(poll_until(*ctx, [&] { return recv.got.size() == 1; }));
+  send_all(b.get(), "two");
+  ASSERT_TRUE(poll_until(*ctx, [&] { return recv.got.size() == 2; }));
+  EXPECT_NE(recv.ids[0], recv.ids[1]) << "two buffers in use at once";
+  send_all(b.get(), "three");  // no buffer left: the kernel ends the command
+  ASSERT_TRUE(drain_within(*ctx));
+  EXPECT_EQ(recv.finals, 1);
+  EXPECT_EQ(recv.final_res, -ENOBUFS);
+  // Given back, a buffer serves a new command: the message still waiting arrives whole.
+  (*buffers)->recycle(recv.ids[0]);
+  MultishotRecv next(a.get(), **buffers, /*recycle=*/true);
+  ctx->submit_command(next);
+  ASSERT_TRUE(poll_until(*ctx, [&] { return next.got.size() == 1; }));
+  EXPECT_EQ(next.got[0], "three");
+  EXPECT_EQ(next.ids[0], recv.ids[0]);
+  ::shutdown(b.get(), SHUT_WR);
+  ASSERT_TRUE(drain_within(*ctx));
+}
+
+TEST(IoContextMultishot, ProvidedBuffersRefuseBadShapes) {
+  auto ctx = make_context(ring(8));
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(ProvidedBuffers::create(*ctx, 1, 3, 64).status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(ProvidedBuffers::create(*ctx, 1, 0, 64).status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(ProvidedBuffers::create(*ctx, 1, 4, 0).status().code(), Errc::kInvalidArgument);
+  // Refused shapes registered nothing: the group is still free.
+  EXPECT_TRUE(ProvidedBuffers::create(*ctx, 1, 4, 64).is_ok());
 }
 
 }  // namespace

@@ -105,7 +105,9 @@ class MemberRequest {
 // member requests nothing is retried or adjusted: `res` is what the kernel put in the CQE (or a
 // negative errno from prep or from the context).
 //
-// Commands must be single-shot (one CQE each): a multishot operation would complete twice.
+// A multishot operation (a multishot recv, ublk's FETCH_IO_CMDS) posts several CQEs: each that
+// carries IORING_CQE_F_MORE goes to on_next() while the command stays in flight, and the last
+// (without it) to on_complete(), so on_complete still runs exactly once.
 class RingCommand {
  public:
   // Fills in the operation when the context has a submission slot for it: at submit_command,
@@ -132,8 +134,17 @@ class RingCommand {
   // here (as ublk's COMMIT_AND_FETCH_REQ follows each FETCH_REQ).
   virtual void on_complete(std::int32_t res, std::span<const std::uint64_t> big_cqe) = 0;
 
+  // A multishot operation's CQE with IORING_CQE_F_MORE (see above); on the submitting thread,
+  // inside poll(). The command is still in flight: do not resubmit it from here. Single-shot
+  // commands never see this.
+  virtual void on_next(std::int32_t res) { (void)res; }
+
  protected:
   virtual ~RingCommand() = default;  // virtual for the same reason as Task's
+  // The flags of the CQE being delivered to on_next() or on_complete(): IORING_CQE_F_BUFFER with
+  // the id of the provided buffer the operation filled (ProvidedBuffers::id_of), F_MORE and so
+  // on; 0 for a completion that never reached the kernel.
+  std::uint32_t cqe_flags() const noexcept { return cqe_flags_; }
 
  private:
   friend class IoContext;
@@ -141,6 +152,7 @@ class RingCommand {
   bool set_fd_ = false;          // the context sets sqe->fd (submitted on a MemberFile)
   bool fixed_file_ = false;      // fd_ is a registered-file slot
   std::int32_t result_ = 0;      // result of a completion that never reached the kernel
+  std::uint32_t cqe_flags_ = 0;  // see cqe_flags()
   RingCommand* next_ = nullptr;  // intrusive link: deferred completions, SQ-full backlog
 };
 
@@ -324,6 +336,14 @@ class IoContext {
   // IORING_URING_CMD_FIXED with sqe->buf_index); nullopt when none does.
   std::optional<std::uint16_t> registered_buffer(const std::byte* p,
                                                  std::size_t len) const noexcept;
+
+  // Registers a provided-buffer ring (io_uring_register_buf_ring, 5.19+) of `entries` (a power
+  // of two) at `ring_memory` (page-aligned, 16 bytes per entry) as buffer group `group`, for
+  // operations that pick their buffer themselves (IOSQE_BUFFER_SELECT). Use ProvidedBuffers
+  // (provided_buffers.h) rather than these. kBusy when the group is taken, kUnsupported when the
+  // kernel has no buffer rings. Same thread only.
+  Status register_buffer_ring(void* ring_memory, std::uint32_t entries, std::uint16_t group);
+  void unregister_buffer_ring(std::uint16_t group) noexcept;
 
   // Test seam: `filter` sees every CQE result of a member request before the layer acts on it
   // and returns the result to act on — how tests fake -EAGAIN and short transfers, which the
