@@ -36,6 +36,7 @@ struct Options {
   std::string ublk_copy = "auto";
   std::string ublk_affinity = "any";
   std::string ublk_spread = "off";
+  std::string ublk_batch = "off";
   std::uint32_t nbd_handshake_timeout_s = 10;
   std::uint32_t nbd_idle_timeout_s = 0;
 };
@@ -134,6 +135,7 @@ int run(const Options& o) {
                                          : ublk::CopyMode::kAuto;
   ro.ublk.pin_to_queue = o.ublk_affinity == "queue";
   ro.ublk.spread = o.ublk_spread == "on";
+  ro.ublk.batch = o.ublk_batch == "on";
   ro.nbd_handshake_timeout = std::chrono::seconds(o.nbd_handshake_timeout_s);
   ro.nbd_idle_timeout = std::chrono::seconds(o.nbd_idle_timeout_s);
   auto registry = std::make_unique<Registry>(ro, **threads, events);
@@ -211,6 +213,12 @@ int main(int argc, char** argv) {
                  "on: each ublk queue is served by every I/O thread, its tags split over them "
                  "where the kernel has PER_IO_DAEMON (6.16+), else by a helper lane taking part "
                  "of a busy queue's requests (docs/ublk.md); off: each queue by its own thread")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--ublk-batch", o.ublk_batch,
+                 "on: serve each ublk queue with BATCH_IO's per-queue commands (PREP, a multishot "
+                 "FETCH, one COMMIT per poll pass) where the kernel has them (7.0+), else a "
+                 "command per request; off: a command per request (docs/ublk.md)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--nbd-handshake-timeout", o.nbd_handshake_timeout_s,

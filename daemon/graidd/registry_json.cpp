@@ -292,6 +292,8 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
                        {"recovered", u->device.recovered},
                        {"copy", ublk::data_path_name(u->device.data_path)},
                        {"spread", u->device.spread},
+                       // BATCH_IO (7.0+, --ublk-batch on): per-queue batch commands.
+                       {"batch", u->device.batch},
                        // TRY_STOP_DEV (7.0+): whether "in use" is the kernel's word or a look.
                        {"safe_stop", (u->device.flags & ublk::kFlagSafeStopDev) != 0},
                        // UPDATE_SIZE (6.16+): whether edit vd size reaches the device live.

@@ -105,6 +105,7 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
   o.safe_stop = (features_ & ublk::kFlagSafeStopDev) != 0;
   o.update_size = (features_ & ublk::kFlagUpdateSize) != 0;
   o.quiesce = (features_ & ublk::kFlagQuiesce) != 0;
+  o.batch = options_.batch && (features_ & ublk::kFlagBatchIo) != 0;
   Result<std::unique_ptr<ublk::UblkDevice>> dev = make_error(Errc::kNotFound, "");
   if (dev_id) {
     // A killed graidd leaves its devices waiting for a server (user recovery): take them back,

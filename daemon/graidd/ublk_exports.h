@@ -37,6 +37,9 @@ struct UblkExportOptions {
   // PER_IO_DAEMON, else helper lanes (graidd --ublk-spread on; UblkDeviceOptions::spread). Off by
   // default: slower where the CPUs are few (docs/ublk.md).
   bool spread = false;
+  // Serve each queue with BATCH_IO's per-queue commands where the driver has them (7.0+;
+  // graidd --ublk-batch on, ublk_batch_queue.h); elsewhere a command per tag.
+  bool batch = false;
   std::string control_path = ublk::kControlPath;
   std::string sys_root = "/sys";  // where the ublk devices are listed (class ublk-char)
   // This graidd's state dir tag (graidd/ublk_owner.h): every device it adds carries it, and

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <thread>
 
+#include "ublk/ublk_batch_queue.h"
+#include "ublk/ublk_kernel_batch.h"
 #include "ublk/ublk_kernel_queue.h"
 
 namespace graid::ublk {
@@ -77,7 +79,9 @@ VdInfo UblkDevice::served_vd() const {
 Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::uint32_t max_io,
                                 DataPath path) {
   // Split by tag where any task may serve any tag; else helper lanes, where asked.
-  const bool split = spread_ && threads_ > 1 && (info_.flags & kFlagPerIoDaemon) != 0;
+  info_.batch = (info_.flags & kFlagBatchIo) != 0;
+  const bool split =
+      spread_ && threads_ > 1 && (info_.flags & kFlagPerIoDaemon) != 0 && !info_.batch;
   const bool lanes = spread_ && threads_ > 1 && !split;
   const std::vector<QueuePart> parts = plan_queue_parts(queues, depth, threads_, split);
   info_.spread = split ? "tags" : lanes ? "helper" : "off";
@@ -89,13 +93,24 @@ Status UblkDevice::start_queues(std::uint16_t queues, std::uint16_t depth, std::
     homes_[i] = part.thread;
     Status st;
     call_(part.thread, [&](IoContext& ctx) {
-      auto transport = KernelQueueTransport::create(ctx, ublkc_, part.q_id, depth);
-      if (!transport.is_ok()) {
-        st = transport.status();
-        return;
+      std::unique_ptr<QueueTransport> transport;
+      if (info_.batch) {
+        auto driver = KernelBatchDriver::create(ctx, ublkc_, part.q_id, depth);
+        if (!driver.is_ok()) {
+          st = driver.status();
+          return;
+        }
+        transport = std::make_unique<BatchQueueTransport>(ctx, std::move(*driver), depth, path);
+      } else {
+        auto per_tag = KernelQueueTransport::create(ctx, ublkc_, part.q_id, depth);
+        if (!per_tag.is_ok()) {
+          st = per_tag.status();
+          return;
+        }
+        transport = std::move(*per_tag);
       }
       auto queue = UblkQueue::create(ctx, array_, served_vd(), part.q_id, depth, max_io,
-                                     std::move(*transport), path, part.tags);
+                                     std::move(transport), path, part.tags);
       if (!queue.is_ok()) {
         st = queue.status();
         return;
@@ -151,7 +166,7 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::create(UblkControl& control, Thr
       (options.limits.user_copy ? kFlagUserCopy : 0) |
       (options.limits.user_copy && options.zero_copy ? kFlagZeroCopy | kFlagAutoBufReg : 0) |
       (options.safe_stop ? kFlagSafeStopDev : 0) | (options.update_size ? kFlagUpdateSize : 0) |
-      (options.quiesce ? kFlagQuiesce : 0);
+      (options.quiesce ? kFlagQuiesce : 0) | (options.batch ? kFlagBatchIo : 0);
   auto added = control.add_dev(wanted);
   if (!added.is_ok() && added.status().code() == Errc::kBusy && options.dev_id != kAnyId) {
     wanted.dev_id = kAnyId;  // the old id is taken: any will do
@@ -401,7 +416,7 @@ Result<bool> UblkDevice::wait_quiet(std::chrono::milliseconds timeout) {
       call_(homes_[q], [&](IoContext&) {
         const UblkQueue& queue = *queues_[q];
         all_finished = all_finished && queue.finished();
-        quiet = quiet && queue.serving() == 0 && queue.on_helper() == 0;
+        quiet = quiet && queue.quiet();
       });
     }
     if (all_finished) return true;

@@ -63,6 +63,10 @@ struct UblkDeviceOptions {
   // of USER_COPY (limits.user_copy must be true), so READs go straight into the requests' pages
   // (ublk_queue.h). Where the driver grants USER_COPY alone, the device serves as USER_COPY.
   bool zero_copy = false;
+  // The driver offers BATCH_IO (7.0+; GET_FEATURES has kFlagBatchIo) and graidd was asked to use
+  // it (--ublk-batch on): each queue is served with per-queue batch commands
+  // (ublk_batch_queue.h). The driver then clears PER_IO_DAEMON: spreading uses helper lanes.
+  bool batch = false;
   // stop(): how long the queues get to finish after STOP_DEV before it answers kBusy.
   std::chrono::milliseconds drain_timeout{30000};
 };
@@ -83,6 +87,7 @@ struct UblkDeviceInfo {
   // How a queue's requests reach more than one thread (UblkDeviceOptions::spread): "off",
   // "helper" (helper lanes) or "tags" (each queue's tags split over the threads).
   std::string spread = "off";
+  bool batch = false;  // served with BATCH_IO commands (the granted flags have kFlagBatchIo)
 };
 
 // What the flags a device was granted make of its data path.

@@ -1,8 +1,6 @@
 #include "ublk/ublk_kernel_queue.h"
 
 #include <liburing.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -23,7 +21,7 @@ class KernelQueueTransport::Cmd final : public RingCommand {
     sqe.opcode = IORING_OP_URING_CMD;
     sqe.cmd_op = io_cmd_op(commit_ ? kIoCommitAndFetchReq : kIoFetchReq);
     IoCmd c{};
-    c.q_id = owner_.q_id_;
+    c.q_id = owner_.file_->queue_id();
     c.tag = tag_;
     c.result = result_;
     c.addr = reinterpret_cast<std::uint64_t>(buf_);
@@ -47,79 +45,34 @@ class KernelQueueTransport::Cmd final : public RingCommand {
   std::int32_t buf_slot_ = -1;
 };
 
-// A USER_COPY copy, done at once with pread/pwrite on /dev/ublkcN and answered at the thread's
-// next poll. Not a ring operation: the driver's read and write handlers only copy between the
-// request's pages and ours (they never wait for a device), but io_uring cannot run them
-// non-blocking and hands each to an io-wq worker thread, which cost more than twice the CPU per
-// 64 KiB request in the VM (tests/vm/examples/ublk-seqwrite.sh, docs/ublk.md).
-class KernelQueueTransport::CopyCmd final : public Task {
- public:
-  CopyCmd(KernelQueueTransport& owner, std::uint16_t tag) : owner_(owner), tag_(tag) {}
-  void start(bool to_request, std::byte* buf, std::uint32_t len) {
-    const int fd = owner_.ublkc_->fd();
-    const auto off = static_cast<off_t>(user_copy_offset(owner_.q_id_, tag_, 0));
-    ssize_t n;
-    do {
-      n = to_request ? ::pwrite(fd, buf, len, off) : ::pread(fd, buf, len, off);
-    } while (n < 0 && errno == EINTR);
-    res_ = n < 0 ? -errno : static_cast<std::int32_t>(n);
-    owner_.ctx_->defer(*this);
-  }
-  void run() override {
-    if (owner_.queue_) owner_.queue_->copy_done(tag_, res_);
-  }
-
- private:
-  KernelQueueTransport& owner_;
-  std::uint16_t tag_;
-  std::int32_t res_ = 0;
-};
-
 Result<std::unique_ptr<KernelQueueTransport>> KernelQueueTransport::create(
     IoContext& ctx, std::shared_ptr<MemberFile> ublkc, std::uint16_t q_id, std::uint16_t depth) {
-  if (!ublkc || ublkc->fd() < 0)
-    return make_error(Errc::kInvalidArgument, "ublk queue {}: no /dev/ublkcN", q_id);
+  auto file = QueueFile::create(ctx, std::move(ublkc), q_id, depth);
+  if (!file.is_ok()) return file.status();
   std::unique_ptr<KernelQueueTransport> t(new KernelQueueTransport());
-  t->ctx_ = &ctx;
-  t->q_id_ = q_id;
-  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  t->map_bytes_ = desc_map_bytes(depth, page);
-  void* p = ::mmap(nullptr, t->map_bytes_, PROT_READ, MAP_SHARED | MAP_POPULATE, ublkc->fd(),
-                   static_cast<off_t>(desc_area_stride(page) * q_id));
-  if (p == MAP_FAILED)
-    return make_error(Errc::kIoError, "ublk queue {}: mapping its descriptors: {}", q_id,
-                      std::strerror(errno));
-  t->descs_ = static_cast<const IoDesc*>(p);
-  t->ublkc_ = std::move(ublkc);
+  t->file_ = std::move(*file);
   t->cmds_.reserve(depth);
-  t->copies_.reserve(depth);
-  for (std::uint16_t i = 0; i < depth; ++i) {
+  for (std::uint16_t i = 0; i < depth; ++i)
     t->cmds_.push_back(std::make_unique<Cmd>(*t, i));
-    t->copies_.push_back(std::make_unique<CopyCmd>(*t, i));
-  }
   return t;
 }
 
-KernelQueueTransport::~KernelQueueTransport() {
-  if (descs_) ::munmap(const_cast<IoDesc*>(descs_), map_bytes_);
-}
+KernelQueueTransport::~KernelQueueTransport() = default;
 
 void KernelQueueTransport::fetch(std::uint16_t tag, bool commit, std::int32_t result,
                                  std::byte* buf, std::int32_t buf_slot) {
   Cmd& c = *cmds_[tag];
   c.set(commit, result, buf, buf_slot);
-  ctx_->submit_command(ublkc_, c);
+  file_->context().submit_command(file_->file(), c);
 }
 
 void KernelQueueTransport::copy(std::uint16_t tag, bool to_request, std::byte* buf,
                                 std::uint32_t len) {
-  copies_[tag]->start(to_request, buf, len);
+  file_->copy(tag, to_request, buf, len);
 }
 
 IoDesc KernelQueueTransport::desc(std::uint16_t tag) const {
-  IoDesc d;
-  std::memcpy(&d, &descs_[tag], sizeof(d));
-  return d;
+  return file_->desc(tag);
 }
 
 }  // namespace graid::ublk

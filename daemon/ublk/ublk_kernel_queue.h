@@ -1,8 +1,6 @@
-// The real driver side of a ublk queue: FETCH_REQ / COMMIT_AND_FETCH_REQ as IORING_OP_URING_CMD
-// ring commands on /dev/ublkcN (a registered file of the thread's ring where the table has room),
-// the queue's request descriptors read from their read-only mapping of /dev/ublkcN, and with
-// USER_COPY the request data read and written at its offsets in /dev/ublkcN (plain pread/pwrite:
-// see CopyCmd).
+// The real driver side of a ublk queue served a tag at a time: FETCH_REQ / COMMIT_AND_FETCH_REQ
+// as IORING_OP_URING_CMD ring commands on /dev/ublkcN (a registered file of the thread's ring
+// where the table has room); the descriptors and USER_COPY copies through QueueFile.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +10,7 @@
 #include "graid/member.h"
 #include "graid/status.h"
 #include "ublk/ublk_queue.h"
+#include "ublk/ublk_queue_file.h"
 
 namespace graid::ublk {
 
@@ -26,25 +25,21 @@ class KernelQueueTransport final : public QueueTransport {
 
   void fetch(std::uint16_t tag, bool commit, std::int32_t result, std::byte* buf,
              std::int32_t buf_slot) override;
-  // USER_COPY: a read or write of /dev/ublkcN at the tag's request-data offset, done at once
-  // (a copy between pages in memory), answered at the next poll.
+  // USER_COPY: QueueFile::copy.
   void copy(std::uint16_t tag, bool to_request, std::byte* buf, std::uint32_t len) override;
   IoDesc desc(std::uint16_t tag) const override;
-  void bind(UblkQueue& queue) override { queue_ = &queue; }
+  void bind(UblkQueue& queue) override {
+    queue_ = &queue;
+    file_->bind(queue);
+  }
 
   class Cmd;
-  class CopyCmd;
 
  private:
   KernelQueueTransport() = default;
-  IoContext* ctx_ = nullptr;
-  std::shared_ptr<MemberFile> ublkc_;
-  std::uint16_t q_id_ = 0;
-  const IoDesc* descs_ = nullptr;
-  std::size_t map_bytes_ = 0;
+  std::unique_ptr<QueueFile> file_;
   UblkQueue* queue_ = nullptr;
   std::vector<std::unique_ptr<Cmd>> cmds_;
-  std::vector<std::unique_ptr<CopyCmd>> copies_;
 };
 
 }  // namespace graid::ublk

@@ -103,6 +103,9 @@ class QueueTransport {
   virtual IoDesc desc(std::uint16_t tag) const = 0;
   // Binds the completions to `queue` (called once, before the first fetch).
   virtual void bind(UblkQueue& queue) = 0;
+  // Commands other than fetches sent or waiting to be sent and not yet answered (BATCH_IO's
+  // PREP and COMMIT): the queue is not quiet while there are any. A fetch per tag has none.
+  virtual bool sending() const { return false; }
 };
 
 struct UblkQueueStats {
@@ -213,6 +216,8 @@ class UblkQueue {
   std::uint32_t serving() const noexcept { return serving_; }
   // Of those, the ones handed to the helper lane and not yet back.
   std::uint32_t on_helper() const noexcept { return on_helper_; }
+  // Nothing being served and every commit answered: what is left are fetches waiting.
+  bool quiet() const { return serving_ == 0 && on_helper_ == 0 && !transport_->sending(); }
   const UblkQueueStats& stats() const noexcept { return stats_; }
   // Copy mode: the tags' buffers (depth × max I/O) and how much of them is in memory now (only
   // what requests have touched, and the registered heads); 0 with USER_COPY.

@@ -85,7 +85,9 @@ inline constexpr std::uint64_t kFlagUserCopy = 1ull << 7;
 inline constexpr std::uint64_t kFlagAutoBufReg = 1ull << 11;
 // 6.16+ (always on there): any task may serve any tag, not only the queue's.
 inline constexpr std::uint64_t kFlagPerIoDaemon = 1ull << 13;
-// 7.0+: FETCH_IO_CMDS / COMMIT_IO_CMDS move many requests per command (not used yet).
+// 7.0+: per-queue PREP_IO_CMDS / FETCH_IO_CMDS / COMMIT_IO_CMDS move many requests per command
+// instead of a FETCH_REQ / COMMIT_AND_FETCH_REQ per tag (ublk_batch_queue.h). The driver then
+// clears kFlagPerIoDaemon and kFlagNeedGetData.
 inline constexpr std::uint64_t kFlagBatchIo = 1ull << 15;
 // 6.16+: UPDATE_SIZE changes a started device's capacity (the kernel tells its users).
 inline constexpr std::uint64_t kFlagUpdateSize = 1ull << 10;
@@ -194,6 +196,45 @@ inline constexpr unsigned kIoCommitAndFetchReq = 0x21;
 constexpr std::uint32_t io_cmd_op(unsigned nr) {
   return _IOWR('u', nr, IoCmd);
 }
+
+// ---- BATCH_IO (7.0+) ----
+// The command area of PREP_IO_CMDS, COMMIT_IO_CMDS and FETCH_IO_CMDS (struct ublk_batch_io): the
+// queue and the element array at sqe->addr (nr_elem of elem_bytes each; FETCH: the tags, 2 bytes
+// each, in the provided buffer the kernel picks).
+struct BatchIoCmd {
+  std::uint16_t q_id;
+  std::uint16_t flags;  // kBatchF*; 0 for FETCH
+  std::uint16_t nr_elem;
+  std::uint8_t elem_bytes;
+  std::uint8_t reserved;
+  std::uint64_t reserved2;
+};
+static_assert(sizeof(BatchIoCmd) == 16);
+
+// One element of PREP / COMMIT (struct ublk_elem_header), followed by a u64 buffer address when
+// kBatchFHasBufAddr (copy mode: the tag's buffer for its next request). buf_index: with
+// AUTO_BUF_REG, the ring slot for the tag's next request; result: COMMIT's bytes or -errno.
+struct BatchElemHeader {
+  std::uint16_t tag;
+  std::uint16_t buf_index;
+  std::int32_t result;
+};
+static_assert(sizeof(BatchElemHeader) == 8);
+
+inline constexpr std::uint16_t kBatchFHasZoneLba = 1u << 0;
+inline constexpr std::uint16_t kBatchFHasBufAddr = 1u << 1;
+inline constexpr std::uint16_t kBatchFAutoBufRegFallback = 1u << 2;
+
+inline constexpr unsigned kIoPrepIoCmds = 0x25;
+inline constexpr unsigned kIoCommitIoCmds = 0x26;
+inline constexpr unsigned kIoFetchIoCmds = 0x27;
+constexpr std::uint32_t batch_cmd_op(unsigned nr) {
+  return _IOWR('u', nr, BatchIoCmd);
+}
+// At most this many tags in one FETCH_IO_CMDS completion.
+inline constexpr std::uint16_t kMaxTagsPerFetchCqe = 128;
+// uring_cmd_flags (sqe->rw_flags) of a multishot uring_cmd (6.18+ uapi; FETCH_IO_CMDS needs it).
+inline constexpr std::uint32_t kUringCmdMultishot = 1u << 1;
 
 // A fetch's CQE: 0 a new request in the tag's descriptor, kIoResAbort (-ENODEV) the device is
 // going away (do not fetch that tag again).

@@ -177,8 +177,9 @@ struct IoContext::Impl {
   bool wake_armed = false;
 
   Fifo<Task, &Task::next_task_> deferred;
-  std::atomic<Task*> inbox{nullptr};  // LIFO stack pushed by post(), reversed when drained
-  std::atomic<int> posting{0};        // post() calls in progress (see ~Impl)
+  Fifo<Task, &Task::next_task_> pass_end;  // before_submit()
+  std::atomic<Task*> inbox{nullptr};       // LIFO stack pushed by post(), reversed when drained
+  std::atomic<int> posting{0};             // post() calls in progress (see ~Impl)
   Fifo<MemberRequest, &MemberRequest::next_> completions;
   Fifo<MemberRequest, &MemberRequest::next_> backlog;  // requests waiting for an SQE
   Fifo<RingCommand, &RingCommand::next_> command_completions;
@@ -690,6 +691,10 @@ void IoContext::defer(Task& task) {
   impl_->deferred.push(task);
 }
 
+void IoContext::before_submit(Task& task) {
+  impl_->pass_end.push(task);
+}
+
 int IoContext::Impl::run_tasks() {
   int ran = 0;
   // Tasks deferred while these run wait for the next poll, so a task that re-defers itself
@@ -748,6 +753,12 @@ int IoContext::poll(bool wait) {
     ran += impl.run_completions();
     impl.refresh_clock();
     ran += impl.reap();
+    // Tasks queued for the pass's end (and, should they queue more, those run next pass).
+    auto ending = impl.pass_end.take();
+    while (Task* task = ending.pop()) {
+      task->run();
+      ++ran;
+    }
     impl.refill_backlog();
     if (ran > 0 || !wait) {
       impl.enter(false);
@@ -758,7 +769,8 @@ int IoContext::poll(bool wait) {
     // have just consumed the eventfd read that announced them (the kernel posts CQEs while it
     // runs task work there, after run_tasks() looked), and post() writes the eventfd only when
     // the inbox was empty, so sleeping now would wait for a wake-up that never comes.
-    if (!impl.deferred.empty() || !impl.completions.empty() || !impl.command_completions.empty() ||
+    if (!impl.deferred.empty() || !impl.pass_end.empty() || !impl.completions.empty() ||
+        !impl.command_completions.empty() ||
         impl.inbox.load(std::memory_order_acquire) != nullptr) {
       continue;
     }

@@ -166,6 +166,14 @@ TEST(UblkParams, RefusesWhatCannotWork) {
             Errc::kInvalidArgument);
 }
 
+TEST(UblkAbi, BatchCommandEncodingsAreThoseOfLinux70) {
+  // _IOWR('u', 0x25..0x27, 16-byte struct ublk_batch_io).
+  EXPECT_EQ(batch_cmd_op(kIoPrepIoCmds), 0xc0107525u);
+  EXPECT_EQ(batch_cmd_op(kIoCommitIoCmds), 0xc0107526u);
+  EXPECT_EQ(batch_cmd_op(kIoFetchIoCmds), 0xc0107527u);
+  EXPECT_EQ(kFlagBatchIo, 1ull << 15);
+}
+
 TEST(UblkCopyChoice, EachModeOnEachDriverAndLevel) {
   constexpr std::uint64_t k612 = kFlagUserCopy | kFlagZeroCopy;  // no AUTO_BUF_REG
   constexpr std::uint64_t k73 = kFlagUserCopy | kFlagZeroCopy | kFlagAutoBufReg;

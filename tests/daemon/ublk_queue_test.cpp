@@ -5,7 +5,8 @@
 // teardown with requests in flight (the kernel aborting fetches, as STOP_DEV does) finishing every
 // tag without a lost or doubled commit; and a device's stop() while a queue has not finished.
 // Each test also runs with a helper lane on a second thread
-// (ublk_helper_lane.h), where part of the requests are served.
+// (ublk_helper_lane.h), where part of the requests are served, and with BATCH_IO's per-queue
+// commands (ublk_batch_queue.h: the same fake driver behind a batch front, FakeBatch).
 #include "ublk/ublk_queue.h"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "graidd/io_threads.h"
 #include "nbd_harness.h"
+#include "ublk/ublk_batch_queue.h"
 #include "ublk/ublk_device.h"
 
 namespace graid::testing {
@@ -169,20 +171,37 @@ class FakeDriver final : public QueueTransport {
         t.registered = true;
       }
     }
+    if (batch_ != nullptr) {
+      // BATCH_IO: the armed multishot fetch names the tag.
+      ASSERT_TRUE(armed) << "a request delivered with no fetch armed";
+      const std::uint16_t one = tag;
+      batch_->fetched({&one, 1});
+      return;
+    }
     queue_->fetch_done(tag, kIoResOk);
   }
-  // Completes every outstanding fetch with -ENODEV (STOP_DEV's cancel); returns how many.
+  // Completes every outstanding fetch with -ENODEV (STOP_DEV's cancel); returns how many tags
+  // it held. BATCH_IO: the multishot fetch ends instead, once (the front answers the tags).
   int abort_fetched() {
     int n = 0;
     for (auto& [tag, t] : tags_)
       if (t.fetched) {
         t.fetched = false;
         t.aborted = true;
-        queue_->fetch_done(tag, -ENODEV);
+        if (batch_ == nullptr) queue_->fetch_done(tag, -ENODEV);
         ++n;
       }
+    if (batch_ != nullptr && armed) {
+      armed = false;
+      batch_->fetch_ended(-ENODEV);
+    }
     return n;
   }
+  // BATCH_IO: the front in use (set by FakeBatch), whether its multishot fetch is armed, and how
+  // often it was.
+  BatchQueueTransport* batch_ = nullptr;
+  bool armed = false;
+  int arms = 0;
 
   std::vector<Commit> commits;
   std::uint64_t fetches = 0;
@@ -220,6 +239,95 @@ class FakeDriver final : public QueueTransport {
   std::map<std::uint16_t, TagState> tags_;
 };
 
+// BATCH_IO's commands on top of FakeDriver's tag rules: each PREP or COMMIT element is checked
+// for the wire format the driver demands and handed to FakeDriver as the FETCH_REQ or
+// COMMIT_AND_FETCH_REQ it stands for; the command completes at the next poll with what the
+// driver took (all of it, or, where told, none or the elements before `refuse_from`).
+class FakeBatch final : public BatchDriver {
+ public:
+  FakeBatch(std::unique_ptr<FakeDriver> driver, IoContext& ctx, std::uint16_t depth)
+      : driver_(std::move(driver)), ctx_(ctx), depth_(depth), done_(*this) {}
+  void bind(BatchQueueTransport& transport, UblkQueue& queue) override {
+    transport_ = &transport;
+    driver_->bind(queue);
+    driver_->batch_ = &transport;
+  }
+  void send(bool commit, std::span<const std::byte> elems, std::uint16_t nr,
+            std::uint8_t elem_bytes, std::uint16_t flags, std::uint32_t cookie) override {
+    const bool has_addr = (flags & kBatchFHasBufAddr) != 0;
+    const bool fallback = (flags & kBatchFAutoBufRegFallback) != 0;
+    EXPECT_FALSE(has_addr && fallback) << "the driver refuses both flags together";
+    EXPECT_EQ(flags & ~(kBatchFHasBufAddr | kBatchFAutoBufRegFallback), 0);
+    EXPECT_EQ(elem_bytes, has_addr ? 16u : 8u);
+    EXPECT_EQ(elems.size(), std::size_t{nr} * elem_bytes);
+    EXPECT_GE(nr, 1u);
+    EXPECT_LE(nr, depth_) << "more elements than the queue has tags";
+    std::int32_t res = commit ? static_cast<std::int32_t>(elems.size()) : 0;
+    std::size_t take = nr;
+    if (commit && refuse_from >= 0) {
+      take = std::min<std::size_t>(nr, static_cast<std::size_t>(refuse_from));
+      res = take == 0 ? refuse_with : static_cast<std::int32_t>(take * elem_bytes);
+      refuse_from = -1;
+    }
+    for (std::size_t i = 0; i < take; ++i) {
+      BatchElemHeader h;
+      std::memcpy(&h, elems.data() + i * elem_bytes, sizeof(h));
+      std::uint64_t addr = 0;
+      if (has_addr) std::memcpy(&addr, elems.data() + i * elem_bytes + sizeof(h), sizeof(addr));
+      EXPECT_TRUE(!has_addr || addr != 0) << "copy mode: a tag with no buffer";
+      driver_->fetch(h.tag, commit, h.result,
+                     reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(addr)),
+                     fallback ? h.buf_index : -1);
+    }
+    commit ? ++commits : ++preps;
+    answers_.push_back({cookie, res});
+    if (!done_queued_) {
+      done_queued_ = true;
+      ctx_.defer(done_);
+    }
+  }
+  void arm_fetch() override {
+    EXPECT_FALSE(driver_->armed) << "a second fetch armed on the queue";
+    driver_->armed = true;
+    ++driver_->arms;
+  }
+  IoDesc desc(std::uint16_t tag) const override { return driver_->desc(tag); }
+  void copy(std::uint16_t tag, bool to_request, std::byte* buf, std::uint32_t len) override {
+    driver_->copy(tag, to_request, buf, len);
+  }
+  // Ends the armed fetch with `res` (the kernel running out of fetch buffers: -ENOBUFS).
+  void end_fetch(std::int32_t res) {
+    ASSERT_TRUE(driver_->armed);
+    driver_->armed = false;
+    transport_->fetch_ended(res);
+  }
+  FakeDriver& driver() { return *driver_; }
+
+  int preps = 0, commits = 0;
+  int refuse_from = -1;  // the next COMMIT takes only the elements before this one
+  std::int32_t refuse_with = -EBUSY;
+
+ private:
+  struct Done final : Task {
+    explicit Done(FakeBatch& o) : owner(o) {}
+    void run() override {
+      owner.done_queued_ = false;
+      auto answers = std::move(owner.answers_);
+      owner.answers_.clear();
+      for (const auto& [cookie, res] : answers)
+        owner.transport_->sent(cookie, res);
+    }
+    FakeBatch& owner;
+  };
+  std::unique_ptr<FakeDriver> driver_;
+  IoContext& ctx_;
+  std::uint16_t depth_;
+  BatchQueueTransport* transport_ = nullptr;
+  std::vector<std::pair<std::uint32_t, std::int32_t>> answers_;
+  bool done_queued_ = false;
+  Done done_;
+};
+
 IoDesc make_desc(std::uint8_t op, std::uint64_t offset, std::uint64_t len,
                  std::uint32_t flags = 0) {
   IoDesc d{};
@@ -239,6 +347,7 @@ struct QueueMode {
   // The array's level: RAID5 (4 members), or a mirror (RAID1 of 2, RAID10 of 4), where zero
   // copy serves WRITEs from the requests' pages too.
   RaidLevel level = RaidLevel::kRaid5;
+  bool batch = false;  // BATCH_IO: per-queue PREP, multishot FETCH and COMMIT commands
   bool user_copy() const { return path != DataPath::kKernelCopy; }
   bool mirror() const { return level == RaidLevel::kRaid1 || level == RaidLevel::kRaid10; }
   std::uint16_t queue_depth() const { return part ? 2 * kDepth : kDepth; }
@@ -246,7 +355,8 @@ struct QueueMode {
 };
 void PrintTo(const QueueMode& m, std::ostream* os) {
   *os << data_path_name(m.path) << " copy" << (m.helper ? ", helper lane" : "")
-      << (m.part ? ", odd tags" : "") << ", " << raid_level_name(m.level);
+      << (m.part ? ", odd tags" : "") << ", " << raid_level_name(m.level)
+      << (m.batch ? ", batch" : "");
 }
 
 class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
@@ -261,8 +371,17 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
     ctx_ = std::move(*ctx);
     auto driver = std::make_unique<FakeDriver>(GetParam().path, *ctx_, GetParam().tags());
     driver_ = driver.get();
+    std::unique_ptr<QueueTransport> transport = std::move(driver);
+    if (GetParam().batch) {
+      auto batch = std::make_unique<FakeBatch>(
+          std::unique_ptr<FakeDriver>(static_cast<FakeDriver*>(transport.release())), *ctx_,
+          GetParam().queue_depth());
+      batch_ = batch.get();
+      transport = std::make_unique<BatchQueueTransport>(*ctx_, std::move(batch),
+                                                        GetParam().queue_depth(), GetParam().path);
+    }
     auto q = UblkQueue::create(*ctx_, *array_->array, array_->vd, 0, GetParam().queue_depth(),
-                               kMaxIo, std::move(driver), GetParam().path, GetParam().tags());
+                               kMaxIo, std::move(transport), GetParam().path, GetParam().tags());
     ASSERT_TRUE(q.is_ok()) << q.status().to_string();
     queue_ = std::move(*q);
     queue_->set_away(GetParam().part);
@@ -285,6 +404,14 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
       queue_->set_helper(*lane_);
     }
     queue_->start();
+    if (batch_ != nullptr) {
+      // The PREP goes out at the end of a poll pass and is answered at the next, which arms the
+      // fetch.
+      for (int i = 0; i < 4 && !driver_->armed; ++i)
+        ctx_->poll(false);
+      ASSERT_TRUE(driver_->armed);
+      ASSERT_EQ(batch_->preps, 1) << "every tag in one PREP";
+    }
     model_.assign(kVdBytes, std::byte{0});
   }
   void TearDown() override {
@@ -292,6 +419,10 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
       // Finish the queue as the kernel would on STOP_DEV before destroying it.
       drain();
       driver_->abort_fetched();
+      // BATCH_IO: the tags are answered once the commands in flight are.
+      for (int i = 0; i < 100 && !queue_->finished(); ++i)
+        ctx_->poll(false);
+      EXPECT_TRUE(queue_->finished());
     }
     // The lane before the queue (it has the queue's buffers registered), on its own thread.
     if (lane_) helper_thread_->call(0, [&](IoContext&) { lane_.reset(); });
@@ -315,9 +446,14 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
   }
   // The queue's i-th tag.
   std::uint16_t tag_at(std::uint16_t i) const { return GetParam().tags().tag(i); }
-  // A ThreadCall that runs everything on this test's thread, in its context.
+  // A ThreadCall that runs everything on this test's thread, in its context. With BATCH_IO the
+  // context is polled first, as a real I/O thread's loop does between calls: the batch commands'
+  // answers arrive in polls.
   ThreadCall inline_call() {
-    return [this](std::uint32_t, const std::function<void(IoContext&)>& fn) { fn(*ctx_); };
+    return [this](std::uint32_t, const std::function<void(IoContext&)>& fn) {
+      if (batch_ != nullptr) ctx_->poll(false);
+      fn(*ctx_);
+    };
   }
   // A device (UblkDevice::adopt) for a new handle on the fixture's VD, its commands going to
   // `commands`: with `queue` (the fixture's queue_, moved in) as device 7, or with no queue as
@@ -349,6 +485,7 @@ class UblkQueueTest : public ::testing::TestWithParam<QueueMode> {
   std::unique_ptr<TestArray> array_;
   std::unique_ptr<IoContext> ctx_;
   FakeDriver* driver_ = nullptr;
+  FakeBatch* batch_ = nullptr;  // BATCH_IO: the batch front of driver_
   std::unique_ptr<UblkQueue> queue_;
   std::unique_ptr<daemon::IoThreads> helper_thread_;
   std::unique_ptr<HelperLane> lane_;  // lives on helper_thread_
@@ -754,6 +891,81 @@ TEST_P(UblkQueueTest, AFailedUserCopyFailsTheRequestAndWritesNothing) {
     ASSERT_EQ(b, std::byte{0});
 }
 
+// BATCH_IO: the requests a poll pass finished go back in one COMMIT_IO_CMDS, each tag once, and
+// the driver may hand every tag out again.
+TEST_P(UblkQueueTest, BatchCommitsWhatAPassFinishedInOneCommand) {
+  if (batch_ == nullptr) GTEST_SKIP() << "a command per tag";
+  // Requests answered at once (an op graid does not serve): all finished before the next pass.
+  for (int i = 0; i < 8; ++i) {
+    const int tag = driver_->free_tag();
+    ASSERT_GE(tag, 0);
+    FakeDriver::Request r;
+    r.desc = make_desc(kOpWriteSame, 0, 4096);
+    driver_->deliver(static_cast<std::uint16_t>(tag), r);
+  }
+  EXPECT_EQ(batch_->commits, 0) << "nothing sent before the pass ends";
+  ctx_->poll(false);
+  EXPECT_EQ(batch_->commits, 1);
+  ASSERT_EQ(driver_->commits.size(), 8u);
+  for (const auto& c : driver_->commits)
+    EXPECT_EQ(c.result, -EOPNOTSUPP);
+  ctx_->poll(false);  // the COMMIT's answer
+  EXPECT_TRUE(queue_->quiet());
+  EXPECT_EQ(queue_->stats().commits, 8u);
+  EXPECT_TRUE(queue_->error().is_ok());
+  // Every tag is the driver's again: a full queue's worth can be delivered.
+  std::vector<std::uint16_t> tags;
+  for (int tag; (tag = driver_->free_tag()) >= 0;) {
+    FakeDriver::Request r;
+    r.desc = make_desc(kOpFlush, 0, 0);
+    driver_->deliver(static_cast<std::uint16_t>(tag), r);
+    tags.push_back(static_cast<std::uint16_t>(tag));
+  }
+  EXPECT_EQ(tags.size(), GetParam().tags().count(GetParam().queue_depth()));
+  drain();
+  EXPECT_EQ(queue_->stats().flushes, tags.size());
+}
+
+// BATCH_IO: a COMMIT the driver takes only in part (it stops at the first element it refuses,
+// a tag it does not think the server holds) fails the tags it did not take, and only those; a
+// fetch that ends for want of buffers is armed again and delivers what came meanwhile.
+TEST_P(UblkQueueTest, BatchRefusedCommitsFailTheirTagsAndAnEmptiedFetchIsArmedAgain) {
+  if (batch_ == nullptr) GTEST_SKIP() << "a command per tag";
+  std::vector<std::uint16_t> tags;
+  for (int i = 0; i < 3; ++i) {
+    const int tag = driver_->free_tag();
+    ASSERT_GE(tag, 0);
+    FakeDriver::Request r;
+    r.desc = make_desc(kOpWriteSame, 0, 4096);
+    driver_->deliver(static_cast<std::uint16_t>(tag), r);
+    tags.push_back(static_cast<std::uint16_t>(tag));
+  }
+  batch_->refuse_from = 1;  // the driver takes the first element only
+  ctx_->poll(false);
+  ctx_->poll(false);
+  EXPECT_EQ(driver_->commits.size(), 1u);
+  EXPECT_EQ(queue_->stats().aborted_tags, 2u) << "the two refused tags are finished";
+  EXPECT_FALSE(queue_->error().is_ok()) << "and the queue says why";
+  EXPECT_TRUE(queue_->quiet());
+
+  batch_->end_fetch(-ENOBUFS);
+  EXPECT_TRUE(driver_->armed) << "armed again";
+  EXPECT_EQ(driver_->arms, 2);
+  const int tag = driver_->free_tag();
+  ASSERT_GE(tag, 0);
+  FakeDriver::Request r;
+  r.desc = make_desc(kOpWrite, 0, 4096);
+  r.data.assign(4096, std::byte{0x42});
+  driver_->deliver(static_cast<std::uint16_t>(tag), r);
+  drain();
+  ctx_->poll(false);
+  ASSERT_EQ(driver_->commits.size(), 2u);
+  EXPECT_EQ(driver_->commits[1].result, 4096);
+  const auto back = array_->read(0, 4096);
+  EXPECT_TRUE(
+      std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0x42}; }));
+}
+
 // The driver's stop commands, counted.
 struct FakeStopCommands final : UblkStopCommands {
   Status update_size(std::uint32_t, std::uint64_t sectors) override {
@@ -1005,6 +1217,20 @@ TEST_P(UblkQueueTest, HandOverWithARequestInFlightKeepsTheQueueUntilItsFetchIsCa
     commands.on_quiesce = [this] { driver_->abort_fetched(); };  // the pending ones only
     auto released = dev->hand_over();
     ASSERT_TRUE(released.is_ok()) << released.status().to_string();
+    if (batch_ != nullptr) {
+      // BATCH_IO: no fetch per tag. The multishot fetch ended at the quiesce, and the request
+      // in flight was committed: nothing of the queue's is left in the driver, so it goes (and
+      // the fake driver with it: what it saw cannot be asked any more).
+      EXPECT_TRUE(*released);
+      EXPECT_EQ(array_->array->queues_attached(), attached - 1);
+      EXPECT_TRUE(dev->stop().is_ok());
+      EXPECT_EQ(commands.stops, 0);
+      EXPECT_EQ(commands.dels, 0);
+      const auto back = array_->read(2u << 20, 16384);
+      EXPECT_TRUE(
+          std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0xa7}; }));
+      return;
+    }
     EXPECT_FALSE(*released) << "a fetch is still pending: the queue stays";
     EXPECT_TRUE(dev->handed_over());
     ASSERT_EQ(driver_->commits.size(), 1u);
@@ -1204,7 +1430,8 @@ std::string mode_name(const ::testing::TestParamInfo<QueueMode>& p) {
     level[0] = 'R';
   }
   return std::string(kNames[static_cast<int>(p.param.path)]) +
-         (p.param.helper ? "WithHelper" : "") + (p.param.part ? "OddTags" : "") + level;
+         (p.param.helper ? "WithHelper" : "") + (p.param.part ? "OddTags" : "") + level +
+         (p.param.batch ? "Batch" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -1218,7 +1445,12 @@ INSTANTIATE_TEST_SUITE_P(
                       QueueMode{DataPath::kZeroCopy, false, true},
                       QueueMode{DataPath::kZeroCopy, false, false, RaidLevel::kRaid1},
                       QueueMode{DataPath::kZeroCopy, false, false, RaidLevel::kRaid10},
-                      QueueMode{DataPath::kUserCopy, false, false, RaidLevel::kRaid10}),
+                      QueueMode{DataPath::kUserCopy, false, false, RaidLevel::kRaid10},
+                      QueueMode{DataPath::kKernelCopy, false, false, RaidLevel::kRaid5, true},
+                      QueueMode{DataPath::kUserCopy, false, false, RaidLevel::kRaid5, true},
+                      QueueMode{DataPath::kZeroCopy, false, false, RaidLevel::kRaid5, true},
+                      QueueMode{DataPath::kKernelCopy, true, false, RaidLevel::kRaid5, true},
+                      QueueMode{DataPath::kZeroCopy, false, false, RaidLevel::kRaid1, true}),
     mode_name);
 
 }  // namespace

@@ -266,6 +266,11 @@ class IoContext {
   void post(Task& task);
   // Queues `task` to run at this thread's next poll() (same thread only; no wake-up needed).
   void defer(Task& task);
+  // Queues `task` to run at the end of this thread's current poll() pass, after the pass's tasks
+  // and completions and before its SQEs go to the kernel (at the end of the next pass when
+  // called outside poll()). For work that gathers what a pass produced into one submission
+  // (ublk BATCH_IO's commit of every request the pass finished). Same thread only.
+  void before_submit(Task& task);
 
   // Member I/Os and ring commands submitted and not yet completed (including deferred ones).
   std::uint32_t in_flight() const noexcept { return in_flight_; }
