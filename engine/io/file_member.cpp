@@ -14,6 +14,7 @@
 
 #include "graid/member.h"
 #include "io/member_open.h"
+#include "io/merge_limits.h"
 
 namespace graid {
 
@@ -349,6 +350,8 @@ Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
   identity.dev = is_block ? st.st_rdev : st.st_dev;
   identity.ino = is_block ? 0 : st.st_ino;
   const std::uint32_t logical_block = buffered ? kSector : logical_block_of(fd, is_block);
+  const MergeLimits merge = is_block ? block_merge_limits(st.st_rdev) : kFileMergeLimits;
+  file->set_merge_limits(merge.max_bytes, merge.max_segments);
   return std::unique_ptr<MemberDevice>(
       std::make_unique<FileMember>(path, size, std::move(file), identity, logical_block));
 }

@@ -28,9 +28,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -142,7 +144,15 @@ struct IoContext::Impl {
   Impl& operator=(const Impl&) = delete;
 
   io_uring_sqe* get_sqe();
+  // Plugs a fresh read or write of a mergeable file until the pass ends, else start_now().
   void start(MemberRequest& req);
+  void start_now(MemberRequest& req);
+  // Merging (IoContextOptions::merge): sorts the plugged requests by file, kind and offset and
+  // sends each run of contiguous ones as one vectored I/O. Called once per pass, before submit.
+  void flush_plug();
+  class MergedIo;
+  void send_merged(std::span<MemberRequest* const> run);
+  void merged_done(MergedIo& m, std::int32_t res);
   void prep(io_uring_sqe* sqe, MemberRequest& req);
   void start_command(RingCommand& cmd);
   void prep_command(io_uring_sqe* sqe, RingCommand& cmd);
@@ -196,6 +206,32 @@ struct IoContext::Impl {
   std::vector<unsigned> free_slots;
   std::uint64_t files_closed_seen = 0;
 
+  bool merge = true;
+  std::uint32_t read_gap = 0;
+  Fifo<MemberRequest, &MemberRequest::next_> plug;  // fresh requests waiting for flush_plug()
+  struct PlugKey {
+    std::uint64_t file;  // fixed-file flag, fd or slot, kind and FUA: what a run shares
+    std::uint64_t offset;
+    std::uint32_t len;
+    std::uint32_t seq;  // submission order
+    MemberRequest* req;
+  };
+  struct PlugGroup {
+    std::uint64_t file;
+    std::uint32_t count;
+    std::uint32_t next;
+  };
+  std::vector<PlugKey> plugged;  // flush_plug's sort space
+  std::vector<PlugKey> sorted;
+  std::vector<PlugGroup> groups;
+  std::vector<MemberRequest*> run;                     // one merge run
+  std::vector<std::unique_ptr<MergedIo>> merged_pool;  // every MergedIo made
+  std::vector<MergedIo*> merged_idle;                  // those not in flight
+  struct FreeDeleter {
+    void operator()(std::byte* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<std::byte, FreeDeleter> scratch;  // read_gap bytes: gaps between merged reads
+
   IoStats stats;
   std::int64_t pass_ns = 0;  // the steady clock at the last refresh (see IoContext::clock_ns)
   ResultFilter filter = nullptr;
@@ -214,8 +250,15 @@ Result<std::unique_ptr<IoContext>> IoContext::create(const IoContextOptions& opt
     return make_error(Errc::kInvalidArgument, "io_uring queue depth {} not in [1, 32768]",
                       queue_depth);
   }
+  if (options.merge_read_gap > (1U << 20) || options.merge_read_gap % 512 != 0) {
+    return make_error(Errc::kInvalidArgument,
+                      "merge read gap {} is not a multiple of 512 bytes up to 1 MiB",
+                      options.merge_read_gap);
+  }
   auto ctx = std::make_unique<IoContext>(Key{});
   Impl& impl = *ctx->impl_;
+  impl.merge = options.merge;
+  impl.read_gap = options.merge_read_gap;
 
   // Best first: SINGLE_ISSUER + DEFER_TASKRUN (6.1+) runs completion work only when this
   // thread asks for completions, which is exactly our one-thread-per-ring model (the ring must
@@ -336,6 +379,17 @@ io_uring_sqe* IoContext::Impl::get_sqe() {
 }
 
 void IoContext::Impl::start(MemberRequest& req) {
+  // Only first attempts: a remainder or a retry goes out as it is. A kernel buffer has no
+  // address an iovec could carry.
+  if (req.merge_bytes_ != 0 && req.done_bytes_ == 0 && req.retries_ == 0 &&
+      (!req.fixed_buf_ || req.fixed_delta_ == 0)) {
+    plug.push(req);
+    return;
+  }
+  start_now(req);
+}
+
+void IoContext::Impl::start_now(MemberRequest& req) {
   // Behind an existing backlog, to keep submission order.
   if (!backlog.empty()) {
     backlog.push(req);
@@ -404,6 +458,178 @@ void IoContext::Impl::prep(io_uring_sqe* sqe, MemberRequest& req) {
   ++stats.sqes;
 }
 
+// ---- merging ----------------------------------------------------------------------------------
+
+// One vectored I/O carrying a run of plugged requests that are contiguous on one file (reads
+// possibly with small gaps, read into the scratch buffer). An internal ring command: counted in
+// in_flight() while it runs, on top of its requests, which complete one by one when it is done.
+class IoContext::Impl::MergedIo final : public RingCommand {
+ public:
+  Impl* impl = nullptr;
+  MemberOp op = MemberOp::kRead;
+  bool fua = false;
+  std::uint64_t offset = 0;
+  std::uint32_t bytes = 0;  // what the I/O moves, gaps included
+  std::vector<iovec> iov;
+  std::vector<MemberRequest*> parts;
+
+  void aim(int fd, bool fixed_file) noexcept {
+    fd_ = fd;
+    fixed_file_ = fixed_file;
+    set_fd_ = true;
+  }
+  std::int32_t prep(io_uring_sqe& sqe, std::span<std::byte> /*cmd*/) override {
+    const auto n = static_cast<unsigned>(iov.size());
+    if (op == MemberOp::kRead) {
+      io_uring_prep_readv(&sqe, -1, iov.data(), n, offset);
+    } else {
+      io_uring_prep_writev(&sqe, -1, iov.data(), n, offset);
+      if (fua) sqe.rw_flags = RWF_DSYNC;
+    }
+    return 0;
+  }
+  void on_complete(std::int32_t res, std::span<const std::uint64_t> /*big_cqe*/) override {
+    impl->merged_done(*this, res);
+  }
+};
+
+void IoContext::Impl::flush_plug() {
+  if (plug.empty()) return;
+  if (plug.head == plug.tail) {
+    start_now(*plug.pop());
+    return;
+  }
+  // Grouped by file, kind and FUA (what a run shares), and by offset within a group, on keys
+  // copied out of the requests so that ordering them touches no request. Groups are few (the
+  // members of the arrays this thread serves, times kinds) and a group usually arrives in
+  // offset order already (a request's strips, sequential requests): grouping is a counting sort
+  // and only a group out of order is sorted, in submission order among equal offsets.
+  plugged.clear();
+  groups.clear();
+  while (MemberRequest* r = plug.pop()) {
+    const std::uint64_t file =
+        (static_cast<std::uint64_t>(r->fixed_file_) << 63) |
+        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(r->fd_)) << 8) |
+        (static_cast<std::uint64_t>(r->op) << 1) | static_cast<std::uint64_t>(r->fua);
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const PlugGroup& x) { return x.file == file; });
+    if (g == groups.end()) g = groups.insert(groups.end(), PlugGroup{file, 0, 0});
+    ++g->count;
+    plugged.push_back(
+        PlugKey{file, r->offset, r->len, static_cast<std::uint32_t>(plugged.size()), r});
+  }
+  if (groups.size() > 1) {
+    std::uint32_t start = 0;
+    for (PlugGroup& g : groups) {
+      g.next = start;
+      start += g.count;
+    }
+    sorted.resize(plugged.size());
+    for (const PlugKey& k : plugged) {
+      auto g = std::find_if(groups.begin(), groups.end(),
+                            [&](const PlugGroup& x) { return x.file == k.file; });
+      sorted[g->next++] = k;
+    }
+    plugged.swap(sorted);
+  }
+  const auto by_offset = [](const PlugKey& a, const PlugKey& b) {
+    return std::tie(a.offset, a.seq) < std::tie(b.offset, b.seq);
+  };
+  for (auto first = plugged.begin(); first != plugged.end();) {
+    const auto last =
+        std::find_if(first, plugged.end(), [&](const PlugKey& k) { return k.file != first->file; });
+    if (!std::is_sorted(first, last, by_offset)) std::sort(first, last, by_offset);
+    first = last;
+  }
+  const std::size_t n = plugged.size();
+  for (std::size_t i = 0; i < n;) {
+    const MemberRequest& first = *plugged[i].req;
+    run.clear();
+    run.push_back(plugged[i].req);
+    std::uint64_t end = plugged[i].offset + plugged[i].len;
+    std::uint64_t bytes = plugged[i].len;
+    std::uint32_t segments = 1;
+    std::size_t j = i + 1;
+    for (; j < n; ++j) {
+      const PlugKey& next = plugged[j];
+      if (next.file != plugged[i].file || next.offset < end) break;
+      const std::uint64_t gap = next.offset - end;
+      if (gap != 0 && (first.op != MemberOp::kRead || gap > read_gap)) break;
+      const std::uint32_t add = gap != 0 ? 2 : 1;
+      if (bytes + gap + next.len > first.merge_bytes_ || segments + add > first.merge_segments_)
+        break;
+      bytes += gap + next.len;
+      segments += add;
+      end = next.offset + next.len;
+      run.push_back(plugged[j].req);
+    }
+    if (run.size() == 1) {
+      start_now(*run.front());
+    } else {
+      send_merged(run);
+    }
+    i = j;
+  }
+}
+
+void IoContext::Impl::send_merged(std::span<MemberRequest* const> parts) {
+  if (merged_idle.empty()) {
+    merged_pool.push_back(std::make_unique<MergedIo>());
+    merged_pool.back()->impl = this;
+    merged_idle.push_back(merged_pool.back().get());
+  }
+  MergedIo& m = *merged_idle.back();
+  merged_idle.pop_back();  // back when merged_done() runs
+  const MemberRequest& first = *parts.front();
+  m.op = first.op;
+  m.fua = first.fua;
+  m.offset = first.offset;
+  m.iov.clear();
+  m.parts.assign(parts.begin(), parts.end());
+  std::uint64_t end = first.offset;
+  for (MemberRequest* r : parts) {
+    if (r->offset != end) {
+      if (!scratch) {
+        const std::size_t size = (read_gap + 4095) / 4096 * 4096;
+        scratch.reset(static_cast<std::byte*>(std::aligned_alloc(4096, size)));
+        if (!scratch) {  // no memory for the sink: send the run as it is, one by one
+          m.parts.clear();
+          merged_idle.push_back(&m);
+          for (MemberRequest* p : parts)
+            start_now(*p);
+          return;
+        }
+      }
+      const std::size_t gap = r->offset - end;
+      m.iov.push_back(iovec{scratch.get(), gap});
+      stats.gap_bytes += gap;
+    }
+    m.iov.push_back(iovec{r->buf, r->len});
+    end = r->offset + r->len;
+  }
+  m.bytes = static_cast<std::uint32_t>(end - first.offset);
+  m.aim(first.fd_, first.fixed_file_);
+  ++stats.merged_ios;
+  stats.merged_requests += parts.size();
+  ++owner.in_flight_;  // finish_command() takes it back
+  start_command(m);
+}
+
+void IoContext::Impl::merged_done(MergedIo& m, std::int32_t res) {
+  merged_idle.push_back(&m);  // reused only by a later flush_plug(), after the loops below
+  if (res >= 0 && static_cast<std::uint32_t>(res) == m.bytes) {
+    for (MemberRequest* r : m.parts)
+      on_cqe(*r, static_cast<std::int32_t>(r->len));
+    return;
+  }
+  // An error or a short transfer: every request again on its own, so that an error is
+  // reported for exactly the requests it concerns (and a short one resumes where it should).
+  // Rewriting or rereading what did get through is harmless: the requests' ranges are theirs.
+  ++stats.merge_splits;
+  for (MemberRequest* r : m.parts)
+    start_now(*r);
+}
+
 void IoContext::Impl::arm_wake() {
   if (wake_armed) return;
   io_uring_sqe* sqe = get_sqe();
@@ -466,6 +692,9 @@ void IoContext::submit_io(const std::shared_ptr<MemberFile>& file, MemberRequest
   const int slot = impl_->file_slot(file);
   req.fixed_file_ = slot >= 0;
   req.fd_ = slot >= 0 ? slot : file->fd();
+  const bool mergeable = impl_->merge && is_rw(req.op) && file->merge_segments() > 1;
+  req.merge_bytes_ = mergeable ? file->merge_bytes() : 0;
+  req.merge_segments_ = mergeable ? file->merge_segments() : 0;
   const Impl::Region* region = is_rw(req.op) ? impl_->find_region(req.buf, req.len) : nullptr;
   req.fixed_buf_ = region != nullptr;
   if (region != nullptr) {
@@ -759,6 +988,7 @@ int IoContext::poll(bool wait) {
       task->run();
       ++ran;
     }
+    impl.flush_plug();
     impl.refill_backlog();
     if (ran > 0 || !wait) {
       impl.enter(false);

@@ -87,6 +87,10 @@ class MemberRequest {
   std::uint16_t buf_index_ = 0;    // registered buffer, when fixed_buf_
   std::intptr_t fixed_delta_ = 0;  // fixed_buf_: SQE address minus buffer address (kernel buffers)
   std::uint16_t retries_ = 0;      // consecutive -EAGAIN/-EINTR resubmissions
+  // Merging (IoContextOptions::merge): the largest vectored I/O and the most iovecs its file
+  // takes (MemberFile::set_merge_limits); 0 = never merged.
+  std::uint32_t merge_bytes_ = 0;
+  std::uint16_t merge_segments_ = 0;
   bool fixed_file_ = false;
   bool fixed_buf_ = false;
   bool buffered_ = false;          // flush is a full fsync
@@ -174,10 +178,24 @@ class MemberFile {
   bool buffered() const noexcept { return buffered_; }
   std::uint64_t id() const noexcept { return id_; }
 
+  // Lets an IoContext merge reads or writes on this file that are contiguous (and submitted in
+  // one poll pass) into one vectored I/O of at most `max_bytes` and `max_segments` iovecs: the
+  // device's own limits (a block device's max_sectors_kb and max_segments), so the kernel need
+  // not split what was merged. Files without limits (pipes, sockets: no offsets) are never
+  // merged. Set before the file is used.
+  void set_merge_limits(std::uint32_t max_bytes, std::uint16_t max_segments) noexcept {
+    merge_bytes_ = max_bytes;
+    merge_segments_ = max_segments;
+  }
+  std::uint32_t merge_bytes() const noexcept { return merge_bytes_; }
+  std::uint16_t merge_segments() const noexcept { return merge_segments_; }
+
  private:
   int fd_;
   bool buffered_;
   std::uint64_t id_;
+  std::uint32_t merge_bytes_ = 0;
+  std::uint16_t merge_segments_ = 0;
 };
 
 // What an IoContext did, for tests and benchmarks. Counts only; never reset.
@@ -191,6 +209,10 @@ struct IoStats {
   std::uint64_t again_retries = 0;     // -EAGAIN/-EINTR results retried
   std::uint64_t sq_full = 0;           // times the SQ was full when a request wanted an SQE
   std::uint64_t commands = 0;          // RingCommands accepted by submit_command
+  std::uint64_t merged_ios = 0;        // vectored I/Os that carried several requests (merging)
+  std::uint64_t merged_requests = 0;   // requests that went in them
+  std::uint64_t merge_splits = 0;      // merged I/Os redone request by request (error, short)
+  std::uint64_t gap_bytes = 0;         // bytes read through gaps between merged reads
 };
 
 // How to set up an IoContext's ring.
@@ -214,6 +236,18 @@ struct IoContextOptions {
   // entries are what NVMe passthrough members need; other members work on either ring): check
   // big_sqe()/big_cqe() to learn what was made.
   bool plain_if_refused = false;
+  // Merging, as the block layer's plugging does for md: reads or writes submitted in one poll
+  // pass that are contiguous on one file (one whose MemberFile has merge limits) go to the
+  // kernel as one READV/WRITEV, each request still completing on its own. A merged I/O that
+  // fails or comes back short is redone request by request, so errors land exactly where they
+  // would without merging. Requests in kernel buffer windows are never merged (they have no
+  // address for an iovec).
+  bool merge = true;
+  // Reads on one file separated by at most this many bytes are merged too, the gap read into a
+  // scratch buffer: a RAID5/6 read spanning small strips then reads through the parity strips
+  // between its data strips in one I/O instead of several (at 16 KiB and below the command costs
+  // more than the transfer). 0: contiguous reads only. At most 1 MiB.
+  std::uint32_t merge_read_gap = 16384;
 };
 
 // What a thread that serves members of every kind asks for: 128-byte SQEs and 32-byte CQEs (NVMe
