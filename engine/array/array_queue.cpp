@@ -137,9 +137,13 @@ static void split_by(std::uint64_t offset, std::uint32_t len, std::uint64_t unit
 }
 
 void ArrayQueue::Impl::submit_read(ArrayIo& io, std::uint64_t offset) {
+  // Mirrors: every strip of one request from the same copy, so that its strips on one member
+  // are contiguous and go out as one merged member read (IoContextOptions::merge); requests
+  // take the copies in turn.
+  const std::uint32_t copy = read_rotor++;
   split_by(offset, io.len, array.geometry.strip_bytes(),
            [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
-             read_segment(io, at, n, io.buf + boff);
+             read_segment(io, at, n, io.buf + boff, copy);
            });
 }
 

@@ -147,8 +147,11 @@ struct ArrayQueue::Impl {
   void submit_flush(ArrayIo& io, bool then_dispatch, std::uint64_t offset);
   // Starts `io` at array byte `offset` (validated).
   void dispatch(ArrayIo& io, std::uint64_t offset);
-  // A read of [array_offset, +len) inside one strip.
-  void read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst);
+  // A read of [array_offset, +len) inside one strip. Mirrors: from copy `copy` % copies where
+  // it is readable (kNextCopy: the next in turn).
+  static constexpr std::uint32_t kNextCopy = ~std::uint32_t{0};
+  void read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst,
+                    std::uint32_t copy = kNextCopy);
   // A read of one strip segment done under the stripe lock by a StripeOp in `mode`
   // (kDegradedRead, kMirrorRead), with members `unreadable` planned around.
   void locked_read(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len, std::byte* dst,

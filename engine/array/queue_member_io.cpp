@@ -264,7 +264,7 @@ void ArrayQueue::Impl::direct_io(ArrayIo& io, MemberOp op, std::uint32_t member,
 }
 
 void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std::uint32_t len,
-                                    std::byte* dst) {
+                                    std::byte* dst, std::uint32_t copy) {
   const Geometry& g = array.geometry;
   const DataLocation loc = g.locate(array_offset);
   if (g.redundancy() == Redundancy::kMirror) {
@@ -272,7 +272,8 @@ void ArrayQueue::Impl::read_segment(ArrayIo& io, std::uint64_t array_offset, std
     // A stripe whose copies may differ (initialisation or re-sync pending) is read from the
     // first live copy, the one the job copies from, so a read never returns data the job then
     // overwrites; others rotate among the copies.
-    const std::uint32_t first = array.initialised(loc.stripe) ? read_rotor++ % copies : 0;
+    const std::uint32_t pick = copy == kNextCopy ? read_rotor++ : copy;
+    const std::uint32_t first = array.initialised(loc.stripe) ? pick % copies : 0;
     for (std::uint32_t i = 0; i < copies; ++i) {
       const std::uint32_t m = g.data_member(loc.stripe, loc.data_index, (first + i) % copies);
       if (array.dead_at(m, loc.stripe)) continue;

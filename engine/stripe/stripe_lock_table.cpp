@@ -7,7 +7,7 @@ namespace graid {
 StripeLockTable::Partition& StripeLockTable::partition_of(std::uint64_t stripe) noexcept {
   // Fibonacci hashing spreads consecutive stripes (sequential writes) over partitions.
   const std::uint64_t h = stripe * 0x9E3779B97F4A7C15ull;
-  return partitions_[h >> 56];
+  return partitions_[h >> (64 - kPartitionBits)];
 }
 
 bool StripeLockTable::acquire(Waiter& w) {
