@@ -196,9 +196,24 @@ TEST(CostModel, ReadsCostOneMemberReadPerStrip) {
     EXPECT_DOUBLE_EQ(c.writes, 0.0);
     EXPECT_EQ(c.io_bytes, 4096u);
   }
+  // Merged per member as the engine's IoContext does. RAID5 n=5, 64 KiB strips: 1 MiB is rows
+  // 0-3, parity on members 4, 3, 2, 1. Member 0 reads rows 0-3 in one I/O, member 1 rows 0-2,
+  // member 4 rows 1-3; members 2 and 3 have a 64 KiB parity strip (more than the 16 KiB read
+  // through) between their rows: two I/Os each. 7 I/Os of 1 MiB / 7 on average.
   const MemberCost big = cost(RaidLevel::kRaid5, 5, 64 * 1024, "1m-seqread");
-  EXPECT_DOUBLE_EQ(big.reads, 16.0);  // 1 MiB in 64 KiB strips
-  EXPECT_EQ(big.io_bytes, 65536u);
+  EXPECT_DOUBLE_EQ(big.reads, 7.0);
+  EXPECT_EQ(big.io_bytes, (1u << 20) / 7 / 4096 * 4096);
+  // 4 KiB strips: the parity strips are read through, one I/O per member, at most a quarter more
+  // bytes than the data.
+  const MemberCost small = cost(RaidLevel::kRaid5, 5, 4 * 1024, "1m-seqread");
+  EXPECT_DOUBLE_EQ(small.reads, 5.0);
+  EXPECT_GE(small.io_bytes * 5, (1u << 20) - 5 * 4096);
+  EXPECT_LE(small.io_bytes * 5, (1u << 20) * 5 / 4);
+  // Mirrors read a whole request from one copy: RAID1 one I/O, RAID10 n=4 one per data member.
+  EXPECT_DOUBLE_EQ(cost(RaidLevel::kRaid1, 2, 64 * 1024, "1m-seqread").reads, 1.0);
+  const MemberCost r10 = cost(RaidLevel::kRaid10, 4, 64 * 1024, "1m-seqread");
+  EXPECT_DOUBLE_EQ(r10.reads, 2.0);
+  EXPECT_EQ(r10.io_bytes, 512u * 1024);
 }
 
 TEST(CostModel, Raid5SmallWriteIsReadModifyWrite) {
@@ -238,12 +253,16 @@ TEST(CostModel, MirrorsAndStripesWriteWithoutReading) {
 }
 
 TEST(CostModel, SequentialWritesAreFullStripe) {
-  // RAID5 n=5: 1 MiB = 16 strips, written as whole stripes: 16 * 5/4 member writes.
+  // RAID5 n=5: 1 MiB = 4 whole stripes, 1.25 MiB of data and parity, 256 KiB contiguous on each
+  // member (consecutive rows): one merged write per member.
   const MemberCost c = cost(RaidLevel::kRaid5, 5, 64 * 1024, "1m-seqwrite");
   EXPECT_DOUBLE_EQ(c.reads, 0.0);
-  EXPECT_DOUBLE_EQ(c.writes, 20.0);
+  EXPECT_DOUBLE_EQ(c.writes, 5.0);
+  EXPECT_EQ(c.io_bytes, 256u * 1024);
+  // Smaller than a stripe: its pieces' share of whole stripes, strip-sized at most.
   const MemberCost s = cost(RaidLevel::kRaid6, 6, 64 * 1024, "64k-seqwrite");
   EXPECT_DOUBLE_EQ(s.writes, 6.0 / 4.0);
+  EXPECT_EQ(s.io_bytes, 64u * 1024);
 }
 
 TEST(CostModel, LargeRandomWritesAverageOverAlignments) {
