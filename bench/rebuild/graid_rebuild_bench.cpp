@@ -17,7 +17,13 @@
 //   check          Array::check unthrottled over the same array, idle
 //
 // CPU: process CPU seconds (getrusage) per GiB of member data rebuilt or checked, foreground
-// work included where there is some. Members are files in --dir (tmpfs: /dev/shm by default).
+// work included where there is some. Members are files in --dir (tmpfs: /dev/shm by default),
+// or, with --member-model timed:read=<bw>,write=<bw>,lat=<time>, timed members that serve I/O
+// at those speeds and store nothing (bench/timed_member): on tmpfs every member I/O is a copy on
+// this machine's few cores, so the figure measures copies; timed members show whether the jobs
+// keep drives busy. Then the limits are the model's own: a rebuild, replace or re-add against
+// the target's write bandwidth, a check against the read bandwidth; the final consistency check
+// is skipped (there is no data).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -29,6 +35,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -36,6 +43,7 @@
 #include "graid/array.h"
 #include "graid/member.h"
 #include "graid/parity.h"
+#include "timed_member.h"
 
 namespace graid {
 namespace {
@@ -60,6 +68,7 @@ struct Options {
   std::uint64_t member_mib = 256;
   std::uint32_t strip_kib = 64;
   std::string backend = "cpu";
+  std::string member_model;  // empty: files in `dir`
 };
 
 Result<std::unique_ptr<MemberDevice>> open_file(const std::string& path, std::uint64_t bytes) {
@@ -151,6 +160,25 @@ struct JobFigures {
 };
 
 int run(const Options& o) {
+  std::optional<bench::TimedModel> timed;
+  if (!o.member_model.empty() && o.member_model != "file") {
+    auto model = bench::parse_timed_model(o.member_model);
+    if (!model) {
+      std::fprintf(stderr, "graid-rebuild-bench: --member-model: %s\n",
+                   model.status().message().c_str());
+      return 2;
+    }
+    timed = *model;
+  }
+  // A member: a file in the directory, or a timed member of the same size.
+  auto open_dev = [&](const std::string& path,
+                      std::uint64_t bytes) -> Result<std::unique_ptr<MemberDevice>> {
+    if (timed) {
+      return std::unique_ptr<MemberDevice>(std::make_unique<bench::TimedMember>(
+          std::filesystem::path(path).filename().string(), bytes, *timed));
+    }
+    return open_file(path, bytes);
+  };
   auto level = parse_raid_level(o.level);
   if (!level) {
     std::fprintf(stderr, "graid-rebuild-bench: %s\n", level.status().message().c_str());
@@ -173,20 +201,27 @@ int run(const Options& o) {
     }
   } cleanup{base};
 
-  // Member limit, on a scratch file the size of a member's data area.
+  // Member limit, on a scratch file the size of a member's data area (timed: the model's).
   double raw_read = 0, raw_write = 0;
-  {
+  if (timed) {
+    raw_read = timed->read_bytes_per_s / 1e6;
+    raw_write = timed->write_bytes_per_s / 1e6;
+  } else {
     auto scratch = open_file(base + "/scratch", member_bytes);
     if (!scratch) return std::fprintf(stderr, "%s\n", scratch.status().message().c_str()), 1;
     raw_write = raw_pass(**scratch, 0, o.member_mib << 20, strip, true);
     raw_read = raw_pass(**scratch, 0, o.member_mib << 20, strip, false);
   }
   std::filesystem::remove(base + "/scratch");
-  const double limit = std::min(raw_read, raw_write);
+  // Files: the slower direction bounds every job (all of them read and write the same members).
+  // Timed members: the direction the job is bound by, as its target: the new member's writes,
+  // or, for a check, the reads.
+  const double limit = timed ? raw_write : std::min(raw_read, raw_write);
+  const double check_limit = timed ? raw_read : limit;
 
   std::vector<std::unique_ptr<MemberDevice>> devs;
   for (std::uint32_t i = 0; i < o.members; ++i) {
-    auto d = open_file(fmt::format("{}/m{}", base, i), member_bytes);
+    auto d = open_dev(fmt::format("{}/m{}", base, i), member_bytes);
     if (!d) return std::fprintf(stderr, "%s\n", d.status().message().c_str()), 1;
     devs.push_back(std::move(*d));
   }
@@ -238,7 +273,7 @@ int run(const Options& o) {
   auto rebuild_once = [&](std::uint32_t victim, bool load,
                           std::uint32_t share = 100) -> Result<JobFigures> {
     GRAID_RETURN_IF_ERROR(a.fail_member(victim, "benchmark"));
-    auto fresh = open_file(fmt::format("{}/new{}-{}-{}", base, victim, load, share), member_bytes);
+    auto fresh = open_dev(fmt::format("{}/new{}-{}-{}", base, victim, load, share), member_bytes);
     if (!fresh) return fresh.status();
     GRAID_RETURN_IF_ERROR(a.replace_failed(victim, std::move(*fresh)));
     std::atomic<bool> stop{false};
@@ -255,7 +290,7 @@ int run(const Options& o) {
   };
   // Hot replace of a working member (copy, then swap), idle.
   auto replace_once = [&](std::uint32_t victim) -> Result<JobFigures> {
-    auto fresh = open_file(fmt::format("{}/copy{}", base, victim), member_bytes);
+    auto fresh = open_dev(fmt::format("{}/copy{}", base, victim), member_bytes);
     if (!fresh) return fresh.status();
     GRAID_RETURN_IF_ERROR(a.start_replace(victim, std::move(*fresh)));
     return measure([&] { return a.replace(); });
@@ -309,13 +344,20 @@ int run(const Options& o) {
   std::printf("graid-rebuild-bench: %s x%u, strip %u KiB, %llu MiB per member, parity %s, in %s\n",
               o.level.c_str(), o.members, o.strip_kib,
               static_cast<unsigned long long>(o.member_mib), o.backend.c_str(), o.dir.c_str());
-  std::printf("member limit (blocking %u KiB passes, best of 3): read %.0f MB/s, write %.0f MB/s\n",
-              o.strip_kib, raw_read, raw_write);
+  if (timed) {
+    std::printf("members: %s (limit: the model's bandwidth, per member)\n",
+                bench::describe(*timed).c_str());
+  } else {
+    std::printf(
+        "member limit (blocking %u KiB passes, best of 3): read %.0f MB/s, write %.0f MB/s\n",
+        o.strip_kib, raw_read, raw_write);
+  }
   std::printf("%-22s %12s %10s %14s %14s\n", "job", "MB/s/member", "of limit", "CPU s/GiB",
               "fg IOPS");
-  auto row = [&](const char* name, const JobFigures& f, bool fg) {
-    std::printf("%-22s %12.0f %9.2fx %14.2f %14s\n", name, f.mb_per_s, f.mb_per_s / limit,
-                f.cpu_s_per_gib, fg ? fmt::format("{:.0f}", f.fg_iops).c_str() : "-");
+  auto row = [&](const char* name, const JobFigures& f, bool fg, double of = 0) {
+    std::printf("%-22s %12.0f %9.2fx %14.2f %14s\n", name, f.mb_per_s,
+                f.mb_per_s / (of > 0 ? of : limit), f.cpu_s_per_gib,
+                fg ? fmt::format("{:.0f}", f.fg_iops).c_str() : "-");
   };
   row("rebuild, idle", *idle, false);
   row("rebuild, 4K fg load", *loaded, true);
@@ -325,7 +367,12 @@ int run(const Options& o) {
   JobFigures check;
   check.mb_per_s = static_cast<double>(a.member_data_bytes()) / check_secs / 1e6;
   check.cpu_s_per_gib = check_cpu / gib;
-  row("check, idle", check, false);
+  row("check, idle", check, false, check_limit);
+  if (timed) {
+    std::puts("timed members store no data: the check's verdict is not a finding");
+    (void)a.stop();
+    return 0;
+  }
   if (checked->mismatches != 0) {
     std::printf("check found %llu mismatched stripes: the jobs were wrong\n",
                 static_cast<unsigned long long>(checked->mismatches));
@@ -348,6 +395,10 @@ int main(int argc, char** argv) {
   app.add_option("--member-size", o.member_mib, "MiB of data per member (default 256)");
   app.add_option("--strip", o.strip_kib, "strip KiB (default 64)");
   app.add_option("--backend", o.backend, "parity backend: cpu or ref (default cpu)");
+  app.add_option("--member-model", o.member_model,
+                 "file (default: files in --dir) or timed:read=<bw>,write=<bw>,lat=<time>, "
+                 "e.g. timed:read=3GB/s,write=2GB/s,lat=80us: members that serve I/O at those "
+                 "speeds and store nothing");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   return graid::run(o);
