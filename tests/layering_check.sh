@@ -27,4 +27,5 @@ check io
 check meta
 check stripe
 check array level meta stripe io parity
+check jobs array level meta stripe io parity
 exit $status

@@ -15,6 +15,7 @@
 #include "graidd/dispatcher.h"
 #include "graidd/event_log.h"
 #include "graidd/io_threads.h"
+#include "graidd/job_pace.h"
 #include "graidd/registry.h"
 #include "graidd/sd_notify.h"
 #include "kernels/cuda_backend.h"
@@ -39,6 +40,7 @@ struct Options {
   std::string ublk_batch = "off";
   std::uint32_t nbd_handshake_timeout_s = 10;
   std::uint32_t nbd_idle_timeout_s = 0;
+  std::uint64_t speed_limit_max_mb = 0;
 };
 
 // The parity backends the daemon may own, and the one it uses.
@@ -137,6 +139,7 @@ int run(const Options& o) {
   ro.ublk.spread = o.ublk_spread == "on";
   ro.ublk.batch = o.ublk_batch == "on";
   ro.nbd_handshake_timeout = std::chrono::seconds(o.nbd_handshake_timeout_s);
+  set_speed_limit_max(o.speed_limit_max_mb * 1'000'000);
   ro.nbd_idle_timeout = std::chrono::seconds(o.nbd_idle_timeout_s);
   auto registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
@@ -220,6 +223,11 @@ int main(int argc, char** argv) {
                  "FETCH, one COMMIT per poll pass) where the kernel has them (7.0+), else a "
                  "command per request; off: a command per request (docs/ublk.md)")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--speed-limit-max", o.speed_limit_max_mb,
+                 "MB/s per member: a ceiling on every background job's speed, whatever its DG's "
+                 "setting (md's speed_limit_max); 0 = none (docs/cli.md)")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1'000'000}))
       ->capture_default_str();
   app.add_option("--nbd-handshake-timeout", o.nbd_handshake_timeout_s,
                  "seconds an NBD client may take from connecting to its first request (TLS "

@@ -18,7 +18,6 @@
 #include <string_view>
 #include <vector>
 
-#include "array/background_pace.h"
 #include "array/event_notifier.h"
 #include "array/journal.h"
 #include "array/member_errors.h"
@@ -112,12 +111,6 @@ struct Array::State {
   // checkpoint: the replacement was flushed holding every stripe below it.
   std::shared_ptr<MemberDevice> replacement_owner GUARDED_BY(control_mutex);
   meta::Uuid replacement_uuid GUARDED_BY(control_mutex){};
-  // A background job's pace limits (background_pace.h): its control's rate cap and share, and
-  // busy when applications issued requests on the array since the job's last window.
-  // `stop`: the job's stop flag, which ends the pace's sleeps early (optional).
-  BackgroundPace::Limits pace_limits(std::uint64_t fixed_rate, std::function<std::uint64_t()> rate,
-                                     std::function<std::uint32_t()> share,
-                                     const std::atomic<bool>* stop) const;
   // Requests the array's attached queues have taken so far, and how many are in flight now.
   std::pair<std::uint64_t, std::uint64_t> foreground_activity() const;
 

@@ -129,20 +129,6 @@ bool Array::State::bare_updates_drained() const {
   });
 }
 
-BackgroundPace::Limits Array::State::pace_limits(std::uint64_t fixed_rate,
-                                                 std::function<std::uint64_t()> rate,
-                                                 std::function<std::uint32_t()> share,
-                                                 const std::atomic<bool>* stop) const {
-  BackgroundPace::Limits limits{fixed_rate, std::move(rate), std::move(share), {}, stop};
-  limits.busy = [this, seen = foreground_activity().first]() mutable {
-    const auto [requests, in_flight] = foreground_activity();
-    const bool busy = requests != seen || in_flight != 0;
-    seen = requests;
-    return busy;
-  };
-  return limits;
-}
-
 ArrayStats Array::stats() const {
   return state_->stats();
 }

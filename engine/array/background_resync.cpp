@@ -1,34 +1,18 @@
-// Background re-sync after an unclean stop (Array::resync): the stripes the write-intent bitmap
-// marked at assembly made consistent again while the array is in use, window by window under
-// stripe locks, paced. Its regions' bits are pinned (WriteIntentBitmap::pin_dirty) until it has
-// passed them, so a stop or a crash leaves them set and the next assembly re-syncs what is left:
-// that is the resume. sb.resync_checkpoint records where it got to (for progress, and so the
-// next assembly knows a re-sync was pending). Until it passes a stripe, writes to the stripe
-// trust none of its parity (State::initialised).
+// Background re-sync after an unclean stop: what assembly plans for it (the job itself,
+// Array::resync, is jobs/resync_job.cpp): the stripes the write-intent bitmap marked at assembly
+// made consistent again while the array is in use, window by window under stripe locks, paced. Its
+// regions' bits are pinned (WriteIntentBitmap::pin_dirty) until it has passed them, so a stop or a
+// crash leaves them set and the next assembly re-syncs what is left: that is the resume.
+// sb.resync_checkpoint records where it got to (for progress, and so the next assembly knows a
+// re-sync was pending). Until it passes a stripe, writes to the stripe trust none of its parity
+// (State::initialised).
 #include "array/background_resync.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-#include "array/background_pace.h"
-#include "array/consistency.h"
-#include "array/stripe_access.h"
-#include "array/superblock_io.h"
-#include "stripe/stripe_range_lock.h"
-
 namespace graid {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-Status record_resync(Array::State& s, std::optional<std::uint64_t> member_offset) {
-  MutexLock guard(s.control_mutex);
-  if (s.sb.resync_checkpoint == member_offset) return Status::ok();
-  s.sb.resync_checkpoint = member_offset;
-  return s.write_superblocks_locked();
-}
 
 std::uint64_t range_stripes(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges,
                             std::uint64_t below) {
@@ -37,8 +21,6 @@ std::uint64_t range_stripes(const std::vector<std::pair<std::uint64_t, std::uint
     count += first < below ? std::min(last, below) - first : 0;
   return count;
 }
-
-}  // namespace
 
 std::uint64_t plan_background_resync(Array::State& s) {
   const Geometry& g = s.geometry;
@@ -61,129 +43,6 @@ std::uint64_t plan_background_resync(Array::State& s) {
   s.resync_done.store(ranges.front().first, std::memory_order_release);
   s.resync_ranges = std::move(ranges);
   return range_stripes(s.resync_ranges, stripes) * strip;
-}
-
-std::optional<ResyncProgress> Array::resync_progress() const {
-  const State& s = *state_;
-  const std::uint64_t done = s.resync_done.load(std::memory_order_acquire);
-  if (done == State::kAllInitialised) return std::nullopt;
-  const std::uint64_t strip = s.geometry.strip_bytes();
-  ResyncProgress out;
-  out.total = range_stripes(s.resync_ranges, ~std::uint64_t{0}) * strip;
-  out.done = range_stripes(s.resync_ranges, done) * strip;
-  return out;
-}
-
-Result<ResyncReport> Array::resync(const InitControl& control) {
-  State& s = *state_;
-  const Geometry& g = s.geometry;
-  ResyncReport report;
-  if (s.resync_done.load(std::memory_order_acquire) == State::kAllInitialised) {
-    report.finished = true;
-    return report;
-  }
-  if (s.resync_running.exchange(true)) {
-    return make_error(Errc::kBusy, "array '{}' is being re-synced already", s.name);
-  }
-  struct Running {
-    State& s;
-    ~Running() { s.resync_running.store(false, std::memory_order_release); }
-  } running{s};
-  auto access = ArrayStripeAccess::make(s);
-  if (!access) return access.status();
-
-  const std::uint64_t strip = g.strip_bytes();
-  const std::uint64_t from = s.resync_done.load(std::memory_order_acquire);
-  const std::uint64_t total = range_stripes(s.resync_ranges, ~std::uint64_t{0});
-  const std::uint64_t before = range_stripes(s.resync_ranges, from);
-  spdlog::info("graid: array '{}': re-syncing {} of {} stripes the write-intent bitmap marks",
-               s.name, total - before, total);
-  s.emit(ArrayEventKind::kResyncStarted, std::nullopt,
-         before == 0 ? std::string("background re-sync after an unclean stop")
-                     : fmt::format("background re-sync, resumed at stripe {}", from),
-         byte_counts(g, (total - before) * strip));
-  GRAID_RETURN_IF_ERROR(record_resync(s, from * strip));
-
-  auto paused = [&](std::uint64_t at, std::string why) -> Result<ResyncReport> {
-    Status st = record_resync(s, at * strip);
-    report.paused = std::move(why);
-    spdlog::info("graid: array '{}': re-sync paused at stripe {}: {}", s.name, at, report.paused);
-    s.emit(ArrayEventKind::kResyncStopped, std::nullopt,
-           fmt::format("paused at stripe {}: {}", at, report.paused),
-           byte_counts(g, report.stripes * strip));
-    if (!st) return st;
-    return report;
-  };
-
-  const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  BackgroundPace pace(
-      s.pace_limits(control.bytes_per_second, control.rate, control.share, control.stop), 0);
-  Clock::time_point last_checkpoint = Clock::now();
-  std::uint64_t moved = 0;  // stripes this run passed
-  StripeRangeLock lock(s.locks);
-  for (std::size_t r = 0; r < s.resync_ranges.size(); ++r) {
-    const auto [range_first, range_last] = s.resync_ranges[r];
-    for (std::uint64_t first = std::max(range_first, from); first < range_last;) {
-      if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
-        return paused(first, "stopped");
-      }
-      const std::uint64_t count = std::min(window, range_last - first);
-      lock.lock(first, count);
-      for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
-        StripeOutcome out =
-            process_stripe_failing_members(s, *access, StripeTask::kResync, stripe, "re-sync");
-        if (!out.status) {
-          lock.unlock();
-          if (s.array_failed()) {
-            return make_error(Errc::kIoError, "array '{}' failed while re-syncing stripe {}: {}",
-                              s.name, stripe, out.status.message());
-          }
-          return paused(first, fmt::format("stripe {}: {}", stripe, out.status.message()));
-        }
-        ++(out.skipped ? report.unsynced_stripes : report.stripes);
-      }
-      first += count;
-      const std::uint64_t next = first < range_last               ? first
-                                 : r + 1 < s.resync_ranges.size() ? s.resync_ranges[r + 1].first
-                                                                  : State::kAllInitialised;
-      // Still holding the window: no plan for these stripes is in progress.
-      s.resync_done.store(next, std::memory_order_release);
-      lock.unlock();
-      // Written and completed: a clear cycle flushes the members before it clears these bits.
-      s.bitmap->unpin_below(next == State::kAllInitialised ? s.data_size : next * strip);
-      moved += count;
-      if (next != State::kAllInitialised &&
-          Clock::now() - last_checkpoint >= control.checkpoint_interval) {
-        GRAID_RETURN_IF_ERROR(record_resync(s, next * strip));
-        last_checkpoint = Clock::now();
-      }
-      pace.after(moved * strip);
-    }
-  }
-  // Flushed before the checkpoint goes, as the initialisation.
-  const std::vector<Status> flushed = flush_members(writing_members(s), s.metadata_timeout);
-  for (std::uint32_t m = 0; m < flushed.size(); ++m) {
-    if (flushed[m]) continue;
-    (void)s.fail_member(m, fmt::format("flush after re-sync: {}", flushed[m].message()));
-    if (s.array_failed()) return flushed[m];
-  }
-  GRAID_RETURN_IF_ERROR(record_resync(s, std::nullopt));
-  report.finished = true;
-  if (report.unsynced_stripes > 0) {
-    spdlog::warn(
-        "graid: array '{}': {} stripes could not be re-synced (a member failed first); their "
-        "parity is trusted as written and a missing strip in them may read stale (the write hole)",
-        s.name, report.unsynced_stripes);
-  }
-  spdlog::info("graid: array '{}': re-sync done ({} stripes, {} could not be)", s.name,
-               report.stripes, report.unsynced_stripes);
-  ArrayEventCounts done = byte_counts(g, report.stripes * strip);
-  done.unsynced_stripes = report.unsynced_stripes;
-  s.emit(
-      ArrayEventKind::kResyncFinished, std::nullopt,
-      fmt::format("re-synced {} stripes, {} could not be", report.stripes, report.unsynced_stripes),
-      done);
-  return report;
 }
 
 }  // namespace graid

@@ -1,10 +1,10 @@
 // Hot replace of a working member (md's want_replacement): a new device is filled as a copy of an
 // active role while that role keeps serving, then swapped into it, so redundancy never drops.
 //
-// Copy: window by window under stripe locks, the old member's strips are read and written to the
-// new device (a strip the old member cannot read is reconstructed from the others instead), then
-// replace_copied moves past the window. Two windows overlap: N's write to the new device is in
-// flight, its locks held, while N+1 is locked and read. Every write that a stripe lock covers goes
+// Copy (jobs/replace_job.cpp, on the job engine's pipeline): window by window under stripe locks,
+// the old member's strips are read and written to the new device (a strip the old member cannot
+// read is reconstructed from the others instead), then replace_copied moves past the window, in
+// window order. Every write that a stripe lock covers goes
 // to the new device as well once the copy has passed its stripe (StripeOp::submit_io,
 // ArrayStripeAccess), and journal-area writes and flushes of the role go to it throughout
 // (array_state.h, hold_replacement), so at the end it holds what the old member holds.
@@ -20,6 +20,8 @@
 // stopped, and Array::stop() does too. Assembly resumes a recorded replace from there
 // (array_assemble.cpp). Giving up drops the record and the slot, and erases the new device's
 // superblock; the swap drops them in the update that gives it the role.
+#include "array/hot_replace.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -31,7 +33,6 @@
 #include <thread>
 
 #include "array/array_state.h"
-#include "array/background_pace.h"
 #include "array/journal_replay.h"
 #include "level/level_module.h"
 #include "stripe/stripe_range_lock.h"
@@ -46,9 +47,7 @@ void Array::State::replacement_failed(std::string_view what, std::int32_t result
                 std::strerror(-result));
 }
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
+namespace hot_replace {
 
 // Withdraws the replacement: no new I/O takes it, and none holds it any more on return. Without
 // control_mutex: an I/O thread waiting for it could not complete the copies it holds.
@@ -240,7 +239,7 @@ Status swap_in(Array::State& s, std::uint32_t member, std::string& old_path) {
   return Status::ok();
 }
 
-}  // namespace
+}  // namespace hot_replace
 
 Status Array::start_replace(std::uint32_t member, std::unique_ptr<MemberDevice> device,
                             bool force) {
@@ -353,192 +352,7 @@ std::optional<Array::ReplaceProgress> Array::replace_progress() const {
 
 bool Array::cancel_replace() {
   State& s = *state_;
-  return give_up(s, s.replace_member.load(std::memory_order_acquire), "cancelled");
-}
-
-namespace {
-
-// One window's read or write in the copy: through the copy's own io_uring, or (no ring could be
-// had) with blocking I/O at once.
-struct CopyIo final : MemberRequest {
-  bool done = true;
-  std::int32_t result = 0;
-  void on_done(std::int32_t res) override {
-    result = res;
-    done = true;
-  }
-};
-
-struct Copier {
-  IoContext* ctx = nullptr;
-
-  void start(MemberDevice& dev, CopyIo& io, MemberOp op, std::uint64_t at,
-             std::span<std::byte> bytes) {
-    io.op = op;
-    io.offset = at;
-    io.buf = bytes.data();
-    io.len = static_cast<std::uint32_t>(bytes.size());
-    io.fua = false;
-    io.result = 0;
-    io.done = false;
-    if (ctx != nullptr) {
-      dev.submit(*ctx, io);
-      return;
-    }
-    const Status st = op == MemberOp::kRead ? dev.read_sync(at, bytes) : dev.write_sync(at, bytes);
-    io.result = st ? static_cast<std::int32_t>(bytes.size()) : -EIO;
-    io.done = true;
-  }
-  // Waits for `io`; true when it succeeded.
-  bool finish(CopyIo& io) {
-    while (!io.done)
-      ctx->poll(true);
-    return io.result >= 0;
-  }
-};
-
-}  // namespace
-
-Result<bool> Array::replace(const RebuildControl& control) {
-  State& s = *state_;
-  std::uint32_t m = State::kNoReplace;
-  std::shared_ptr<MemberDevice> keep;  // alive while the copy uses it, even if cancelled
-  {
-    MutexLock guard(s.control_mutex);
-    if (!s.replacement_owner) return true;
-    m = s.replace_member.load(std::memory_order_acquire);
-    keep = s.replacement_owner;
-  }
-  MemberDevice* target = keep.get();
-  const Geometry& g = s.geometry;
-  const std::uint64_t strip = g.strip_bytes();
-  const std::uint64_t stripes = g.stripes(s.data_size);
-  const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  // Two windows in turn: window N's write to the new device is in flight (its locks held) while
-  // window N+1 is locked and read from the old member.
-  std::array<AlignedBuffer, 2> bufs;
-  for (auto& buf : bufs) {
-    auto b = AlignedBuffer::allocate(window * strip, 4096);
-    if (!b) {
-      give_up(s, m, "no memory for the copy");
-      return b.status();
-    }
-    buf = std::move(*b);
-  }
-  auto ctx = IoContext::create(member_ring_options(4));
-  Copier copier;
-  if (ctx) copier.ctx = ctx->get();
-  std::array<CopyIo, 2> reads, writes;
-  std::array<StripeRangeLock, 2> locks{{StripeRangeLock(s.locks), StripeRangeLock(s.locks)}};
-  std::array<std::uint64_t, 2> window_first{}, window_count{};
-  std::optional<std::size_t> held;  // the window whose write is in flight
-  // Waits for the held window's write; done, the copy has passed it (still under its locks:
-  // no write to these stripes is in flight while they start to go to the replacement too).
-  auto finish_held = [&]() -> Status {
-    if (!held) return Status::ok();
-    const std::size_t h = *held;
-    held.reset();
-    const bool ok = copier.finish(writes[h]);
-    if (ok) s.replace_copied.store(window_first[h] + window_count[h], std::memory_order_release);
-    locks[h].unlock();
-    if (ok) return Status::ok();
-    return make_error(Errc::kIoError, "copy of stripes {}..{}: write to {}: {}", window_first[h],
-                      window_first[h] + window_count[h] - 1, target->path(),
-                      std::strerror(-writes[h].result));
-  };
-  auto failed = [&](const std::string& why) -> Status {
-    give_up(s, m, why);
-    return make_error(Errc::kIoError, "hot replace of member {} of array '{}': {}", m, s.name, why);
-  };
-
-  const std::string path = target->path();
-  const Clock::time_point started = Clock::now();
-  spdlog::info("graid: array '{}': copying member {} to {}", s.name, m, path);
-  std::size_t turn = 0;
-  Clock::time_point last_checkpoint = started;
-  const std::uint64_t resumed_at = s.replace_copied.load(std::memory_order_acquire);
-  // The rate counts from where the copy resumes (pace.after() is fed the position).
-  BackgroundPace pace(
-      s.pace_limits(control.bytes_per_second, control.rate, control.share, control.stop),
-      resumed_at * strip);
-  if (resumed_at > 0) {
-    spdlog::info("graid: array '{}': the copy of member {} resumes at its checkpoint ({} MiB)",
-                 s.name, m, (resumed_at * strip) >> 20);
-  }
-  for (std::uint64_t first = resumed_at; first < stripes;) {
-    if (s.replacement.load(std::memory_order_acquire) != target) {
-      (void)finish_held();
-      return false;  // cancelled
-    }
-    if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
-      const Status done = finish_held();
-      const Status st = done ? s.record_replace_checkpoint() : done;
-      if (!st) return failed(st.message());
-      spdlog::info("graid: array '{}': copy of member {} stopped at {} MiB; it resumes there",
-                   s.name, m, (s.replace_copied.load() * strip) >> 20);
-      return false;
-    }
-    if (Clock::now() - last_checkpoint >= control.checkpoint_interval) {
-      // Only what is written counts: the held window's write completes first.
-      if (Status st = finish_held(); !st) return failed(st.message());
-      if (Status st = s.record_replace_checkpoint(); !st) return failed(st.message());
-      last_checkpoint = Clock::now();
-    }
-    std::string why;
-    if (s.is_failed(m)) why = fmt::format("member {} failed: it is rebuilt instead", m);
-    if (s.replace_broken.load(std::memory_order_acquire))
-      why = fmt::format("{} failed a write", path);
-    if (s.array_failed()) why = "the array failed";
-    if (!why.empty()) {
-      (void)finish_held();
-      return failed(why);
-    }
-    const std::uint64_t count = std::min(window, stripes - first);
-    // Ascending, as every range lock: the held window lies below this one.
-    locks[turn].lock(first, count);
-    window_first[turn] = first;
-    window_count[turn] = count;
-    const std::uint64_t at = s.device_offset(first * strip);
-    const std::span<std::byte> bytes = bufs[turn].span().first(count * strip);
-    copier.start(*s.members[m], reads[turn], MemberOp::kRead, at, bytes);
-    const Status before = finish_held();
-    const bool read = copier.finish(reads[turn]);  // waited for even after an error
-    if (!before) {
-      locks[turn].unlock();
-      return failed(before.message());
-    }
-    if (read) {
-      copier.start(*target, writes[turn], MemberOp::kWrite, at, bytes);
-      held = turn;
-      turn ^= 1;
-    } else {
-      // Strip by strip, reconstructing what the old member cannot read.
-      if (Status st = copy_strips(s, m, *target, first, count, bytes.first(strip)); !st) {
-        locks[turn].unlock();
-        return failed(
-            fmt::format("copy of stripes {}..{}: {}", first, first + count - 1, st.message()));
-      }
-      s.replace_copied.store(first + count, std::memory_order_release);
-      locks[turn].unlock();
-    }
-    first += count;
-    pace.after(first * strip);
-  }
-  if (Status st = finish_held(); !st) return failed(st.message());
-  std::string old_path;
-  if (Status st = swap_in(s, m, old_path); !st) {
-    if (st.code() == Errc::kNotFound) return false;
-    give_up(s, m, st.message());
-    return make_error(Errc::kIoError, "hot replace of member {} of array '{}': {}", m, s.name,
-                      st.message());
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  spdlog::info("graid: array '{}': member {} is now {} (was {}): {} MiB copied in {:.1f} s", s.name,
-               m, path, old_path, s.data_size >> 20, seconds);
-  s.emit(ArrayEventKind::kReplaceFinished, m,
-         fmt::format("{} took the role of {} ({:.1f} s)", path, old_path, seconds),
-         byte_counts(g, s.data_size));
-  return true;
+  return hot_replace::give_up(s, s.replace_member.load(std::memory_order_acquire), "cancelled");
 }
 
 }  // namespace graid

@@ -189,9 +189,9 @@ TEST_F(ArrayAssemblyTest, PowerLossAtEveryPointOfTheHotReplaceSwapStrandsNothing
     // (copied_bytes trails by the window whose write is in flight: four windows from the end.)
     const std::uint64_t near_end = (*array)->member_data_bytes() - 4 * 8 * 4096;
     // Slow near the end, so that the stop lands before the last window.
-    control.rate = [&]() -> std::uint64_t {
+    control.speed = [&] {
       auto p = (*array)->replace_progress();
-      return p && p->copied_bytes + 64 * 4096 >= near_end ? 400'000 : 0;
+      return JobSpeed{0, p && p->copied_bytes + 64 * 4096 >= near_end ? 400'000u : 0u, false};
     };
     std::thread stopper([&] {
       for (auto p = (*array)->replace_progress(); p && p->copied_bytes < near_end;
@@ -215,7 +215,7 @@ TEST_F(ArrayAssemblyTest, PowerLossAtEveryPointOfTheHotReplaceSwapStrandsNothing
     };
     const auto before = blocks();
     stop = false;
-    control.rate = nullptr;
+    control.speed = nullptr;
     done = (*array)->replace(control);
     ASSERT_TRUE(done.is_ok()) << done.status().to_string();
     ASSERT_TRUE(*done) << "swapped";

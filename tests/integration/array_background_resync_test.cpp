@@ -148,9 +148,9 @@ class ArrayBackgroundResyncTest : public ArrayJobTest {
     InitControl control;
     control.stop = &stop_;
     control.window_stripes = 1;
-    control.rate = [this, stripes] {
+    control.speed = [this, stripes] {
       if (++windows_ > stripes) stop_ = true;
-      return std::uint64_t{0};
+      return JobSpeed{};
     };
     return control;
   }

@@ -414,6 +414,9 @@ TEST(ArrayHotReplaceResumeTest, ResumedCopyIsPacedFromItsCheckpointAndStopsAtOnc
   std::atomic<bool> stop{false};
   RebuildControl control;
   control.stop = &stop;
+  // Slow enough (about 0.5 s to kResumeAt) for the stopper to catch the copy before its end.
+  control.window_stripes = 16;
+  control.bytes_per_second = 128'000'000;
   std::thread stopper([&] {
     while ((*array)->replace_progress()->copied_bytes < kResumeAt)
       std::this_thread::sleep_for(1ms);

@@ -380,36 +380,50 @@ struct ReaddPlan {
   std::string description;
 };
 
+// A background job's speed, in member bytes per second per member, as md's speed_limit_min and
+// speed_limit_max: up to `max` while the array is idle (0 = as fast as the drives go); while
+// applications' requests run, a job that `yields` keeps to `min` (and works in one small window
+// at a time); one that does not yield runs as when idle. background_speed() gives each setting's.
+struct JobSpeed {
+  std::uint64_t min = 0;
+  std::uint64_t max = 0;
+  bool yields = false;
+  friend bool operator==(const JobSpeed&, const JobSpeed&) = default;
+};
+
 // How a rebuild runs (Array::rebuild).
 struct RebuildControl {
   // Checked between windows: when it becomes true the rebuild records its checkpoint and
   // returns. Optional.
   const std::atomic<bool>* stop = nullptr;
   // Member bytes per second per member the rebuild may take (reads of the others and writes of
-  // the rebuilt member alike); 0 = as fast as it goes. See background_speed_bytes().
+  // the rebuilt member alike); 0 = as fast as it goes. Used when `speed` is empty.
   std::uint64_t bytes_per_second = 0;
-  // Optional: asked before each window instead of bytes_per_second, so a speed setting changed
+  // Optional: asked at every window instead of bytes_per_second, so a speed setting changed
   // while the rebuild runs takes effect at once. Runs on the rebuild's thread.
-  std::function<std::uint64_t()> rate;
-  // Optional: the percent of the time (1..100) the job may take while applications' I/O runs on
-  // the array, asked after each window; empty = 100 (never yields). See background_busy_share().
-  std::function<std::uint32_t()> share;
-  // Stripes locked and rebuilt at a time: foreground writes to them wait that long.
-  std::uint64_t window_stripes = 16;
+  std::function<JobSpeed()> speed;
+  // Stripes per window while the array is idle; 0 = about 4 MiB per member. While applications'
+  // requests run (and the job yields) windows are kBusyWindowStripes at most, one at a time.
+  std::uint64_t window_stripes = 0;
+  // Windows in flight at once while idle: each locked from its first read to its write.
+  std::uint32_t windows_in_flight = 4;
   // The checkpoint is recorded in the superblocks at least this often (and at the end).
   std::chrono::milliseconds checkpoint_interval{2000};
 };
+
+// Stripes per window of a job that yields to applications' requests.
+inline constexpr std::uint64_t kBusyWindowStripes = 4;
 
 // How a consistency check runs (Array::check).
 struct CheckControl {
   const std::atomic<bool>* stop = nullptr;  // as RebuildControl::stop
   std::uint64_t bytes_per_second = 0;       // as RebuildControl
-  std::function<std::uint64_t()> rate;      // as RebuildControl
-  std::function<std::uint32_t()> share;     // as RebuildControl
+  std::function<JobSpeed()> speed;          // as RebuildControl
   // Rewrite what does not match: parity from the data (RAID5/6), every copy from the first
   // live one (RAID1/10), as md's repair does. Without it nothing is written.
   bool repair = false;
-  std::uint64_t window_stripes = 16;
+  std::uint64_t window_stripes = 0;     // as RebuildControl
+  std::uint32_t windows_in_flight = 4;  // as RebuildControl
   std::chrono::milliseconds checkpoint_interval{2000};
 };
 
@@ -430,8 +444,7 @@ struct CheckReport {
 struct InitControl {
   const std::atomic<bool>* stop = nullptr;  // as RebuildControl::stop
   std::uint64_t bytes_per_second = 0;       // as RebuildControl
-  std::function<std::uint64_t()> rate;      // as RebuildControl
-  std::function<std::uint32_t()> share;     // as RebuildControl
+  std::function<JobSpeed()> speed;          // as RebuildControl
   std::uint64_t window_stripes = 16;
   std::chrono::milliseconds checkpoint_interval{2000};
 };
@@ -458,11 +471,10 @@ struct ResyncProgress {
   std::uint64_t total = 0;
 };
 
-// The rate a BackgroundSpeed allows, per member, in bytes per second (0 = unthrottled).
-std::uint64_t background_speed_bytes(BackgroundSpeed speed) noexcept;
-// The percent of the time a background job at `speed` may take while applications' I/O runs
-// (100 = it does not yield); docs/cli.md gives each.
-std::uint32_t background_busy_share(BackgroundSpeed speed) noexcept;
+// The minimum and maximum rates of a BackgroundSpeed (docs/cli.md): low 10 / 200 MB/s, normal
+// 50 MB/s / none, high 200 MB/s / none (each yielding to applications' I/O), extreme: no
+// maximum, never yields.
+JobSpeed background_speed(BackgroundSpeed speed) noexcept;
 
 // Completion of an asynchronous parity batch.
 class ParityCompletion {

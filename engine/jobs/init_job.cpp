@@ -8,9 +8,9 @@
 #include <algorithm>
 
 #include "array/array_state.h"
-#include "array/background_pace.h"
 #include "array/stripe_access.h"
 #include "array/superblock_io.h"
+#include "jobs/job_pace.h"
 #include "stripe/stripe_range_lock.h"
 
 namespace graid {
@@ -86,9 +86,8 @@ Result<InitReport> Array::initialise(const InitControl& control) {
          byte_counts(g, (stripes - pending) * strip));
 
   const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
-  BackgroundPace pace(
-      s.pace_limits(control.bytes_per_second, control.rate, control.share, control.stop),
-      pending * strip);
+  JobPace pace(pace_limits(s, control.bytes_per_second, control.speed, control.stop),
+               pending * strip);
   Clock::time_point last_checkpoint = Clock::now();
   StripeRangeLock lock(s.locks);
   for (std::uint64_t first = pending; first < stripes;) {

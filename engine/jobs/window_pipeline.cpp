@@ -1,0 +1,222 @@
+#include "jobs/window_pipeline.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "stripe/stripe_range_lock.h"
+
+namespace graid {
+
+struct WindowPipeline::Slot {
+  enum class Phase : std::uint8_t { kFree, kReading, kWriting, kDone };
+  struct Req final : MemberRequest {
+    Slot* slot = nullptr;
+    void on_done(std::int32_t res) override {
+      if (res < 0 || static_cast<std::uint32_t>(res) != len) slot->failed = true;
+      --slot->pending;
+    }
+  };
+  explicit Slot(StripeLockTable& table) : lock(table) {}
+  Phase phase = Phase::kFree;
+  bool failed = false;        // a bulk read or write of the window failed
+  std::uint32_t pending = 0;  // its requests in flight
+  std::vector<AlignedBuffer> bufs;
+  std::vector<Req> reqs;
+  JobWindow window;
+  StripeRangeLock lock;
+};
+
+PipelineShape pipeline_shape(std::uint32_t members, std::uint64_t strip,
+                             std::uint64_t window_stripes, std::uint32_t depth,
+                             std::uint64_t stripes) {
+  PipelineShape shape;
+  shape.depth = std::max<std::uint32_t>(depth, 1);
+  const std::uint64_t per_window = std::clamp<std::uint64_t>(
+      kPipelineBufferBudget / (std::uint64_t{shape.depth} * std::max(members, 1u) * strip), 1,
+      std::max<std::uint64_t>((stripes + shape.depth - 1) / shape.depth, 1));
+  shape.window_stripes = window_stripes != 0
+                             ? window_stripes
+                             : std::clamp<std::uint64_t>((4ull << 20) / strip, 1, per_window);
+  shape.busy_window_stripes = std::min(shape.window_stripes, kBusyWindowStripes);
+  return shape;
+}
+
+WindowPipeline::WindowPipeline(Array::State& s, PipelineShape shape) : s_(s), shape_(shape) {}
+WindowPipeline::~WindowPipeline() = default;
+
+Result<std::unique_ptr<WindowPipeline>> WindowPipeline::create(Array::State& s, PipelineShape shape,
+                                                               std::uint64_t buffers) {
+  const Geometry& g = s.geometry;
+  auto p = std::make_unique<WindowPipeline>(s, shape);
+  const std::uint64_t bytes = shape.window_stripes * g.strip_bytes();
+  if (bytes > (1ull << 30)) return make_error(Errc::kInvalidArgument, "job window too large");
+  for (std::uint32_t i = 0; i < shape.depth; ++i) {
+    auto slot = std::make_unique<Slot>(s.locks);
+    slot->reqs = std::vector<Slot::Req>(g.members());
+    for (std::uint32_t m = 0; m < g.members(); ++m) {
+      auto buf = AlignedBuffer::allocate(((buffers >> m) & 1u) != 0 ? bytes : 0, 4096);
+      if (!buf) return buf.status();
+      slot->bufs.push_back(std::move(*buf));
+      slot->reqs[m].slot = slot.get();
+    }
+    for (AlignedBuffer& b : slot->bufs)
+      slot->window.bufs_.push_back(&b);
+    slot->window.buffer_of_.resize(g.members());
+    slot->window.strip_ = g.strip_bytes();
+    p->slots_.push_back(std::move(slot));
+  }
+  // Without a ring the policy's fallback does every window (a kernel without io_uring).
+  auto ctx = IoContext::create(member_ring_options(2 * shape.depth * g.members() + 8));
+  if (ctx) p->ctx_ = std::move(*ctx);
+  return p;
+}
+
+void WindowPipeline::submit(WindowPolicy& policy, Slot& slot, std::uint64_t mask, MemberOp op) {
+  const std::uint64_t strip = s_.geometry.strip_bytes();
+  for (std::uint32_t m = 0; m < s_.geometry.members(); ++m) {
+    if (((mask >> m) & 1u) == 0) continue;
+    Slot::Req& r = slot.reqs[m];
+    r.op = op;
+    r.offset = s_.device_offset(slot.window.first_ * strip);
+    r.buf = slot.window.at(m, slot.window.first_);
+    r.len = static_cast<std::uint32_t>(slot.window.count_ * strip);
+    r.fua = false;
+    ++slot.pending;
+    MemberDevice* dev = policy.device(m, op);
+    (dev != nullptr ? *dev : *s_.members[m]).submit(*ctx_, r);
+  }
+}
+
+bool WindowPipeline::waiting(const std::deque<Slot*>& order) {
+  return std::any_of(order.begin(), order.end(), [](const Slot* s) { return s->pending != 0; });
+}
+
+Status WindowPipeline::advance(WindowPolicy& policy, Slot& slot) {
+  using Phase = Slot::Phase;
+  if (slot.pending != 0) return Status::ok();
+  JobWindow& w = slot.window;
+  auto by_strips = [&]() -> Status {
+    slot.phase = Phase::kDone;
+    return policy.fallback(w.first_, w.count_);
+  };
+  if (slot.phase == Phase::kReading) {
+    if (slot.failed) return by_strips();
+    const std::optional<std::uint64_t> writes = policy.compute(w);
+    if (!writes) return by_strips();
+    slot.phase = Phase::kWriting;
+    if (*writes != 0) submit(policy, slot, *writes, MemberOp::kWrite);
+    if (slot.pending != 0) return Status::ok();
+  }
+  if (slot.phase == Phase::kWriting) {
+    if (slot.failed) return by_strips();
+    slot.phase = Phase::kDone;
+  }
+  return Status::ok();
+}
+
+Result<WindowPipeline::Run> WindowPipeline::run(
+    WindowPolicy& policy, std::uint64_t from, std::uint64_t end, JobPace& pace,
+    std::uint64_t paced_from, const std::atomic<bool>* stop,
+    const std::function<Status(std::uint64_t next)>& after_retire) {
+  using Phase = Slot::Phase;
+  const Geometry& g = s_.geometry;
+  const std::uint64_t strip = g.strip_bytes();
+  std::deque<Slot*> order;  // windows issued and not retired, in stripe order
+  Status failed;
+  bool stopping = false;
+  std::uint64_t next = from;
+  Run out;
+  out.next = from;
+  auto free_slot = [&]() -> Slot* {
+    for (auto& slot : slots_)
+      if (slot->phase == Phase::kFree) return slot.get();
+    return nullptr;
+  };
+  while (true) {
+    // Windows whose I/O is done move on.
+    for (Slot* slot : order) {
+      if (failed.is_ok() && slot->phase != Phase::kDone) {
+        if (Status st = advance(policy, *slot); !st) failed = st;
+      }
+    }
+    // Retire the done prefix, in order.
+    while (failed.is_ok() && !order.empty() && order.front()->phase == Phase::kDone) {
+      Slot& slot = *order.front();
+      Status st = policy.retire(slot.window.first_, slot.window.count_);
+      const std::uint64_t after = slot.window.first_ + slot.window.count_;
+      slot.lock.unlock();
+      slot.phase = Phase::kFree;
+      order.pop_front();
+      if (!st) {
+        failed = st;
+        break;
+      }
+      out.next = after;
+      if (after_retire) {
+        if (Status cp = after_retire(after); !cp) failed = cp;
+      }
+    }
+    if (!failed.is_ok()) break;
+    if (!stopping && stop != nullptr && stop->load(std::memory_order_acquire)) stopping = true;
+    if (!stopping && next < end) {
+      const JobPace::Step step = pace.next(paced_from + (next - from) * strip);
+      const std::uint32_t depth = step.busy ? 1 : shape_.depth;
+      const std::uint64_t window = step.busy ? shape_.busy_window_stripes : shape_.window_stripes;
+      if (order.size() < depth) {
+        if (step.wait) {
+          if (order.empty()) {
+            pace.sleep_until(step.not_before);  // holding no window
+            continue;
+          }
+        } else if (Slot* slot = free_slot(); slot != nullptr) {
+          const std::uint64_t count = std::clamp<std::uint64_t>(
+              policy.clip(next, std::min(window, end - next)), 1, std::min(window, end - next));
+          slot->lock.lock(next, count);
+          JobWindow& w = slot->window;
+          w.first_ = next;
+          w.count_ = count;
+          w.read_mask_ = 0;
+          w.note = 0;
+          for (std::uint32_t m = 0; m < g.members(); ++m)
+            w.buffer_of_[m] = m;
+          slot->failed = false;
+          slot->pending = 0;
+          order.push_back(slot);
+          next += count;
+          if (ctx_ == nullptr) {
+            slot->phase = Phase::kDone;
+            if (!policy.skip(w.first_, count)) {
+              if (Status st = policy.fallback(w.first_, count); !st) failed = st;
+            }
+          } else if (policy.skip(w.first_, count)) {
+            slot->phase = Phase::kDone;
+          } else {
+            slot->phase = Phase::kReading;
+            w.read_mask_ = policy.reads(w);
+            submit(policy, *slot, w.read_mask_, MemberOp::kRead);
+          }
+          continue;
+        }
+      }
+    }
+    if (order.empty()) {
+      if (stopping || next >= end) break;
+      continue;
+    }
+    // Wait for a completion (a request a member holds back completes through a task posted to
+    // this ring, which wakes the wait as a completion does).
+    if (waiting(order)) ctx_->poll(true);
+  }
+  // Nothing may be in flight, nor any window held, when the run returns.
+  while (ctx_ != nullptr && (ctx_->in_flight() > 0 || waiting(order)))
+    ctx_->poll(true);
+  for (Slot* slot : order) {
+    slot->lock.unlock();
+    slot->phase = Phase::kFree;
+  }
+  if (!failed.is_ok()) return failed;
+  out.finished = out.next >= end;
+  return out;
+}
+
+}  // namespace graid

@@ -1,0 +1,173 @@
+// JobPace on a fake clock: the maximum while idle, the minimum while applications' I/O runs (for
+// a job that yields), the rate counted from each change of mode or speed, a resumed job paced
+// from where it resumed, sleeps that end with the stop flag, and each setting's limits.
+#include "jobs/job_pace.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "graid/array.h"
+
+namespace graid {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = JobPace::Clock;
+
+// A clock that moves only when the job "works" (work()) or the pace sleeps; sleeps are recorded.
+struct FakeClock {
+  Clock::time_point now{};
+  std::vector<Clock::duration> slept;
+  JobPace::Timer timer() {
+    JobPace::Timer t;
+    t.now = [this] { return now; };
+    t.sleep_until = [this](Clock::time_point until) {
+      slept.push_back(until - now);
+      now = until;
+    };
+    return t;
+  }
+  void work(Clock::duration d) { now += d; }
+  Clock::duration total() const {
+    Clock::duration sum{};
+    for (const auto d : slept)
+      sum += d;
+    return sum;
+  }
+};
+
+TEST(JobPaceTest, TheMaximumHoldsTheJobUntilItsBytesCouldNotHaveTakenLess) {
+  FakeClock clock;
+  JobPace::Limits limits;
+  limits.fixed_max = 100'000'000;  // 100 MB/s
+  JobPace pace(std::move(limits), 0, clock.timer());
+  clock.work(2ms);
+  pace.after(1'000'000);  // 1 MB due at 10 ms
+  ASSERT_EQ(clock.slept.size(), 1u);
+  EXPECT_EQ(clock.slept[0], 8ms);
+  clock.work(20ms);
+  pace.after(2'000'000);  // due at 20 ms, now 30 ms: no sleep
+  EXPECT_EQ(clock.slept.size(), 1u);
+}
+
+TEST(JobPaceTest, AnIdleArrayLetsAYieldingJobRunAtItsMaximum) {
+  FakeClock clock;
+  bool busy = false;
+  JobPace::Limits limits;
+  limits.speed = [] { return JobSpeed{10'000'000, 0, true}; };  // min 10 MB/s, no maximum
+  limits.busy = [&] { return busy; };
+  JobPace pace(std::move(limits), 0, clock.timer());
+  clock.work(1ms);
+  const JobPace::Step idle = pace.next(100'000'000);  // 100 MB in 1 ms: no maximum, no wait
+  EXPECT_FALSE(idle.busy);
+  EXPECT_FALSE(idle.wait);
+  EXPECT_EQ(pace.rate(), 0u);
+}
+
+TEST(JobPaceTest, WhileBusyAYieldingJobKeepsToItsMinimumCountedFromTheChange) {
+  FakeClock clock;
+  bool busy = false;
+  JobPace::Limits limits;
+  limits.speed = [] { return JobSpeed{10'000'000, 200'000'000, true}; };
+  limits.busy = [&] { return busy; };
+  JobPace pace(std::move(limits), 0, clock.timer());
+  clock.work(10ms);
+  pace.after(2'000'000);  // idle: 2 MB at 200 MB/s is due at 10 ms
+  EXPECT_TRUE(clock.slept.empty());
+  busy = true;
+  JobPace::Step step = pace.next(2'000'000);  // the busy rate counts from here
+  EXPECT_TRUE(step.busy);
+  EXPECT_FALSE(step.wait);
+  EXPECT_EQ(pace.rate(), 10'000'000u);
+  clock.work(1ms);
+  step = pace.next(3'000'000);  // 1 MB more at 10 MB/s is due 100 ms after the change
+  EXPECT_TRUE(step.wait);
+  EXPECT_EQ(step.not_before - clock.now, 99ms);
+  pace.sleep_until(step.not_before);
+  EXPECT_EQ(clock.total(), 99ms);
+  // Idle again: the maximum applies at once, from here.
+  busy = false;
+  step = pace.next(3'000'000);
+  EXPECT_FALSE(step.busy);
+  EXPECT_FALSE(step.wait);
+  EXPECT_EQ(pace.rate(), 200'000'000u);
+}
+
+TEST(JobPaceTest, AJobThatDoesNotYieldIgnoresTheApplications) {
+  FakeClock clock;
+  JobPace::Limits limits;
+  limits.speed = [] { return background_speed(BackgroundSpeed::kExtreme); };
+  limits.busy = [] { return true; };
+  JobPace pace(std::move(limits), 0, clock.timer());
+  clock.work(1ms);
+  const JobPace::Step step = pace.next(1'000'000'000);
+  EXPECT_FALSE(step.busy);
+  EXPECT_FALSE(step.wait);
+}
+
+TEST(JobPaceTest, TheSpeedIsAskedAgainAtEveryStep) {
+  FakeClock clock;
+  std::uint64_t max = 100'000'000;
+  JobPace::Limits limits;
+  limits.speed = [&] { return JobSpeed{0, max, false}; };
+  JobPace pace(std::move(limits), 0, clock.timer());
+  pace.after(1'000'000);  // 10 ms at 100 MB/s
+  EXPECT_EQ(clock.total(), 10ms);
+  max = 10'000'000;       // slower from here: counted from the change
+  pace.after(1'000'000);  // no bytes since the change
+  EXPECT_EQ(clock.total(), 10ms);
+  pace.after(2'000'000);  // 1 MB at 10 MB/s
+  EXPECT_EQ(clock.total(), 110ms);
+}
+
+// A job resumed from a checkpoint passes that position as `done`: the rate counts from there.
+TEST(JobPaceTest, AResumedJobIsPacedFromWhereItResumed) {
+  FakeClock clock;
+  JobPace::Limits limits;
+  limits.fixed_max = 32'000'000;  // 32 MB/s
+  constexpr std::uint64_t kResumedAt = 64u << 20;
+  JobPace pace(std::move(limits), kResumedAt, clock.timer());
+  clock.work(1ms);
+  pace.after(kResumedAt + 3'200'000);  // 3.2 MB past the resume point: due at 100 ms
+  EXPECT_EQ(clock.total(), 99ms);
+}
+
+// A long sleep is cut into slices and ends once the stop flag is set: the job's thread is then
+// joined within a slice, whatever the limit asked.
+TEST(JobPaceTest, ASleepEndsWithinASliceOfTheStopFlag) {
+  FakeClock clock;
+  std::atomic<bool> stop{false};
+  JobPace::Limits limits;
+  limits.fixed_max = 1'000'000;  // 1 MB/s
+  limits.stop = &stop;
+  JobPace::Timer timer = clock.timer();
+  timer.sleep_until = [&](Clock::time_point until) {
+    clock.slept.push_back(until - clock.now);
+    clock.now = until;
+    if (clock.slept.size() == 3) stop = true;  // set during the third slice
+  };
+  JobPace pace(std::move(limits), 0, timer);
+  pace.after(10'000'000);  // 10 s due
+  ASSERT_EQ(clock.slept.size(), 3u) << "no slice after the stop";
+  for (const auto d : clock.slept)
+    EXPECT_LE(d, JobPace::kStopCheck);
+  // Without a stop flag the whole sleep runs, in slices.
+  FakeClock plain;
+  JobPace::Limits capped;
+  capped.fixed_max = 1'000'000;
+  JobPace full(std::move(capped), 0, plain.timer());
+  full.after(1'000'000);  // 1 s due
+  EXPECT_EQ(plain.total(), 1s);
+}
+
+TEST(JobPaceTest, SpeedSettingsAreMdStyleMinimaAndMaxima) {
+  EXPECT_EQ(background_speed(BackgroundSpeed::kLow), (JobSpeed{10'000'000, 200'000'000, true}));
+  EXPECT_EQ(background_speed(BackgroundSpeed::kNormal), (JobSpeed{50'000'000, 0, true}));
+  EXPECT_EQ(background_speed(BackgroundSpeed::kHigh), (JobSpeed{200'000'000, 0, true}));
+  EXPECT_EQ(background_speed(BackgroundSpeed::kExtreme), (JobSpeed{0, 0, false}));
+}
+
+}  // namespace
+}  // namespace graid
