@@ -6,10 +6,11 @@
 //                  writes the new member, all in parallel at best, so the slower of the two is
 //                  the most it could reach per member
 //   rebuild        a member failed, a fresh file put in its place, Array::rebuild unthrottled:
-//                  member bytes rebuilt per second, idle and with a foreground thread doing
-//                  random 4 KiB writes and reads (whose IOPS is reported too), and with that
-//                  load again while the rebuild may take only `normal`'s share of the time
-//                  (RebuildControl::share, 25 %), to show what the share gives the foreground
+//                  member bytes rebuilt per second, idle; with a foreground thread doing random
+//                  4 KiB writes at QD 32 (its IOPS reported, and compared with the same load on
+//                  the same degraded array for 3 s just before the rebuild starts) under
+//                  `extreme` (never yields) and under `normal` (yields: its minimum while the
+//                  load runs); RAID6: two members lost, rebuilt in one pass
 //   hot replace    a working member copied to a fresh file and swapped in (Array::replace), idle
 //   re-add         a member failed, 1% of the array written, the same file taken back
 //                  (Array::readd_failed): the bitmap-limited rebuild's time, as member bytes
@@ -68,7 +69,9 @@ struct Options {
   std::uint64_t member_mib = 256;
   std::uint32_t strip_kib = 64;
   std::string backend = "cpu";
-  std::string member_model;  // empty: files in `dir`
+  std::string member_model;          // empty: files in `dir`
+  std::uint64_t window_stripes = 0;  // RebuildControl / CheckControl: 0 = the engine's default
+  std::uint32_t windows = 4;
 };
 
 Result<std::unique_ptr<MemberDevice>> open_file(const std::string& path, std::uint64_t bytes) {
@@ -100,7 +103,8 @@ double raw_pass(MemberDevice& dev, std::uint64_t offset, std::uint64_t bytes, st
 
 // Random 4 KiB writes and reads (half each) at queue depth 8 until `stop`; counts requests.
 void foreground(Array& array, const std::atomic<bool>& stop, std::atomic<std::uint64_t>& done) {
-  auto ctx = IoContext::create(64);
+  constexpr int kDepth = 32;
+  auto ctx = IoContext::create(2 * kDepth);
   if (!ctx) return;
   auto queue = array.attach(**ctx);
   if (!queue) return;
@@ -108,16 +112,16 @@ void foreground(Array& array, const std::atomic<bool>& stop, std::atomic<std::ui
     bool busy = false;
     void on_complete(Status) override { busy = false; }
   };
-  constexpr int kDepth = 8;
   std::vector<Io> ios(kDepth);
   auto buf = AlignedBuffer::allocate(kDepth * 4096, 4096);
   if (!buf) return;
+  std::memset(buf->data(), 0x6b, buf->size());
   std::mt19937_64 rng(1);
   const std::uint64_t blocks = array.capacity() / 4096;
   while (!stop.load()) {
     for (int i = 0; i < kDepth; ++i) {
       if (ios[i].busy) continue;
-      ios[i].kind = rng() % 2 == 0 ? IoKind::kWrite : IoKind::kRead;
+      ios[i].kind = IoKind::kWrite;
       ios[i].offset = (rng() % blocks) * 4096;
       ios[i].len = 4096;
       ios[i].buf = buf->data() + i * 4096;
@@ -157,6 +161,7 @@ struct JobFigures {
   double mb_per_s = 0;
   double cpu_s_per_gib = 0;
   double fg_iops = 0;
+  double fg_alone = 0;  // the same load on the same degraded array before the job started
 };
 
 int run(const Options& o) {
@@ -268,24 +273,48 @@ int run(const Options& o) {
     f.cpu_s_per_gib = cpu / gib;
     return f;
   };
-  // `share`: the percent of the time the rebuild may take while the foreground runs (the
-  // speed setting's second limit; 100 = it never yields).
-  auto rebuild_once = [&](std::uint32_t victim, bool load,
-                          std::uint32_t share = 100) -> Result<JobFigures> {
-    GRAID_RETURN_IF_ERROR(a.fail_member(victim, "benchmark"));
-    auto fresh = open_dev(fmt::format("{}/new{}-{}-{}", base, victim, load, share), member_bytes);
-    if (!fresh) return fresh.status();
-    GRAID_RETURN_IF_ERROR(a.replace_failed(victim, std::move(*fresh)));
+  // The foreground load alone for 3 s: the IOPS the loaded rows are compared with.
+  auto foreground_alone = [&]() -> double {
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> fg{0};
+    const auto t0 = Clock::now();
+    std::thread fg_thread([&] { foreground(a, stop, fg); });
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    stop = true;
+    fg_thread.join();
+    return static_cast<double>(fg.load()) / seconds_since(t0);
+  };
+  // `victims` failed and replaced by fresh members, then rebuilt in one pass; `speed`: the
+  // setting the rebuild is paced by (none: as fast as it goes, never yielding).
+  auto rebuild_once = [&](std::vector<std::uint32_t> victims, bool load,
+                          std::optional<BackgroundSpeed> speed = {}) -> Result<JobFigures> {
+    for (const std::uint32_t victim : victims)
+      GRAID_RETURN_IF_ERROR(a.fail_member(victim, "benchmark"));
+    for (const std::uint32_t victim : victims) {
+      auto fresh = open_dev(fmt::format("{}/new{}-{}-{}-{}", base, victim, victims.size(), load,
+                                        speed ? background_speed_name(*speed) : "max"),
+                            member_bytes);
+      if (!fresh) return fresh.status();
+      GRAID_RETURN_IF_ERROR(a.replace_failed(victim, std::move(*fresh)));
+    }
+    // The load alone first, on the array as the rebuild will find it (degraded: writes plan
+    // around the fresh members), so the loaded rows show what the job itself costs it.
+    const double alone = load ? foreground_alone() : 0;
     std::atomic<bool> stop{false};
     std::atomic<std::uint64_t> fg{0};
     std::thread fg_thread;
     if (load) fg_thread = std::thread([&] { foreground(a, stop, fg); });
     RebuildControl control;
-    if (share < 100) control.share = [share] { return share; };
+    control.window_stripes = o.window_stripes;
+    control.windows_in_flight = o.windows;
+    if (speed) control.speed = [s = *speed] { return background_speed(s); };
     auto f = measure([&] { return a.rebuild(control); });
     stop = true;
     if (fg_thread.joinable()) fg_thread.join();
-    if (f) f->fg_iops = static_cast<double>(fg.load()) / f->seconds;
+    if (f) {
+      f->fg_iops = static_cast<double>(fg.load()) / f->seconds;
+      f->fg_alone = alone;
+    }
     return f;
   };
   // Hot replace of a working member (copy, then swap), idle.
@@ -322,21 +351,32 @@ int run(const Options& o) {
     if (auto plan = a.readd_failed(victim); !plan) return plan.status();
     return measure([&] { return a.rebuild(); });
   };
-  auto idle = rebuild_once(1, false);
+  const double fg_alone = foreground_alone();
+  auto idle = rebuild_once({1}, false);
   if (!idle) return std::fprintf(stderr, "%s\n", idle.status().message().c_str()), 1;
-  auto loaded = rebuild_once(0, true);  // another member (RAID1 x2 has only 0 and 1)
+  // Another member (RAID1 x2 has only 0 and 1), under the load, never yielding.
+  auto loaded = rebuild_once({0}, true, BackgroundSpeed::kExtreme);
   if (!loaded) return std::fprintf(stderr, "%s\n", loaded.status().message().c_str()), 1;
-  // The same load with the rebuild held to `normal`'s share of the time (25 %), uncapped.
-  const std::uint32_t normal_share = background_busy_share(BackgroundSpeed::kNormal);
-  auto yielding = rebuild_once(1, true, normal_share);
+  // The same load with the rebuild paced by `normal` (yielding to it, keeping its minimum).
+  auto yielding = rebuild_once({1}, true, BackgroundSpeed::kNormal);
   if (!yielding) return std::fprintf(stderr, "%s\n", yielding.status().message().c_str()), 1;
+  // RAID6: two members lost, rebuilt in one pass.
+  std::optional<JobFigures> both;
+  if (*level == RaidLevel::kRaid6) {
+    auto two = rebuild_once({0, 2}, false);
+    if (!two) return std::fprintf(stderr, "%s\n", two.status().message().c_str()), 1;
+    both = *two;
+  }
   auto replaced = replace_once(o.members - 1);
   if (!replaced) return std::fprintf(stderr, "%s\n", replaced.status().message().c_str()), 1;
   auto readded = readd_once(1, 0.01);
   if (!readded) return std::fprintf(stderr, "%s\n", readded.status().message().c_str()), 1;
   const double cpu0 = cpu_seconds();
   const auto t0 = Clock::now();
-  auto checked = a.check();
+  CheckControl check_control;
+  check_control.window_stripes = o.window_stripes;
+  check_control.windows_in_flight = o.windows;
+  auto checked = a.check(check_control);
   const double check_secs = seconds_since(t0);
   const double check_cpu = cpu_seconds() - cpu0;
   if (!checked) return std::fprintf(stderr, "%s\n", checked.status().message().c_str()), 1;
@@ -352,22 +392,37 @@ int run(const Options& o) {
         "member limit (blocking %u KiB passes, best of 3): read %.0f MB/s, write %.0f MB/s\n",
         o.strip_kib, raw_read, raw_write);
   }
-  std::printf("%-22s %12s %10s %14s %14s\n", "job", "MB/s/member", "of limit", "CPU s/GiB",
-              "fg IOPS");
+  std::printf("foreground (4K random writes, QD 32), optimal array, alone for 3 s: %.0f IOPS\n",
+              fg_alone);
+  std::printf("%-26s %12s %10s %12s %10s %10s\n", "job", "MB/s/member", "of limit", "CPU s/GiB",
+              "fg IOPS", "fg/alone");
   auto row = [&](const char* name, const JobFigures& f, bool fg, double of = 0) {
-    std::printf("%-22s %12.0f %9.2fx %14.2f %14s\n", name, f.mb_per_s,
+    std::printf("%-26s %12.0f %9.2fx %12.2f %10s %10s\n", name, f.mb_per_s,
                 f.mb_per_s / (of > 0 ? of : limit), f.cpu_s_per_gib,
-                fg ? fmt::format("{:.0f}", f.fg_iops).c_str() : "-");
+                fg ? fmt::format("{:.0f}", f.fg_iops).c_str() : "-",
+                fg ? fmt::format("{:.2f}x", f.fg_iops / f.fg_alone).c_str() : "-");
   };
   row("rebuild, idle", *idle, false);
-  row("rebuild, 4K fg load", *loaded, true);
-  row(fmt::format("  same, {}% share", normal_share).c_str(), *yielding, true);
+  row("rebuild, fg, extreme", *loaded, true);
+  row("rebuild, fg, normal", *yielding, true);
+  if (both) row("rebuild of two, idle", *both, false);
   row("hot replace, idle", *replaced, false);
   row("re-add, 1% written", *readded, false);
   JobFigures check;
   check.mb_per_s = static_cast<double>(a.member_data_bytes()) / check_secs / 1e6;
   check.cpu_s_per_gib = check_cpu / gib;
   row("check, idle", check, false, check_limit);
+  const double normal_min =
+      static_cast<double>(background_speed(BackgroundSpeed::kNormal).min) / 1e6;
+  std::printf(
+      "fg/alone: the load during the rebuild against the same load on the same degraded "
+      "array just before it (%.0f and %.0f IOPS)\n",
+      loaded->fg_alone, yielding->fg_alone);
+  std::printf(
+      "under load: extreme rebuild %.2fx of idle; normal rebuild %.0f MB/s (minimum %.0f), "
+      "foreground %.2fx of alone\n",
+      loaded->mb_per_s / idle->mb_per_s, yielding->mb_per_s, normal_min,
+      yielding->fg_iops / yielding->fg_alone);
   if (timed) {
     std::puts("timed members store no data: the check's verdict is not a finding");
     (void)a.stop();
@@ -395,6 +450,10 @@ int main(int argc, char** argv) {
   app.add_option("--member-size", o.member_mib, "MiB of data per member (default 256)");
   app.add_option("--strip", o.strip_kib, "strip KiB (default 64)");
   app.add_option("--backend", o.backend, "parity backend: cpu or ref (default cpu)");
+  app.add_option("--window-stripes", o.window_stripes,
+                 "stripes per job window (default 0: about 4 MiB per member)");
+  app.add_option("--windows", o.windows, "job windows in flight (default 4)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--member-model", o.member_model,
                  "file (default: files in --dir) or timed:read=<bw>,write=<bw>,lat=<time>, "
                  "e.g. timed:read=3GB/s,write=2GB/s,lat=80us: members that serve I/O at those "
