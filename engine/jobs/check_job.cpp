@@ -4,19 +4,19 @@
 // (sb.check_checkpoint) so a stopped or interrupted check resumes, and repair on request.
 //
 // A window every member is alive in is read in bulk and verified there (parity levels: one
-// kVerify batch; mirrors: the level module's comparison over the window's buffers). A stripe
+// kVerify batch; mirrors: every copy compared with the first in the window's buffers). A stripe
 // that does not match there, and every stripe of a window that could not be read in bulk (a
 // member failed in part of it, a read error), is done again on its own with blocking I/O, still
 // locked: that path repairs, corrects read errors and reports, as it always has.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "array/array_state.h"
 #include "array/stripe_access.h"
 #include "jobs/job_pace.h"
-#include "jobs/window_access.h"
 #include "jobs/window_pipeline.h"
 
 namespace graid {
@@ -176,11 +176,16 @@ Result<CheckReport> Array::check(const CheckControl& control) {
           if (!jobs_[i].parity_ok) odd.push_back(w.first() + i);
         return 0;
       }
-      WindowStripeAccess access(s_, w, 0, scratch_);
+      // Mirrors: every copy compared with the first, in the window's buffers.
       for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
-        StripeOutcome r = g.module().process_stripe(StripeTask::kCheck, g, access, stripe);
-        if (!r.status) return std::nullopt;
-        if (r.inconsistent || r.skipped) odd.push_back(stripe);
+        bool same = true;
+        for (std::uint32_t d = 0; d < g.data_strips() && same; ++d) {
+          const std::byte* first = w.at(g.data_member(stripe, d, 0), stripe);
+          for (std::uint32_t c = 1; c < g.copies() && same; ++c)
+            same =
+                std::memcmp(first, w.at(g.data_member(stripe, d, c), stripe), g.strip_bytes()) == 0;
+        }
+        if (!same) odd.push_back(stripe);
       }
       return 0;
     }

@@ -207,7 +207,11 @@ TEST_P(JobPipelineTest, CheckInWindowsFindsExactlyTheCorruptedStripesUnderTraffi
     EXPECT_EQ(report->repaired, report->mismatches);
     traffic.finish();
     EXPECT_EQ(traffic.errors(), 0u);
-    EXPECT_EQ(traffic.mismatches(), 0u);
+    // Parity levels read data strips only, which are intact. A mirror's reads take either copy,
+    // and a copy rotted behind the array's back reads as it is until the repair rewrites it.
+    if (g.redundancy() == Redundancy::kParity) {
+      EXPECT_EQ(traffic.mismatches(), 0u);
+    }
   }
   verify(*array, "after the repair");
   control.repair = false;
