@@ -2,7 +2,8 @@
 # description: kill -9 graidd in the middle of a rebuild onto a hot spare while fio writes through a ublk device: the new graidd resumes the rebuild from its checkpoint (not from 0), the device recovers, fio finishes and verifies
 # shellcheck source=../guest/lib.sh
 . /vm/lib.sh
-# The rebuild runs at rebuild_speed low (10 MB/s per member: about 25 s for these drives), so
+# The rebuild runs at rebuild_speed low: with fio writing it keeps to low's minimum, 10 MB/s per
+# member (about 25 s for these drives; idle it would run at up to 200 MB/s), so
 # graidd is surely killed with the rebuild under way and past its first checkpoint (recorded
 # every 2 s). ublk user recovery keeps /dev/ublkbN while no graidd serves it; fio must not see an
 # error across the restart.
