@@ -809,6 +809,11 @@ INSTANTIATE_TEST_SUITE_P(Levels, GraiddRebuildKillTest, ::testing::Values("raid5
 // describe dg says "initialising" with its progress, a check waits for it, a restart resumes it
 // from its checkpoint (not from 0), and once it is done the DG checks clean.
 TEST_F(GraiddTest, BackgroundInitialisationResumesAfterARestartAndChecksClean) {
+  // Every job at 10 MB/s per member whatever its setting (an idle DG's jobs run at their
+  // maximum: 200 MB/s for `low`), so the initialisation is seen part way.
+  const std::vector<std::string> slow = {"--speed-limit-max", "10"};
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start(slow)) << d_->log();
   const auto paths = make_pds(4);
   for (std::size_t i = 0; i < paths.size(); ++i) {  // old data past the metadata area
     const int fd = ::open(paths[i].c_str(), O_WRONLY);
@@ -821,7 +826,7 @@ TEST_F(GraiddTest, BackgroundInitialisationResumesAfterARestartAndChecksClean) {
     ::close(fd);
   }
   ok({"create", "dg", "raid5", "0-3", "--strip", "16K"});
-  ok({"edit", "dg", "0", "init_speed", "low"});  // 10 MB/s: about 6 s for 62 MiB
+  ok({"edit", "dg", "0", "init_speed", "low"});  // capped at 10 MB/s: about 6 s for 62 MiB
   json dg = ok({"describe", "dg", "0"});
   ASSERT_EQ(dg["state"], "initialising") << dg.dump();
   EXPECT_EQ(dg["init"]["running"], true);
@@ -833,11 +838,11 @@ TEST_F(GraiddTest, BackgroundInitialisationResumesAfterARestartAndChecksClean) {
   }
   ASSERT_GE(before, 20.0);
   EXPECT_EQ(d_->stop(SIGTERM), 0);
-  ASSERT_TRUE(d_->start()) << d_->log();
+  ASSERT_TRUE(d_->start(slow)) << d_->log();
   dg = ok({"describe", "dg", "0"});
   ASSERT_EQ(dg["state"], "initialising") << dg.dump();
   EXPECT_GT(dg["init"]["percent"].get<double>(), 10.0) << "resumed, not restarted";
-  ok({"edit", "dg", "0", "init_speed", "normal"});  // 100 MB/s: about half a second left
+  ok({"edit", "dg", "0", "init_speed", "normal"});  // still capped: a few seconds left
   // describe dg --watch prints a progress line per sample and returns once the job is done.
   const CtlRun watched = d_->ctl({"describe", "dg", "0", "--watch", "0.1"}, /*json=*/false);
   EXPECT_EQ(watched.exit, 0) << describe(watched);
@@ -869,6 +874,9 @@ TEST_F(GraiddTest, BackgroundInitialisationResumesAfterARestartAndChecksClean) {
 // graidd's back is found by stripe number and repaired with --repair; a check stopped part way
 // resumes where it stopped; refusals for a second check and for stopping none.
 TEST_F(GraiddTest, ConsistencyCheckFindsRepairsAndResumes) {
+  // Every job at 40 MB/s per member at most, so the slow check below is caught part way.
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start({"--speed-limit-max", "40"})) << d_->log();
   const auto paths = make_pds(4);
   ok({"create", "dg", "raid5", "0-3", "--strip", "16K"});
   const auto wait_check = [&] {
@@ -913,7 +921,9 @@ TEST_F(GraiddTest, ConsistencyCheckFindsRepairsAndResumes) {
   c = wait_check();
   EXPECT_EQ(c["last"]["mismatches"], 0) << "repaired";
 
-  // Slowly, to be stopped part way; then it resumes and covers the rest only.
+  // Slowly, to be stopped part way; then it resumes and covers the rest only. (graidd runs with
+  // every job capped at 40 MB/s per member: an idle DG's check runs at its maximum, which for
+  // `low` is 200 MB/s.)
   ok({"edit", "dg", "0", "check_speed", "low"});
   ok({"start", "check", "0"});
   const CtlRun twice = d_->ctl({"start", "check", "0"});
