@@ -71,9 +71,7 @@ TEST_F(GraiddTest, AfterAKillTheDgResyncsInTheBackgroundAtItsResyncSpeed) {
   if (HasFatalFailure()) return;
   d_->stop(SIGKILL);
 
-  // Capped at 10 MB/s per member (an idle DG's jobs run at their setting's maximum, which for
-  // `low` is 200 MB/s), so the re-sync is seen running.
-  ASSERT_TRUE(d_->start({"--speed-limit-max", "10"})) << d_->log();
+  ASSERT_TRUE(d_->start()) << d_->log();
   // Up at once, the re-sync pending and running at 10 MB/s per member.
   const json dg = ok({"describe", "dg", "0"});
   EXPECT_EQ(dg["state"], "resyncing") << dg.dump(1);
