@@ -25,7 +25,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -35,7 +34,6 @@
 #include "array/array_state.h"
 #include "array/journal_replay.h"
 #include "level/level_module.h"
-#include "stripe/stripe_range_lock.h"
 
 namespace graid {
 

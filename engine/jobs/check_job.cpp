@@ -138,8 +138,7 @@ Result<CheckReport> Array::check(const CheckControl& control) {
 
   class CheckPolicy final : public WindowPolicy {
    public:
-    CheckPolicy(Array::State& s, decltype(check_stripe)& one, std::vector<AlignedBuffer>& scratch)
-        : s_(s), one_(one), scratch_(scratch) {}
+    CheckPolicy(Array::State& s, decltype(check_stripe)& one) : s_(s), one_(one) {}
     std::uint64_t reads(JobWindow& w) override {
       const std::uint32_t n = s_.geometry.members();
       std::uint64_t alive = 0;
@@ -216,22 +215,15 @@ Result<CheckReport> Array::check(const CheckControl& control) {
    private:
     Array::State& s_;
     decltype(check_stripe)& one_;
-    std::vector<AlignedBuffer>& scratch_;
     std::vector<StripeJob> jobs_;
     std::map<std::uint64_t, std::vector<std::uint64_t>> mismatched_;
   };
 
-  std::vector<AlignedBuffer> scratch;
-  for (std::uint32_t m = 0; m < g.members(); ++m) {
-    auto buf = AlignedBuffer::allocate(strip, 4096);
-    if (!buf) return buf.status();
-    scratch.push_back(std::move(*buf));
-  }
   auto pipeline =
       WindowPipeline::create(s, pipeline_shape(g.members(), strip, control.window_stripes,
                                                control.windows_in_flight, stripes));
   if (!pipeline) return pipeline.status();
-  CheckPolicy policy(s, check_stripe, scratch);
+  CheckPolicy policy(s, check_stripe);
   JobPace pace(pace_limits(s, control.bytes_per_second, control.speed, control.stop), from * strip);
   Clock::time_point last_checkpoint = Clock::now();
   auto after_retire = [&](std::uint64_t next) -> Status {

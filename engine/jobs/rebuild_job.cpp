@@ -114,9 +114,8 @@ std::uint64_t bit(std::uint32_t m) {
 // The rebuild of `targets` (bit m: member m) as a window policy.
 class RebuildPolicy final : public WindowPolicy {
  public:
-  RebuildPolicy(Array::State& s, std::uint64_t targets, ArrayStripeAccess& access,
-                std::vector<AlignedBuffer>& scratch)
-      : s_(s), targets_(targets), access_(access), scratch_(scratch) {}
+  RebuildPolicy(Array::State& s, std::uint64_t targets, ArrayStripeAccess& access)
+      : s_(s), targets_(targets), access_(access) {}
 
   bool skip(std::uint64_t first, std::uint64_t count) override {
     // A re-added member missed no write here: no bit is set, none is cleared while it
@@ -190,7 +189,8 @@ class RebuildPolicy final : public WindowPolicy {
       return targets_;
     }
     if (w.note == 1) return targets_;  // read straight into the targets' buffer
-    WindowStripeAccess access(s_, w, targets_, scratch_);
+    // The fallback's scratch strips: the two never run at once.
+    WindowStripeAccess access(s_, w, targets_, access_.scratch());
     for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
       StripeOutcome r = g.module().process_stripe(StripeTask::kRebuild, g, access, stripe);
       if (!r.status || r.skipped) return std::nullopt;
@@ -288,7 +288,6 @@ class RebuildPolicy final : public WindowPolicy {
   Array::State& s_;
   std::uint64_t targets_;
   ArrayStripeAccess& access_;
-  std::vector<AlignedBuffer>& scratch_;
   std::vector<StripeJob> jobs_;
   std::uint64_t skipped_ = 0;
 };
@@ -310,12 +309,6 @@ Result<bool> rebuild_members(Array::State& s, std::uint64_t targets,
   auto access = ArrayStripeAccess::make(s);
   if (!access) return access.status();
   access->set_stale_mask(targets);
-  std::vector<AlignedBuffer> scratch;
-  for (std::uint32_t m = 0; m < g.members(); ++m) {
-    auto buf = AlignedBuffer::allocate(strip, 4096);
-    if (!buf) return buf.status();
-    scratch.push_back(std::move(*buf));
-  }
   auto pipeline =
       WindowPipeline::create(s, pipeline_shape(g.members(), strip, control.window_stripes,
                                                control.windows_in_flight, stripes));
@@ -341,7 +334,7 @@ Result<bool> rebuild_members(Array::State& s, std::uint64_t targets,
     return Status::ok();
   };
 
-  RebuildPolicy policy(s, targets, *access, scratch);
+  RebuildPolicy policy(s, targets, *access);
   JobPace pace(pace_limits(s, control.bytes_per_second, control.speed, control.stop), from * strip);
   const Clock::time_point started = Clock::now();
   Clock::time_point last_checkpoint = started;

@@ -158,7 +158,8 @@ Result<WindowPipeline::Run> WindowPipeline::run(
     }
     if (!failed.is_ok()) break;
     if (!stopping && stop != nullptr && stop->load(std::memory_order_acquire)) stopping = true;
-    if (!stopping && next < end) {
+    // The pace is asked (and the array's activity sampled) only when a window could be issued.
+    if (!stopping && next < end && order.size() < shape_.depth) {
       const JobPace::Step step = pace.next(paced_from + (next - from) * strip);
       const std::uint32_t depth = step.busy ? 1 : shape_.depth;
       const std::uint64_t window = step.busy ? shape_.busy_window_stripes : shape_.window_stripes;
