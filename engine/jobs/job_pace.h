@@ -73,13 +73,20 @@ class JobPace {
     const bool busy = speed.yields && limits_.busy && limits_.busy();
     const std::uint64_t rate = rate_for(speed, busy);
     if (rate != rate_ || busy != busy_) {
+      // The new rate counts from when the work done so far is due at the old one (now, if that
+      // is past): a job whose mode flips at every step still keeps to its rates, never
+      // forgiven what it owes.
+      Clock::time_point origin = now;
+      if (rate_ != 0 && done > from_)
+        origin =
+            std::max(now, start_ + std::chrono::microseconds((done - from_) * 1'000'000 / rate_));
       rate_ = rate;
       busy_ = busy;
       from_ = done;
-      start_ = now;
+      start_ = origin;
     }
     Step step{now, busy, false};
-    if (rate != 0 && done > from_) {
+    if (rate != 0 && done >= from_) {
       step.not_before =
           std::max(now, start_ + std::chrono::microseconds((done - from_) * 1'000'000 / rate));
       step.wait = step.not_before > now;

@@ -1,6 +1,7 @@
 // JobPace on a fake clock: the maximum while idle, the minimum while applications' I/O runs (for
-// a job that yields), the rate counted from each change of mode or speed, a resumed job paced
-// from where it resumed, sleeps that end with the stop flag, and each setting's limits.
+// a job that yields), the rate counted from each change of mode or speed (nothing owed forgiven), a
+// resumed job paced from where it resumed, sleeps that end with the stop flag, and each setting's
+// limits.
 #include "jobs/job_pace.h"
 
 #include <gtest/gtest.h>
@@ -93,6 +94,27 @@ TEST(JobPaceTest, WhileBusyAYieldingJobKeepsToItsMinimumCountedFromTheChange) {
   EXPECT_FALSE(step.busy);
   EXPECT_FALSE(step.wait);
   EXPECT_EQ(pace.rate(), 200'000'000u);
+}
+
+// Applications' I/O that comes and goes between a job's windows flips its mode at every step: each
+// window is still paid for at the rate it was issued under (the change used to restart the count
+// from the change, forgiving the window before it, so such a job ran unpaced).
+TEST(JobPaceTest, AModeFlippingAtEveryStepForgivesNothing) {
+  FakeClock clock;
+  bool busy = false;
+  JobPace::Limits limits;
+  limits.speed = [] { return JobSpeed{10'000'000, 100'000'000, true}; };
+  limits.busy = [&] { return busy; };
+  JobPace pace(std::move(limits), 0, clock.timer());
+  std::uint64_t done = 0;
+  for (int i = 0; i < 100; ++i) {
+    busy = (i % 2) == 1;
+    pace.after(done);   // may this window go?
+    done += 1'000'000;  // then it does 1 MB
+  }
+  // 50 windows at 100 MB/s and 50 at 10 MB/s: 5.5 s, less the last one, not yet paid for.
+  EXPECT_GE(clock.now - Clock::time_point{}, 5'400ms);
+  EXPECT_LE(clock.now - Clock::time_point{}, 5'500ms);
 }
 
 TEST(JobPaceTest, AJobThatDoesNotYieldIgnoresTheApplications) {
