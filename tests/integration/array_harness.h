@@ -73,6 +73,27 @@ inline Status run_one(ArrayQueue& queue, IoKind kind, std::uint64_t offset, std:
   return io.status;
 }
 
+// The power goes on every member of `members` at once: each is pulled first (in a tight loop, so
+// no member still takes a write, a superblock update about the others included, once the first is
+// gone), then, once the I/O in flight on it completed, the writes it held unflushed are undone as
+// `policy` says. Cutting member by member instead lets the array see one member fail while the
+// others still work, which no power loss does.
+inline void cut_power(const std::vector<FaultyMember*>& members, std::uint64_t seed,
+                      PowerLossPolicy policy = PowerLossPolicy::kLoseAll) {
+  for (FaultyMember* f : members)
+    f->vanish();
+  std::mt19937_64 loss(seed);
+  for (FaultyMember* f : members) {
+    auto undone = f->power_loss(loss, policy);
+    for (int tries = 0; !undone.is_ok() && undone.status().code() == Errc::kBusy && tries < 5000;
+         ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // I/O in flight completes
+      undone = f->power_loss(loss, policy);
+    }
+    ASSERT_TRUE(undone.is_ok()) << undone.status().to_string();
+  }
+}
+
 // Members on files in a temp dir, each behind a FaultyMember the test can poke.
 struct ArrayFiles {
   TempDir dir;

@@ -158,11 +158,10 @@ TEST_P(JobPipelineTest, PowerLossMidRebuildResumesFromADurableCheckpoint) {
            slot = array->member_slot(victim))
         std::this_thread::sleep_for(100us);  // a checkpoint recorded first
       std::this_thread::sleep_for(cut_after);
-      std::mt19937_64 loss(seed + 100);
-      for (std::uint32_t m = 0; m < n; ++m) {
-        if (m != victim) (void)files_.faulty[m]->power_loss(loss, PowerLossPolicy::kLoseAll);
-      }
-      (void)target->power_loss(loss, PowerLossPolicy::kLoseAll);
+      std::vector<FaultyMember*> all{target};
+      for (std::uint32_t m = 0; m < n; ++m)
+        if (m != victim) all.push_back(files_.faulty[m]);
+      cut_power(all, seed + 100);
     });
     RebuildControl control = pipelined();
     control.window_stripes = 8;
