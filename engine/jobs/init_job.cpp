@@ -1,6 +1,8 @@
 // Background initialisation (Array::initialise): the parity (or mirror copies) of a new array
-// made to agree with its data while the array is in use, window by window under stripe locks,
-// with its checkpoint in the superblocks (sb.init_checkpoint) so a stop or a crash resumes it.
+// made to agree with its data while the array is in use, on the job engine's pipeline
+// (jobs/sync_policy.h: windows in flight, only the parity strips written), with its checkpoint
+// in the superblocks (sb.init_checkpoint, recorded once the members are flushed) so a stop or a
+// crash resumes it.
 // Until the job passes a stripe, writes to it use plans that do not read its parity
 // (State::initialised), so what applications write is consistent before the job gets there.
 #include <spdlog/spdlog.h>
@@ -11,7 +13,8 @@
 #include "array/stripe_access.h"
 #include "array/superblock_io.h"
 #include "jobs/job_pace.h"
-#include "stripe/stripe_range_lock.h"
+#include "jobs/sync_policy.h"
+#include "jobs/window_pipeline.h"
 
 namespace graid {
 
@@ -25,6 +28,25 @@ Status record_init(Array::State& s, std::optional<std::uint64_t> member_offset) 
   if (s.sb.init_checkpoint == member_offset) return Status::ok();
   s.sb.init_checkpoint = member_offset;
   return s.write_superblocks_locked();
+}
+
+// Every member written flushed. A member that fails its flush is failed: what the survivors hold
+// is consistent and on stable storage, and the rebuild makes the new member agree.
+Status flush_written(Array::State& s) {
+  const std::vector<Status> flushed = flush_members(writing_members(s), s.metadata_timeout);
+  for (std::uint32_t m = 0; m < flushed.size(); ++m) {
+    if (flushed[m]) continue;
+    (void)s.fail_member(m, fmt::format("flush during initialisation: {}", flushed[m].message()));
+    if (s.array_failed()) return flushed[m];
+  }
+  return Status::ok();
+}
+
+// The position recorded once the parity written below it is on stable storage: without the
+// flush first, a power loss could keep the superblocks and lose parity they say is there.
+Status durable_checkpoint(Array::State& s, std::uint64_t member_offset) {
+  GRAID_RETURN_IF_ERROR(flush_written(s));
+  return record_init(s, member_offset);
 }
 
 }  // namespace
@@ -61,7 +83,7 @@ Result<InitReport> Array::initialise(const InitControl& control) {
   const std::uint64_t stripes = g.stripes(s.data_size);
   report.from_stripe = pending;
   auto paused = [&](std::uint64_t at, std::string why) -> Result<InitReport> {
-    Status st = record_init(s, at * strip);
+    Status st = durable_checkpoint(s, at * strip);
     report.paused = std::move(why);
     spdlog::info("graid: array '{}': initialisation paused at stripe {} of {}: {}", s.name, at,
                  stripes, report.paused);
@@ -85,51 +107,43 @@ Result<InitReport> Array::initialise(const InitControl& control) {
                       : fmt::format("background initialisation, resumed at stripe {}", pending),
          byte_counts(g, (stripes - pending) * strip));
 
-  const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
+  SyncPolicy policy(s, *access, "initialise", true, [&](std::uint64_t first, std::uint64_t count) {
+    // Still holding the window: no plan for these stripes is in progress.
+    s.init_done.store(first + count < stripes ? first + count : State::kAllInitialised,
+                      std::memory_order_release);
+    return Status::ok();
+  });
+  policy.start_at(pending);
+  auto pipeline =
+      WindowPipeline::create(s, pipeline_shape(g.members(), strip, control.window_stripes,
+                                               control.windows_in_flight, stripes - pending));
+  if (!pipeline) return pipeline.status();
   JobPace pace(pace_limits(s, control.bytes_per_second, control.speed, control.stop),
                pending * strip);
   Clock::time_point last_checkpoint = Clock::now();
-  StripeRangeLock lock(s.locks);
-  for (std::uint64_t first = pending; first < stripes;) {
-    if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
-      return paused(first, "stopped");
+  auto after_retire = [&](std::uint64_t next) -> Status {
+    if (next >= stripes || Clock::now() - last_checkpoint < control.checkpoint_interval)
+      return Status::ok();
+    last_checkpoint = Clock::now();
+    // Later windows stay in flight: only what has been retired is recorded.
+    return durable_checkpoint(s, next * strip);
+  };
+  auto run =
+      (*pipeline)->run(policy, pending, stripes, pace, pending * strip, control.stop, after_retire);
+  report.stripes = policy.passed();
+  if (!run) {
+    if (s.array_failed()) {
+      return make_error(Errc::kIoError, "array '{}' failed while initialising: {}", s.name,
+                        run.status().message());
     }
-    const std::uint64_t count = std::min(window, stripes - first);
-    lock.lock(first, count);
-    for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
-      StripeOutcome r =
-          process_stripe_failing_members(s, *access, StripeTask::kResync, stripe, "initialise");
-      if (!r.status || s.failed_count.load(std::memory_order_acquire) > 0) {
-        lock.unlock();
-        if (s.array_failed()) {
-          return make_error(Errc::kIoError, "array '{}' failed while initialising stripe {}: {}",
-                            s.name, stripe, r.status.message());
-        }
-        // This window is done again after the rebuild (its stripes are consistent by then).
-        return paused(first, r.status ? "a member failed"
-                                      : fmt::format("stripe {}: {}", stripe, r.status.message()));
-      }
-      ++report.stripes;
-    }
-    first += count;
-    // Still holding the window: no plan for these stripes is in progress.
-    s.init_done.store(first < stripes ? first : State::kAllInitialised, std::memory_order_release);
-    lock.unlock();
-    if (Clock::now() - last_checkpoint >= control.checkpoint_interval && first < stripes) {
-      GRAID_RETURN_IF_ERROR(record_init(s, first * strip));
-      last_checkpoint = Clock::now();
-    }
-    pace.after(first * strip);
+    // The stripes not retired are done again after the rebuild (consistent by then).
+    return paused(policy.next(),
+                  policy.member_lost() ? "a member failed" : std::string(run.status().message()));
   }
+  if (!run->finished) return paused(run->next, "stopped");
   // Flushed before the checkpoint goes: the superblocks must not say done before the parity
-  // written is on stable storage. A member that fails its flush is failed: what the survivors
-  // hold is consistent and on stable storage, and the rebuild makes the new member agree.
-  const std::vector<Status> flushed = flush_members(writing_members(s), s.metadata_timeout);
-  for (std::uint32_t m = 0; m < flushed.size(); ++m) {
-    if (flushed[m]) continue;
-    (void)s.fail_member(m, fmt::format("flush after initialisation: {}", flushed[m].message()));
-    if (s.array_failed()) return flushed[m];
-  }
+  // written is on stable storage.
+  GRAID_RETURN_IF_ERROR(flush_written(s));
   GRAID_RETURN_IF_ERROR(record_init(s, std::nullopt));
   report.finished = true;
   spdlog::info("graid: array '{}': initialisation done ({} stripes in this run)", s.name,

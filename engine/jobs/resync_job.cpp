@@ -1,8 +1,9 @@
 // Background re-sync after an unclean stop (Array::resync) as a job: the stripes the write-intent
 // bitmap marked at assembly (array/background_resync.cpp) made consistent again while the array
-// is in use, window by window under stripe locks, paced. Its regions' bits are pinned
-// (WriteIntentBitmap::pin_dirty) until it has passed them, so a stop or a crash leaves them set
-// and the next assembly re-syncs what is left: that is the resume. sb.resync_checkpoint records
+// is in use, on the job engine's pipeline (jobs/sync_policy.h: windows in flight, only the parity
+// strips written), one pipeline run per range of marked stripes, paced. Its regions' bits are
+// pinned (WriteIntentBitmap::pin_dirty) until it has passed them, so a stop or a crash leaves them
+// set and the next assembly re-syncs what is left: that is the resume. sb.resync_checkpoint records
 // where it got to (for progress, and so the next assembly knows a re-sync was pending). Until it
 // passes a stripe, writes to the stripe trust none of its parity (State::initialised).
 #include <spdlog/spdlog.h>
@@ -14,7 +15,8 @@
 #include "array/stripe_access.h"
 #include "array/superblock_io.h"
 #include "jobs/job_pace.h"
-#include "stripe/stripe_range_lock.h"
+#include "jobs/sync_policy.h"
+#include "jobs/window_pipeline.h"
 
 namespace graid {
 
@@ -83,49 +85,54 @@ Result<ResyncReport> Array::resync(const InitControl& control) {
     return report;
   };
 
-  const std::uint64_t window = std::max<std::uint64_t>(control.window_stripes, 1);
+  std::size_t range = 0;  // the range being re-synced
+  // Where the re-sync stands once stripes below `end` of the current range are done.
+  auto next_after = [&](std::uint64_t end) {
+    return end < s.resync_ranges[range].second  ? end
+           : range + 1 < s.resync_ranges.size() ? s.resync_ranges[range + 1].first
+                                                : State::kAllInitialised;
+  };
+  SyncPolicy policy(s, *access, "re-sync", false, [&](std::uint64_t first, std::uint64_t count) {
+    // Still holding the window: no plan for these stripes is in progress.
+    s.resync_done.store(next_after(first + count), std::memory_order_release);
+    return Status::ok();
+  });
+  std::uint64_t largest = 0;
+  for (const auto& [first, last] : s.resync_ranges)
+    largest = std::max(largest, last - first);
+  auto pipeline =
+      WindowPipeline::create(s, pipeline_shape(g.members(), strip, control.window_stripes,
+                                               control.windows_in_flight, largest));
+  if (!pipeline) return pipeline.status();
   JobPace pace(pace_limits(s, control.bytes_per_second, control.speed, control.stop), 0);
   Clock::time_point last_checkpoint = Clock::now();
-  std::uint64_t moved = 0;  // stripes this run passed
-  StripeRangeLock lock(s.locks);
-  for (std::size_t r = 0; r < s.resync_ranges.size(); ++r) {
-    const auto [range_first, range_last] = s.resync_ranges[r];
-    for (std::uint64_t first = std::max(range_first, from); first < range_last;) {
-      if (control.stop != nullptr && control.stop->load(std::memory_order_acquire)) {
-        return paused(first, "stopped");
+  auto after_retire = [&](std::uint64_t end) -> Status {
+    const std::uint64_t next = next_after(end);
+    // Written and completed: a clear cycle flushes the members before it clears these bits.
+    s.bitmap->unpin_below(next == State::kAllInitialised ? s.data_size : next * strip);
+    if (next == State::kAllInitialised ||
+        Clock::now() - last_checkpoint < control.checkpoint_interval)
+      return Status::ok();
+    last_checkpoint = Clock::now();
+    return record_resync(s, next * strip);
+  };
+  for (; range < s.resync_ranges.size(); ++range) {
+    const auto [range_first, range_last] = s.resync_ranges[range];
+    const std::uint64_t first = std::max(range_first, from);
+    if (first >= range_last) continue;
+    policy.start_at(first);
+    auto run = (*pipeline)->run(policy, first, range_last, pace, policy.passed() * strip,
+                                control.stop, after_retire);
+    report.stripes = policy.passed() - policy.unsynced();
+    report.unsynced_stripes = policy.unsynced();
+    if (!run) {
+      if (s.array_failed()) {
+        return make_error(Errc::kIoError, "array '{}' failed while re-syncing: {}", s.name,
+                          run.status().message());
       }
-      const std::uint64_t count = std::min(window, range_last - first);
-      lock.lock(first, count);
-      for (std::uint64_t stripe = first; stripe < first + count; ++stripe) {
-        StripeOutcome out =
-            process_stripe_failing_members(s, *access, StripeTask::kResync, stripe, "re-sync");
-        if (!out.status) {
-          lock.unlock();
-          if (s.array_failed()) {
-            return make_error(Errc::kIoError, "array '{}' failed while re-syncing stripe {}: {}",
-                              s.name, stripe, out.status.message());
-          }
-          return paused(first, fmt::format("stripe {}: {}", stripe, out.status.message()));
-        }
-        ++(out.skipped ? report.unsynced_stripes : report.stripes);
-      }
-      first += count;
-      const std::uint64_t next = first < range_last               ? first
-                                 : r + 1 < s.resync_ranges.size() ? s.resync_ranges[r + 1].first
-                                                                  : State::kAllInitialised;
-      // Still holding the window: no plan for these stripes is in progress.
-      s.resync_done.store(next, std::memory_order_release);
-      lock.unlock();
-      // Written and completed: a clear cycle flushes the members before it clears these bits.
-      s.bitmap->unpin_below(next == State::kAllInitialised ? s.data_size : next * strip);
-      moved += count;
-      if (next != State::kAllInitialised &&
-          Clock::now() - last_checkpoint >= control.checkpoint_interval) {
-        GRAID_RETURN_IF_ERROR(record_resync(s, next * strip));
-        last_checkpoint = Clock::now();
-      }
-      pace.after(moved * strip);
+      return paused(policy.next(), std::string(run.status().message()));
     }
+    if (!run->finished) return paused(run->next, "stopped");
   }
   // Flushed before the checkpoint goes, as the initialisation.
   const std::vector<Status> flushed = flush_members(writing_members(s), s.metadata_timeout);

@@ -22,6 +22,7 @@ struct WindowPipeline::Slot {
   std::uint32_t pending = 0;  // its requests in flight
   std::vector<AlignedBuffer> bufs;
   std::vector<Req> reqs;
+  std::vector<Req> strip_reqs;  // grown while none of them is in flight
   JobWindow window;
   StripeRangeLock lock;
 };
@@ -87,6 +88,41 @@ void WindowPipeline::submit(WindowPolicy& policy, Slot& slot, std::uint64_t mask
   }
 }
 
+void WindowPipeline::submit_strips(WindowPolicy& policy, Slot& slot) {
+  auto& writes = slot.window.strip_writes_;
+  if (writes.empty()) return;
+  std::sort(writes.begin(), writes.end());
+  writes.erase(std::unique(writes.begin(), writes.end()), writes.end());
+  const std::uint64_t strip = s_.geometry.strip_bytes();
+  // Runs of consecutive stripes of one member: [begin, end) of `writes` each.
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    if (i > 0 && writes[i].first == writes[i - 1].first &&
+        writes[i].second == writes[i - 1].second + 1) {
+      runs.back().second = i + 1;
+    } else {
+      runs.push_back({i, i + 1});
+    }
+  }
+  if (slot.strip_reqs.size() < runs.size()) {
+    slot.strip_reqs = std::vector<Slot::Req>(runs.size());
+    for (Slot::Req& r : slot.strip_reqs)
+      r.slot = &slot;
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto [m, stripe] = writes[runs[i].first];
+    Slot::Req& r = slot.strip_reqs[i];
+    r.op = MemberOp::kWrite;
+    r.offset = s_.device_offset(stripe * strip);
+    r.buf = slot.window.at(m, stripe);
+    r.len = static_cast<std::uint32_t>((runs[i].second - runs[i].first) * strip);
+    r.fua = false;
+    ++slot.pending;
+    MemberDevice* dev = policy.device(m, MemberOp::kWrite);
+    (dev != nullptr ? *dev : *s_.members[m]).submit(*ctx_, r);
+  }
+}
+
 bool WindowPipeline::waiting(const std::deque<Slot*>& order) {
   return std::any_of(order.begin(), order.end(), [](const Slot* s) { return s->pending != 0; });
 }
@@ -105,6 +141,7 @@ Status WindowPipeline::advance(WindowPolicy& policy, Slot& slot) {
     if (!writes) return by_strips();
     slot.phase = Phase::kWriting;
     if (*writes != 0) submit(policy, slot, *writes, MemberOp::kWrite);
+    submit_strips(policy, slot);
     if (slot.pending != 0) return Status::ok();
   }
   if (slot.phase == Phase::kWriting) {
@@ -178,6 +215,7 @@ Result<WindowPipeline::Run> WindowPipeline::run(
           w.count_ = count;
           w.read_mask_ = 0;
           w.note = 0;
+          w.strip_writes_.clear();
           for (std::uint32_t m = 0; m < g.members(); ++m)
             w.buffer_of_[m] = m;
           slot->failed = false;

@@ -55,6 +55,10 @@ class JobWindow {
   void share_buffer(std::uint32_t m, std::uint32_t owner) noexcept { buffer_of_[m] = owner; }
   // The members read in bulk for this window (what reads() returned).
   std::uint64_t read_mask() const noexcept { return read_mask_; }
+  // Member m's strip of `stripe` is written on its own from at(m, stripe) once compute() returns
+  // (with the bulk writes it names): for a job that writes only some of a member's rows, as a
+  // re-sync writes parity. Strips of one member in consecutive stripes go as one write.
+  void write_strip(std::uint32_t m, std::uint64_t stripe) { strip_writes_.push_back({m, stripe}); }
   // The policy's own note on this window, reset to 0 for every window.
   std::uint64_t note = 0;
 
@@ -63,6 +67,7 @@ class JobWindow {
   std::uint64_t first_ = 0, count_ = 0, strip_ = 0, read_mask_ = 0;
   std::vector<AlignedBuffer*> bufs_;
   std::vector<std::uint32_t> buffer_of_;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> strip_writes_;
 };
 
 class WindowPolicy {
@@ -77,7 +82,8 @@ class WindowPolicy {
   // The members read in bulk over the window (bit m: member m); may share_buffer().
   virtual std::uint64_t reads(JobWindow& w) = 0;
   // The reads are done: work in the window's buffers. Returns the members to write in bulk (bit
-  // m), or nullopt to have the window done strip by strip (fallback).
+  // m), besides any strips named with w.write_strip(), or nullopt to have the window done strip
+  // by strip (fallback).
   virtual std::optional<std::uint64_t> compute(JobWindow& w) = 0;
   // Stripes [first, +count) strip by strip with blocking I/O, the window locked.
   virtual Status fallback(std::uint64_t first, std::uint64_t count) = 0;
@@ -134,6 +140,8 @@ class WindowPipeline {
 
  private:
   void submit(WindowPolicy& policy, Slot& slot, std::uint64_t mask, MemberOp op);
+  // The strips the policy named with write_strip(), runs of one member's strips merged.
+  void submit_strips(WindowPolicy& policy, Slot& slot);
   // Drives a slot whose I/O is done: compute and write, or fall back. False: the policy failed.
   Status advance(WindowPolicy& policy, Slot& slot);
   // Whether a window issued has requests in flight.

@@ -445,7 +445,8 @@ struct InitControl {
   const std::atomic<bool>* stop = nullptr;  // as RebuildControl::stop
   std::uint64_t bytes_per_second = 0;       // as RebuildControl
   std::function<JobSpeed()> speed;          // as RebuildControl
-  std::uint64_t window_stripes = 16;
+  std::uint64_t window_stripes = 0;         // as RebuildControl
+  std::uint32_t windows_in_flight = 4;      // as RebuildControl
   std::chrono::milliseconds checkpoint_interval{2000};
 };
 
