@@ -146,17 +146,16 @@ void Registry::refresh() {
 
 void Registry::start_jobs(Dg& dg) {
   if (!dg.array || dg.array->geometry().redundancy() == Redundancy::kNone) return;
-  dg.check = std::make_unique<CheckJob>(*dg.array);
+  dg.jobs = std::make_unique<JobRunner>(*dg.array, dg.id);
+  JobRunner* job = dg.jobs.get();
   if (dg.array->check_progress()) {
     // A check stopped or cut short: it goes on (as a check: whether it repaired is not kept).
-    if (auto st = dg.check->start(false); !st) spdlog::warn("dg {}: {}", dg.id, st.message());
+    if (auto st = job->start_check(false); !st) spdlog::warn("dg {}: {}", dg.id, st.message());
   }
-  dg.rebuild = std::make_unique<RebuildJob>(*dg.array, dg.id);
-  RebuildJob* job = dg.rebuild.get();
   dg.observer->set_wake([this, job](ArrayEventKind kind) {
     if (kind == ArrayEventKind::kMemberFailed || kind == ArrayEventKind::kSpareAdded ||
         kind == ArrayEventKind::kMemberReplaced || kind == ArrayEventKind::kReplaceStarted) {
-      job->wake();
+      job->wake(kind == ArrayEventKind::kMemberFailed);
     }
     // A DG without a spare of its own may take a global one, and the PDs of a hot replace that
     // ended change hands (on the control thread).
@@ -169,8 +168,7 @@ void Registry::start_jobs(Dg& dg) {
 
 void Registry::stop_jobs(Dg& dg) {
   if (dg.observer) dg.observer->set_wake({});
-  dg.rebuild.reset();  // records the checkpoint of a rebuild in progress
-  dg.check.reset();    // likewise for a check
+  dg.jobs.reset();  // records the checkpoint of the job in progress
 }
 
 Result<std::unique_ptr<MemberDevice>> Registry::open_pd_device(const std::string& path) const {

@@ -19,13 +19,12 @@
 
 #include "graid/array.h"
 #include "graid/parity.h"
-#include "graidd/check_job.h"
 #include "graidd/dg_observer.h"
 #include "graidd/event_log.h"
 #include "graidd/io_threads.h"
+#include "graidd/job_runner.h"
 #include "graidd/nbd_exports.h"
 #include "graidd/pd_probe.h"
-#include "graidd/rebuild_job.h"
 #include "graidd/state_store.h"
 #include "graidd/ublk_exports.h"
 
@@ -154,10 +153,9 @@ class Registry {
   struct Dg {
     std::uint32_t id = 0;
     std::string uuid;
-    std::unique_ptr<DgObserver> observer;   // outlives `array` (declared before it)
-    std::unique_ptr<Array> array;           // null: offline (could not be assembled)
-    std::unique_ptr<RebuildJob> rebuild;    // with `array`; stopped before it goes
-    std::unique_ptr<CheckJob> check;        // likewise
+    std::unique_ptr<DgObserver> observer;  // outlives `array` (declared before it)
+    std::unique_ptr<Array> array;          // null: offline (could not be assembled)
+    std::unique_ptr<JobRunner> jobs;  // with `array` (redundant levels); stopped before it goes
     std::optional<MemberExamination> exam;  // what the superblocks say, for an offline DG
     std::string message;                    // why it is offline; how it was assembled
     bool was_clean = true;

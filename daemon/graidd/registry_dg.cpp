@@ -194,7 +194,7 @@ Result<nlohmann::json> Registry::start_check(const nlohmann::json& args) {
   if (!found.is_ok()) return found.status();
   Dg& dg = **found;
   const bool repair = args.value("repair", false);
-  if (!dg.check)
+  if (!dg.jobs)
     return make_error(Errc::kInvalidArgument, "dg {} is RAID0: there is nothing to check", dg.id);
   if (!dg.array->rebuilding_members().empty())
     return make_error(Errc::kBusy, "dg {} is rebuilding; check it once the rebuild is done", dg.id);
@@ -208,7 +208,7 @@ Result<nlohmann::json> Registry::start_check(const nlohmann::json& args) {
                       "dg {} is initialising (graidctl describe dg {} shows how far); check it "
                       "once that is done",
                       dg.id, dg.id);
-  if (auto st = dg.check->start(repair); !st)
+  if (auto st = dg.jobs->start_check(repair); !st)
     return make_error(st.code(), "dg {}: {}", dg.id, st.message());
   events_.add("check_requested", dg.id, std::nullopt, std::nullopt,
               repair ? "check with repair" : "check");
@@ -219,7 +219,7 @@ Result<nlohmann::json> Registry::stop_check(const nlohmann::json& args) {
   auto found = find_dg(args, /*need_online=*/true);
   if (!found.is_ok()) return found.status();
   Dg& dg = **found;
-  if (!dg.check || !dg.check->stop())
+  if (!dg.jobs || !dg.jobs->stop_check())
     return make_error(Errc::kInvalidArgument, "dg {} has no check running", dg.id);
   return dg_json(dg, false);
 }

@@ -136,8 +136,8 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     for (const LostRange& r : a.lost_ranges())
       lost.push_back({{"offset", r.offset}, {"bytes", r.len}});
     j["lost_ranges"] = std::move(lost);
-    if (dg.rebuild) {
-      const RebuildStatus r = dg.rebuild->status();
+    if (dg.jobs) {
+      const RebuildStatus r = dg.jobs->status();
       if (r.running) {
         j["state"] = "rebuilding";
         j["rebuild"] = {{"slot", r.member},
@@ -156,30 +156,30 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
           {"pd_id", opt(pd_at_slot(dg.id, rp->member))},
           {"new_path", rp->path},
           {"percent", rp->total_bytes == 0 ? 100.0 : 100.0 * rp->copied_bytes / rp->total_bytes}};
-      if (dg.rebuild) {
+      if (dg.jobs) {
         // The copy's rate and ETA while it runs (waiting behind a re-sync or a rebuild: none).
-        const InitStatus rs = dg.rebuild->replace_status();
+        const InitStatus rs = dg.jobs->replace_status();
         j["replace"]["running"] = rs.running;
         j["replace"]["bytes_per_second"] = rs.bytes_per_second;
         j["replace"]["eta_seconds"] = rs.eta_seconds ? json(*rs.eta_seconds) : json(nullptr);
       }
       if (j["state"] == "optimal") j["state"] = "replacing";
     }
-    if (dg.rebuild) {
+    if (dg.jobs) {
       // Re-sync after an unclean stop: pending (running, or waiting its turn) or none.
-      const InitStatus rs = dg.rebuild->resync_status();
+      const InitStatus rs = dg.jobs->resync_status();
       if (rs.pending) {
         j["resync"] = pending_json(rs);
         if (j["state"] == "optimal") j["state"] = "resyncing";
       }
       // Background initialisation: pending (running, or waiting for an optimal DG) or none.
-      const InitStatus in = dg.rebuild->init_status();
+      const InitStatus in = dg.jobs->init_status();
       if (in.pending) {
         j["init"] = pending_json(in);
         if (j["state"] == "optimal") j["state"] = "initialising";
       }
     }
-    if (dg.check) j["check"] = check_json(dg.check->status());
+    if (dg.jobs) j["check"] = check_json(dg.jobs->check_status());
     if (j["state"] == "optimal" && j.contains("check") && j["check"]["running"] == true)
       j["state"] = "checking";
     j["capacity"] = a.capacity();

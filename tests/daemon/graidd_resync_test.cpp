@@ -1,5 +1,6 @@
-// The re-sync after an unclean stop as graidd runs it: in the background, by the DG's job, at
-// the DG's resync_speed, visible in describe dg, with a check refused until it is done.
+// The re-sync after an unclean stop as graidd runs it: in the background, by the DG's job runner,
+// at the DG's resync_speed under graidd --speed-limit-max, visible in describe dg, with a check
+// refused until it is done, and going on after a clean restart part way.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -71,8 +72,9 @@ TEST_F(GraiddTest, AfterAKillTheDgResyncsInTheBackgroundAtItsResyncSpeed) {
   if (HasFatalFailure()) return;
   d_->stop(SIGKILL);
 
-  ASSERT_TRUE(d_->start()) << d_->log();
-  // Up at once, the re-sync pending and running at 10 MB/s per member.
+  // Restarted with every job capped at 10 MB/s per member (graidd --speed-limit-max, md's
+  // speed_limit_max): the re-sync of 32 MiB per member takes over 3 s, so it is caught running.
+  ASSERT_TRUE(d_->start({"--speed-limit-max", "10"})) << d_->log();
   const json dg = ok({"describe", "dg", "0"});
   EXPECT_EQ(dg["state"], "resyncing") << dg.dump(1);
   ASSERT_TRUE(dg.contains("resync")) << dg.dump(1);
@@ -82,8 +84,13 @@ TEST_F(GraiddTest, AfterAKillTheDgResyncsInTheBackgroundAtItsResyncSpeed) {
   EXPECT_NE(check.out.find("re-syncing"), std::string::npos) << describe(check);
   // The data reads back while the re-sync runs.
   verify_all(sock, kVd);
-  // Faster from now on: the job takes the new speed at its next window.
+  // A clean stop part way leaves the rest pending; graidd started again without the cap goes on
+  // with it at the DG's new speed.
   ok({"edit", "dg", "0", "resync_speed", "extreme"});
+  const json part = ok({"describe", "dg", "0"});
+  ASSERT_TRUE(part.contains("resync")) << "the re-sync ended under the cap: " << part.dump(1);
+  ASSERT_EQ(d_->stop(SIGTERM), 0) << d_->log();
+  ASSERT_TRUE(d_->start()) << d_->log();  // the export comes back with the DG
   const json done = wait_for("dg", "0", [](const json& j) { return !j.contains("resync"); });
   EXPECT_EQ(done["state"], "optimal") << done.dump(1);
   bool started = false, finished = false;

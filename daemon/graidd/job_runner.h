@@ -1,12 +1,13 @@
-// A DG's redundancy job: a thread of its own that re-syncs what an unclean stop left (Array::resync
-// at the DG's resync speed), puts hot spares into failed roles and runs Array::rebuild() at the
-// DG's rebuild speed, then a pending hot replace (Array::replace), then,
-// with every member in sync, a pending background initialisation (Array::initialise) at the DG's
-// init speed. Woken by the array's events (a member failed, a spare was added, a replacement took a
-// role, a rebuild finished) and at start (a rebuild or an initialisation to resume). Stopped, its
-// checkpoints recorded, before the array stops or goes. One thread for both, so they never run
-// together: a failure pauses the initialisation, the rebuild runs, and the initialisation goes on
-// after it.
+// A DG's background jobs, run one at a time on one thread of the DG's own (md's sync thread):
+// the re-sync an unclean stop left (Array::resync, at the DG's resync speed), hot spares put into
+// failed roles and Array::rebuild() at the DG's rebuild speed, a pending hot replace
+// (Array::replace), then, with every member in sync, a pending background initialisation
+// (Array::initialise, init speed), and a consistency check someone asked for (graidctl start
+// check, or one a stop cut short: Array::check, check speed). Woken by the array's events (a
+// member failed, a spare was added, a replacement took a role) and by requests. A member failing
+// while the check runs interrupts it (its position recorded) so the rebuild goes first, as md's
+// recovery does; the check goes on afterwards from where it was. Stopped, every job's checkpoint
+// recorded, before the array stops or goes.
 #pragma once
 
 #include <atomic>
@@ -42,6 +43,17 @@ struct InitStatus {
   std::string paused;                 // why the last run stopped early (a failure, a stop)
 };
 
+// What `describe dg` shows of a consistency check.
+struct CheckStatus {
+  bool running = false;  // asked for and not ended (waiting while a rebuild goes first, or running)
+  bool repair = false;
+  double percent = 0;                 // running: how far
+  double bytes_per_second = 0;        // running: since this run started
+  std::optional<double> eta_seconds;  // running: at that rate
+  std::optional<CheckReport> last;    // the last run that ended
+  std::string last_error;             // ... if it failed
+};
+
 // A job that may stay pending across runs (initialisation, re-sync): its last run.
 struct PendingJob {
   bool running = false;
@@ -50,17 +62,24 @@ struct PendingJob {
   std::string paused;  // why the last run stopped early
 };
 
-class RebuildJob {
+class JobRunner {
  public:
-  RebuildJob(Array& array, std::uint32_t dg_id);
-  ~RebuildJob();  // stop()
-  RebuildJob(const RebuildJob&) = delete;
-  RebuildJob& operator=(const RebuildJob&) = delete;
+  JobRunner(Array& array, std::uint32_t dg_id);
+  ~JobRunner();  // stop()
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
 
   // Look for work (spares to put into failed roles, members to rebuild). Any thread.
-  void wake() EXCLUDES(mutex_);
-  // Stops the rebuild in progress (it records its checkpoint) and joins the thread. Idempotent.
+  // `member_failed`: a member failed, so a check running now gives way to the rebuild.
+  void wake(bool member_failed = false) EXCLUDES(mutex_);
+  // Stops the job in progress (it records its checkpoint) and joins the thread. Idempotent.
   void stop() EXCLUDES(mutex_);
+  // Asks for a check (kBusy while one is asked for or runs). It runs once nothing goes before it.
+  Status start_check(bool repair) EXCLUDES(mutex_);
+  // Stops the check asked for or running and waits until it is not running (its position is
+  // recorded). False when none was.
+  bool stop_check() EXCLUDES(mutex_);
+  CheckStatus check_status() const EXCLUDES(mutex_);
   RebuildStatus status() const EXCLUDES(mutex_);
   InitStatus init_status() const EXCLUDES(mutex_);
   // The background re-sync after an unclean stop, in the same terms.
@@ -74,9 +93,9 @@ class RebuildJob {
   // `job`'s status with `done` of `total` bytes done (a copy taken under mutex_).
   static InitStatus pending_status(const PendingJob& job, std::uint64_t total, std::uint64_t done);
   // A copy of one of the PendingJob members, taken under mutex_.
-  PendingJob job_copy(PendingJob RebuildJob::*job) const EXCLUDES(mutex_);
+  PendingJob job_copy(PendingJob JobRunner::*job) const EXCLUDES(mutex_);
   // Marks one of them running from `done` bytes, now.
-  void begin_run(PendingJob RebuildJob::*job, std::uint64_t done) EXCLUDES(mutex_);
+  void begin_run(PendingJob JobRunner::*job, std::uint64_t done) EXCLUDES(mutex_);
   void run_init() EXCLUDES(mutex_);
   // A re-sync after an unclean stop (Array::resync), at the DG's resync speed, before anything
   // else: a rebuild or a copy through stripes not yet re-synced would carry their stale parity.
@@ -84,6 +103,8 @@ class RebuildJob {
   // A hot replace pending (Array::start_replace): its copy and swap, at the rebuild speed, once
   // no member needs a rebuild.
   void run_replace() EXCLUDES(mutex_);
+  // A check asked for, unless something else needs the thread first.
+  void run_check() EXCLUDES(mutex_);
 
   Array& array_;
   const std::uint32_t dg_id_;
@@ -99,6 +120,17 @@ class RebuildJob {
   PendingJob init_ GUARDED_BY(mutex_);
   PendingJob resync_ GUARDED_BY(mutex_);
   PendingJob replace_ GUARDED_BY(mutex_);
+  // The check: asked for (and not ended), running now, how, and its last outcome. check_stop_
+  // ends a run: stop(), stop_check(), or a member failing (then check_wanted_ stays set).
+  std::atomic<bool> check_stop_{false};
+  std::condition_variable check_cv_;  // check_running_ went false
+  bool check_wanted_ GUARDED_BY(mutex_) = false;
+  bool check_running_ GUARDED_BY(mutex_) = false;
+  bool check_repair_ GUARDED_BY(mutex_) = false;
+  std::uint64_t check_started_offset_ GUARDED_BY(mutex_) = 0;
+  std::chrono::steady_clock::time_point check_started_at_ GUARDED_BY(mutex_);
+  std::optional<CheckReport> check_last_ GUARDED_BY(mutex_);
+  std::string check_error_ GUARDED_BY(mutex_);
   std::thread thread_;  // last: starts once the rest exists
 };
 
