@@ -12,6 +12,7 @@
 //   set_logical_block_size(n)  reports n as the logical block size (a 4Kn drive)
 //   vanish()              the drive is pulled: every later I/O fails, async with -ENODEV, sync
 //                         with kIoError; in-flight I/O still completes as the inner device says
+//                         (vanish_together: several members at one instant, a power cut)
 //   tear_next_write(...)  the next write lands only a random 512-byte-multiple prefix (possibly
 //                         empty), then reports -EIO or, if asked, success
 //   power_loss(...)       writes and discards not covered by a completed flush are undone (all,
@@ -121,6 +122,10 @@ class FaultyMember final : public MemberDevice {
   // Pulls the drive: from now on every I/O fails. There is no way back; reopen the inner file.
   void vanish();
   bool vanished() const;
+  // Pulls every one of `members` at one instant (a power cut): each member's lock is held while
+  // all are marked, so no I/O sees one member gone and another still there, and nothing the
+  // array does on seeing the first failure (a superblock update saying so) reaches the others.
+  static void vanish_together(const std::vector<FaultyMember*>& members);
 
   // Tears the next write (async or sync): only a prefix of 512-byte sectors drawn from
   // mt19937_64(seed), in [0, len), reaches the inner device. The write then reports -EIO, or its

@@ -73,15 +73,14 @@ inline Status run_one(ArrayQueue& queue, IoKind kind, std::uint64_t offset, std:
   return io.status;
 }
 
-// The power goes on every member of `members` at once: each is pulled first (in a tight loop, so
-// no member still takes a write, a superblock update about the others included, once the first is
-// gone), then, once the I/O in flight on it completed, the writes it held unflushed are undone as
-// `policy` says. Cutting member by member instead lets the array see one member fail while the
-// others still work, which no power loss does.
+// The power goes on every member of `members` at once: all are pulled at one instant
+// (FaultyMember::vanish_together, so no member still takes a write, a superblock update about the
+// others included, once the first is gone); then, once the I/O in flight on each completed, the
+// writes it held unflushed are undone as `policy` says. Cutting member by member instead lets the
+// array see one member fail while the others still work, which no power loss does.
 inline void cut_power(const std::vector<FaultyMember*>& members, std::uint64_t seed,
                       PowerLossPolicy policy = PowerLossPolicy::kLoseAll) {
-  for (FaultyMember* f : members)
-    f->vanish();
+  FaultyMember::vanish_together(members);  // at one instant: see vanish_together
   std::mt19937_64 loss(seed);
   for (FaultyMember* f : members) {
     auto undone = f->power_loss(loss, policy);
