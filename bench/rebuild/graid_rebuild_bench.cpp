@@ -16,6 +16,9 @@
 //                  (Array::readd_failed): the bitmap-limited rebuild's time, as member bytes
 //                  per second (what it did not have to rebuild counts as done)
 //   check          Array::check unthrottled over the same array, idle
+//   initialisation the new array's background initialisation (Array::initialise: every member
+//                  read, each stripe's parity computed and written), idle, before the fill;
+//                  shown against the read limit, which it shares with the parity writes
 //
 // CPU: process CPU seconds (getrusage) per GiB of member data rebuilt or checked, foreground
 // work included where there is some. Members are files in --dir (tmpfs: /dev/shm by default),
@@ -228,18 +231,44 @@ int run(const Options& o) {
   for (std::uint32_t i = 0; i < o.members; ++i) {
     auto d = open_dev(fmt::format("{}/m{}", base, i), member_bytes);
     if (!d) return std::fprintf(stderr, "%s\n", d.status().message().c_str()), 1;
+    if (!timed) {
+      // One block of old data in the middle: a member that does not read all zeroes, so the
+      // array is initialised (by re-sync, timed below) rather than known to be consistent.
+      auto old = AlignedBuffer::allocate(4096, 4096);
+      if (!old) return 1;
+      std::memset(old->data(), 0x5a, old->size());
+      Status st = (*d)->write_sync(member_bytes / 2 / 4096 * 4096, old->span());
+      if (!st) return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
+    }
     devs.push_back(std::move(*d));
   }
   CreateOptions c;
   c.level = *level;
   c.strip_bytes = strip;
   c.name = "rebuild-bench";
-  c.assume_clean = true;  // filled below, which makes it consistent
+  c.background_init = true;  // initialised by the job, measured below
   ArrayOptions ao;
   ao.parity = parity->get();
   auto array = Array::create(std::move(devs), c, ao);
   if (!array) return std::fprintf(stderr, "%s\n", array.status().message().c_str()), 1;
   Array& a = **array;
+  const double gib = static_cast<double>(a.member_data_bytes()) / (1u << 30);
+  // The initialisation, idle: every member read, the parity computed and written.
+  JobFigures init;
+  {
+    InitControl init_control;
+    init_control.window_stripes = o.window_stripes;
+    init_control.windows_in_flight = o.windows;
+    const double cpu0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    auto done = a.initialise(init_control);
+    init.seconds = seconds_since(t0);
+    if (!done) return std::fprintf(stderr, "%s\n", done.status().message().c_str()), 1;
+    if (!done->finished)
+      return std::fprintf(stderr, "initialisation: %s\n", done->paused.c_str()), 1;
+    init.mb_per_s = static_cast<double>(a.member_data_bytes()) / init.seconds / 1e6;
+    init.cpu_s_per_gib = (cpu_seconds() - cpu0) / gib;
+  }
   if (!timed) {
     // Random data everywhere: the parity work is real. (Timed members keep only their first
     // 16 MiB, and reads leave the rest of a buffer as it was: random data in that head would
@@ -260,7 +289,6 @@ int run(const Options& o) {
       if (!st) return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
     }
   }
-  const double gib = static_cast<double>(a.member_data_bytes()) / (1u << 30);
 
   // Runs one job (a rebuild, a replace) and measures it: member bytes per second (the whole
   // member's, even where a job had nothing to do), CPU seconds per GiB.
@@ -415,6 +443,7 @@ int run(const Options& o) {
   check.mb_per_s = static_cast<double>(a.member_data_bytes()) / check_secs / 1e6;
   check.cpu_s_per_gib = check_cpu / gib;
   row("check, idle", check, false, check_limit);
+  row("initialisation, idle", init, false, check_limit);
   const double normal_min =
       static_cast<double>(background_speed(BackgroundSpeed::kNormal).min) / 1e6;
   std::printf(

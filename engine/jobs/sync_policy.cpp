@@ -71,7 +71,7 @@ std::uint64_t SyncPolicy::reads(JobWindow& w) {
 std::optional<std::uint64_t> SyncPolicy::compute(JobWindow& w) {
   const Geometry& g = s_.geometry;
   if (w.note == kByStrips) return std::nullopt;
-  if (member_failed()) return std::nullopt;  // the fallback stops the run
+  if (!member_failed()) return std::nullopt;  // the fallback stops the run
   const std::uint64_t all = g.members() == 64 ? ~0ull : bit(g.members()) - 1;
   if (w.note == kShared) return all & ~w.read_mask();
   if (g.redundancy() == Redundancy::kMirror) {

@@ -179,6 +179,32 @@ TEST_P(ArrayBackgroundInitTest, InitialisationUnderVerifiedWritesLeavesEveryStri
   EXPECT_EQ(checked->mismatches, 0u);
 }
 
+// With every member working the initialisation goes window by window: each member read in one
+// request per window (requests of consecutive windows may merge, never split), not the level
+// module's stripe-by-stripe way, which reads every strip on its own. (A test of the path, not of
+// speed: stripe by stripe, the same job ran at 0.02-0.05 of the drives' bandwidth.)
+TEST_P(ArrayBackgroundInitTest, AnIdleInitialisationReadsEachMemberInWholeWindows) {
+  InitControl control;
+  control.window_stripes = 32;
+  control.windows_in_flight = 4;
+  std::vector<FaultCounts> before;
+  for (FaultyMember* f : files_.faulty)
+    before.push_back(f->counts());
+  auto report = array_->initialise(control);
+  ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+  ASSERT_TRUE(report->finished);
+  const std::uint64_t stripes = array_->member_data_bytes() / kStrip;
+  const std::uint64_t windows = (stripes + 31) / 32;
+  for (std::size_t m = 0; m < files_.faulty.size(); ++m) {
+    const FaultCounts after = files_.faulty[m]->counts();
+    const std::uint64_t reads =
+        after.reads + after.sync_reads - before[m].reads - before[m].sync_reads;
+    EXPECT_LE(reads, windows) << "member " << m << ": " << stripes << " stripes";
+  }
+  EXPECT_EQ(*array_->count_inconsistent_stripes(), 0u);
+  ASSERT_NO_FATAL_FAILURE(verify_after_init());
+}
+
 // Stopped part way, the job records where it got to; after a stop and assembly it is still
 // pending from there, and the next run finishes it.
 TEST_P(ArrayBackgroundInitTest, AStoppedInitialisationResumesAfterAssembly) {
