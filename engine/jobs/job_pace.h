@@ -76,8 +76,9 @@ class JobPace {
       // The new rate counts from when the work done so far is due at the old one (now, if that
       // is past): a job whose mode flips at every step still keeps to its rates, never
       // forgiven what it owes.
+      // (start_ itself may lie ahead: a flip back at the same position keeps it.)
       Clock::time_point origin = now;
-      if (rate_ != 0 && done > from_)
+      if (rate_ != 0 && done >= from_)
         origin =
             std::max(now, start_ + std::chrono::microseconds((done - from_) * 1'000'000 / rate_));
       rate_ = rate;

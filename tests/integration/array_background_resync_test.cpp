@@ -290,6 +290,29 @@ TEST_P(ArrayBackgroundResyncTest, ResyncUnderVerifiedTrafficLeavesEveryStripeCon
   EXPECT_EQ(finished[0].counts.stripes, end_stripe_ - first_stripe_);
 }
 
+// A capped re-sync keeps to its cap with the default windows (several regions in flight, each a
+// pipeline run): it takes at least the time its bytes need at that rate, less the first window,
+// which goes at once. (A lower bound only: a slow machine makes it longer, never shorter.)
+TEST_P(ArrayBackgroundResyncTest, ACappedResyncTakesTheTimeItsCapSays) {
+  crash_with_broken_regions(2, 2);
+  AssembleReport report;
+  auto array = assemble_background(&report);
+  ASSERT_NE(array, nullptr);
+  const std::uint64_t bytes = report.resync_pending_bytes;
+  ASSERT_GT(bytes, 0u);
+  InitControl control;
+  control.bytes_per_second = 8u << 20;
+  const auto started = std::chrono::steady_clock::now();
+  auto done = array->resync(control);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  ASSERT_TRUE(done->finished);
+  // Member bytes per member: the pending bytes are per member already (resync_pending_bytes).
+  const double at_least = static_cast<double>(bytes) / control.bytes_per_second - 0.1;
+  EXPECT_GE(took, at_least) << bytes << " bytes per member at 8 MiB/s took " << took << " s";
+}
+
 TEST_P(ArrayBackgroundResyncTest, AStoppedResyncResumesWithWhatItHadNotPassed) {
   crash_with_broken_regions(1, 2);
   AssembleReport report;

@@ -117,6 +117,29 @@ TEST(JobPaceTest, AModeFlippingAtEveryStepForgivesNothing) {
   EXPECT_LE(clock.now - Clock::time_point{}, 5'500ms);
 }
 
+// The window pipeline asks again at the same position while it waits (for the pace or for a
+// window in flight), and the array's activity may come and go meanwhile: a mode that flips and
+// flips back at one position keeps what is owed. (It was forgiven: graidd re-synced 32 MiB per
+// member in 0.1 s under --speed-limit-max 10.)
+TEST(JobPaceTest, AModeThatFlipsBackAtOnePositionForgivesNothing) {
+  FakeClock clock;
+  bool busy = false;
+  JobPace::Limits limits;
+  limits.speed = [] { return JobSpeed{10'000'000, 10'000'000, true}; };
+  limits.busy = [&] { return busy; };
+  JobPace pace(std::move(limits), 0, clock.timer());
+  EXPECT_FALSE(pace.next(0).wait);
+  const auto due = Clock::time_point{} + 400ms;  // 4 MB at 10 MB/s
+  EXPECT_EQ(pace.next(4'000'000).not_before, due);
+  for (int i = 0; i < 6; ++i) {
+    busy = !busy;
+    clock.work(1ms);
+    const JobPace::Step step = pace.next(4'000'000);
+    EXPECT_TRUE(step.wait) << "flip " << i;
+    EXPECT_EQ(step.not_before, due) << "flip " << i;
+  }
+}
+
 TEST(JobPaceTest, AJobThatDoesNotYieldIgnoresTheApplications) {
   FakeClock clock;
   JobPace::Limits limits;
