@@ -13,10 +13,11 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
-#include "array_run.h"
 #include "array_session.h"
 #include "backend.h"
 #include "cost_model.h"
@@ -24,9 +25,10 @@
 #include "interrupt.h"
 #include "member_files.h"
 #include "options.h"
-#include "raw_baseline.h"
-#include "raw_sweep.h"
+#include "profile_run.h"
 #include "report.h"
+#include "suite.h"
+#include "suite_options.h"
 #include "units.h"
 #include "verify.h"
 
@@ -151,80 +153,21 @@ int run(const BenchOptions& o) {
   std::vector<ProfileReport> reports;
   for (std::size_t i = 0; i < o.profiles.size(); ++i) {
     const Profile& profile = o.profiles[i];
-    ProfileReport best;
-    best.profile = profile;
-    best.cost = member_ios_per_array_io(*geometry, profile);
-    RawConfig raw;
-    raw.paths = members->paths();
-    raw.member_offset = raw_offset;
-    raw.member_bytes = raw_member_bytes - raw_offset;
-    raw.cost = best.cost;
-    raw.pattern = profile.pattern;
-    // Unless --raw-qd says otherwise, the raw run keeps as many member I/Os in flight as the
-    // array run does: --qd requests, each issuing its member I/Os of one phase (reads, then
-    // writes) at once. Fewer would understate what the members allow.
-    const auto per_phase =
-        static_cast<std::uint32_t>(std::ceil(std::max({best.cost.reads, best.cost.writes, 1.0})));
-    const std::uint32_t array_depth =
-        std::min<std::uint32_t>(o.queue_depth * per_phase, kMaxQueueDepth);
-    TimedRunConfig timing = timing_of(o);
-    timing.seconds = o.seconds / o.rounds;
-    raw.seed = o.seed;
-    if (o.raw_queue_depth != 0) {
-      raw.queue_depth = o.raw_queue_depth;
-    } else {
-      // The members at saturation (raw_sweep.h): short probes around that depth, best of.
-      RawConfig probe = raw;
-      probe.timing = {o.threads, std::min(o.warmup_seconds, 0.1),
-                      std::min(timing.seconds / 4, 0.5)};
-      const auto depths = sweep_queue_depths(array_depth, kMaxQueueDepth);
-      auto sweep = sweep_raw(depths, [&](std::uint32_t qd) -> Result<double> {
-        probe.queue_depth = qd;
-        auto figures = run_raw_baseline(probe);
-        if (!figures.is_ok()) return figures.status();
-        return figures->iops();
-      });
-      if (!sweep.is_ok()) return fail(sweep.status());
-      raw.queue_depth = sweep->best_queue_depth;
-      best.raw_sweep = sweep->points;
-    }
-    best.raw_queue_depth = raw.queue_depth;
-    raw.timing = timing;
-
-    std::vector<ProfileReport> rounds;
-    for (std::uint32_t round = 0; round < o.rounds; ++round) {
-      ProfileReport r = best;
-      raw.seed = o.seed + round;
-      auto figures = run_raw_baseline(raw);
-      if (!figures.is_ok()) return fail(figures.status());
-      r.raw = *figures;
-      if (session) {
-        ArrayRunConfig config{profile, setup.span, o.queue_depth, timing, o.seed + round};
-        auto array_figures = run_array_workload(*session, config);
-        if (!array_figures.is_ok()) {
-          return fail(make_error(array_figures.status().code(), "{}: {}", profile.name,
-                                 array_figures.status().message()));
-        }
-        r.array = *array_figures;
-      }
-      rounds.push_back(r);
-    }
-    // Report the round with the median ratio (raw-only: the median raw IOPS), and every
-    // round's ratio.
-    std::sort(rounds.begin(), rounds.end(), [](const ProfileReport& a, const ProfileReport& b) {
-      return a.ratio() ? a.ratio().value_or(0) < b.ratio().value_or(0)
-                       : a.raw.iops() < b.raw.iops();
-    });
-    if (session && session->parity_device_failed()) {
-      return fail(make_error(Errc::kIoError,
-                             "{}: the parity device ({}) failed during the run and parity went "
-                             "to the cpu (see the log); no figure of this run is the device's",
-                             profile.name, session->backend_name()));
-    }
-    ProfileReport r = rounds[rounds.size() / 2];
-    for (const ProfileReport& each : rounds) {
-      if (each.ratio()) r.round_ratios.push_back(*each.ratio());
-    }
+    MeasureConfig measure;
+    measure.paths = members->paths();
+    measure.raw_offset = raw_offset;
+    measure.raw_bytes = raw_member_bytes - raw_offset;
+    measure.session = session.get();
+    measure.span = setup.span;
+    measure.queue_depth = o.queue_depth;
+    measure.raw_queue_depth = o.raw_queue_depth;
+    measure.timing = timing_of(o);
+    measure.rounds = o.rounds;
+    measure.seed = o.seed;
+    measure.target_iops = o.target_iops;
+    auto measured = measure_profile(measure, profile, member_ios_per_array_io(*geometry, profile));
+    if (!measured.is_ok()) return fail(measured.status());
+    ProfileReport r = std::move(*measured);
     if (session && o.verify) {
       VerifyConfig check{std::min(setup.span, o.verify_bytes), profile.block_bytes, o.queue_depth,
                          o.seed + i + 1};
@@ -263,6 +206,16 @@ int main(int argc, char** argv) {
     // the table or JSON, so the engine's messages go to stderr instead.
     spdlog::set_default_logger(spdlog::stderr_color_mt("graid-bench"));
     graid::bench::install_interrupt_handlers();
+    if (argc > 1 && std::string_view(argv[1]) == "suite") {
+      auto suite = graid::bench::parse_suite_command_line(argc, argv);
+      if (const int* code = std::get_if<int>(&suite)) return *code;
+      std::string command = "graid-bench";
+      for (int i = 1; i < argc; ++i) {
+        command += ' ';
+        command += argv[i];
+      }
+      return graid::bench::run_suite(std::get<graid::bench::SuiteOptions>(suite), command);
+    }
     auto parsed = graid::bench::parse_command_line(argc, argv);
     if (const int* code = std::get_if<int>(&parsed)) return *code;
     return graid::bench::run(std::get<graid::bench::BenchOptions>(parsed));

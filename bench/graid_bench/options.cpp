@@ -149,6 +149,10 @@ Status validate(const RawArgs& raw, BenchOptions& o) {
   if (!verify_bytes.is_ok()) return verify_bytes.status();
   o.verify_bytes = *verify_bytes;
   o.format = raw.format == "json" ? OutputFormat::kJson : OutputFormat::kTable;
+  if (o.target_iops < 0 || o.target_iops > 1e9) {
+    return make_error(Errc::kInvalidArgument, "--rate {}: must be 0 (closed loop) to 1e9",
+                      o.target_iops);
+  }
   if (o.raw_only && o.verify) {
     return make_error(Errc::kInvalidArgument,
                       "--verify checks the array; it cannot go with --raw-only");
@@ -189,10 +193,11 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
                  "write-hole journal policy of the RAID5/6 array: off, degraded-only (journals "
                  "nothing while the array is optimal) or always")
       ->capture_default_str();
-  app.add_option("--profile", raw.profiles,
-                 "workload profile(s): 4k-randread, 4k-randwrite, 64k-randwrite, 64k-seqread, "
-                 "64k-seqwrite, 1m-seqread, 1m-seqwrite, 8k-randrw70/80/90, or all; repeat or "
-                 "separate with commas (default 4k-randread)");
+  app.add_option(
+      "--profile", raw.profiles,
+      "workload profile(s): 4k-randread, 4k-randwrite, 64k-randwrite, 64k-seqread, "
+      "64k-seqwrite, 1m-seqread, 1m-seqwrite, 8k-randrw70/80/90, 16k-randrw60, or all; repeat or "
+      "separate with commas (default 4k-randread)");
   app.add_option("--qd", o.queue_depth, "requests in flight per thread")->capture_default_str();
   app.add_option("--raw-qd", o.raw_queue_depth,
                  "member I/Os in flight per thread in the raw baseline (default: the best of a "
@@ -226,6 +231,9 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
   app.add_flag("--force", o.force,
                "required with --member: confirms that the members' contents (graid superblocks "
                "included) may be overwritten");
+  app.add_option("--rate", o.target_iops,
+                 "open loop: array requests per second (all threads), at most --qd in flight per "
+                 "thread, latency counted from when each was due (default: closed loop)");
   app.add_option("--seed", o.seed, "seed of the offset and data generators")->capture_default_str();
   try {
     app.parse(argc, argv);

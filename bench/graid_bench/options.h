@@ -43,6 +43,7 @@ struct BenchOptions {
   std::uint64_t verify_bytes = 64ull << 20;
   bool force = false;
   std::uint64_t seed = 1;
+  double target_iops = 0;  // --rate: open loop at this many requests per second; 0 = closed
 };
 
 // Smallest member a run accepts: room for metadata and enough stripes to spread I/O over.

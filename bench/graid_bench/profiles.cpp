@@ -21,6 +21,8 @@ constexpr std::array kProfiles = {
     // Database-like mixes the reviews use alongside the 70/30 one.
     Profile{"8k-randrw80", 8 * kKiB, AccessPattern::kRandom, 80},
     Profile{"8k-randrw90", 8 * kKiB, AccessPattern::kRandom, 90},
+    // A database mix with larger pages and more writes (the suite's "16K 60/40").
+    Profile{"16k-randrw60", 16 * kKiB, AccessPattern::kRandom, 60},
 };
 
 std::string known_names() {

@@ -1,6 +1,7 @@
 // Printing results: a readable table (default) or a JSON array, one entry per profile.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -45,6 +46,13 @@ struct ProfileReport {
   // The most array requests per second the members allow: raw member IOPS over member I/Os per
   // array request.
   double limit_iops() const noexcept { return cost.total() > 0 ? raw.iops() / cost.total() : 0; }
+  // The most member IOPS any raw run of this profile gave: the rounds' and the sweep's probes.
+  double best_raw_iops() const noexcept {
+    double best = raw.iops();
+    for (const SweepPoint& p : raw_sweep)
+      best = std::max(best, p.iops);
+    return best;
+  }
   std::optional<double> ratio() const noexcept {
     if (!array || limit_iops() <= 0) return std::nullopt;
     return array->iops() / limit_iops();
