@@ -200,8 +200,13 @@ def plot_latency(plt, rows, out_dir):
     if not points:
         return None
     groups = sorted({(r["level"], r["state"], r["profile"]) for r in points})
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 4), squeeze=False)
-    for ax, (level, state, profile) in zip(axes[0], groups):
+    cols = min(3, len(groups))
+    rows_n = (len(groups) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5 * cols, 4 * rows_n), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[len(groups):]:
+        ax.set_visible(False)
+    for ax, (level, state, profile) in zip(flat, groups):
         chosen = [r for r in points
                   if (r["level"], r["state"], r["profile"]) == (level, state, profile)]
         for name in sorted({series(r) for r in chosen}):
