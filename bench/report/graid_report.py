@@ -102,8 +102,11 @@ def series(row):
         name = f"graid {row['backend']}"
     else:
         name = row["engine"]
-    if row["frontend"] != "in-process":
-        name += f" ({row['frontend']})"
+    where = [row["frontend"]] if row["frontend"] != "in-process" else []
+    if row.get("members_kind"):
+        where.append(row["members_kind"])
+    if where:
+        name += f" ({', '.join(where)})"
     return name
 
 
@@ -331,6 +334,8 @@ def main(argv):
         print(f"graid_report: {e}", file=sys.stderr)
         return 2
     rows = [row for doc in docs for row in doc["rows"]]
+    # The plots show arrays; a raw reference drive (md-compare's) is in the tables only.
+    arrays = [row for row in rows if row["engine"] != "raw"]
     if not rows:
         print("graid_report: no rows in the input", file=sys.stderr)
         return 2
@@ -349,11 +354,11 @@ def main(argv):
         return 1
     os.makedirs(args.out, exist_ok=True)
     plots = []
-    for level in sorted({r["level"] for r in rows}):
-        plots.append(plot_bars(plt, rows, level, args.out))
-        plots.append(plot_states(plt, rows, level, args.out))
-    plots.append(plot_latency(plt, rows, args.out))
-    plots.append(plot_cpu(plt, rows, args.out))
+    for level in sorted({r["level"] for r in arrays}):
+        plots.append(plot_bars(plt, arrays, level, args.out))
+        plots.append(plot_states(plt, arrays, level, args.out))
+    plots.append(plot_latency(plt, arrays, args.out))
+    plots.append(plot_cpu(plt, arrays, args.out))
     plots = [p for p in plots if p]
     with open(os.path.join(args.out, "report.md"), "w", encoding="utf-8") as f:
         f.write(markdown(docs, rows, plots) + "\n")

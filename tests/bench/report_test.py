@@ -12,6 +12,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "bench", "report", "graid_report.py")
+MD_COMPARE = os.path.join(HERE, "..", "..", "bench", "report", "md_compare_to_report.py")
+MD_FIXTURE = os.path.join(HERE, "md_compare")
 FIXTURE = os.path.join(HERE, "report_fixture.json")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -101,6 +103,42 @@ class ReportTest(unittest.TestCase):
         r = run("--check", path)
         self.assertEqual(r.returncode, 2)
         self.assertIn("row 2", r.stderr)
+
+    def test_md_compare_results_join_the_report(self):
+        doc = os.path.join(self.tmp.name, "md.json")
+        r = subprocess.run([sys.executable, MD_COMPARE, MD_FIXTURE, "--kernel", "6.12", "--out",
+                            doc], capture_output=True, text=True, check=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(doc, encoding="utf-8") as f:
+            md = json.load(f)
+        rows = {(x["engine"], x["profile"]): x for x in md["rows"]}
+        self.assertEqual(len(md["rows"]), 4, "an unknown profile is left out")
+        g = rows[("graid", "4k-randwrite")]
+        self.assertEqual((g["frontend"], g["members_kind"], g["level"]), ("ublk", "brd", "raid5"))
+        self.assertAlmostEqual(g["iops"], 15000)
+        self.assertAlmostEqual(g["lat_us"]["p99"], 5000)
+        self.assertAlmostEqual(g["limit_share"], 15000 / 14000)
+        self.assertIn("limit_reason", g)
+        mix = rows[("graid", "8k-randrw70")]  # both directions: mean weighted, percentiles the larger
+        self.assertAlmostEqual(mix["iops"], 33333.3, places=0)
+        self.assertAlmostEqual(mix["lat_us"]["mean"], (0.7 * 1000000 + 0.3 * 2000000) / 1000)
+        self.assertAlmostEqual(mix["lat_us"]["p999"], 9000)
+        self.assertEqual(rows[("md", "4k-randwrite")]["frontend"], "kernel")
+        self.assertIsNone(rows[("raw", "4k-randwrite")]["limit_share"])
+        # Merged with the suite's rows into one report.
+        r = run("--out", self.out, FIXTURE, doc)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.out, "report.md"), encoding="utf-8") as f:
+            report = f.read()
+        self.assertIn("| raid5 | optimal | 4k-randwrite | md (kernel, brd) |", report)
+        self.assertIn("| raw | optimal | 4k-randwrite | raw (block, brd) |", report)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "iops-raw.png")))
+        empty = os.path.join(self.tmp.name, "empty")
+        os.mkdir(empty)
+        r = subprocess.run([sys.executable, MD_COMPARE, empty, "--kernel", "6.12", "--out", doc],
+                           capture_output=True, text=True, check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no perf-TARGET-PROFILE.json", r.stderr)
 
     def test_no_input_is_a_usage_error(self):
         r = run("--out", self.out)
