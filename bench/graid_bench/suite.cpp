@@ -29,6 +29,11 @@
 #ifndef GRAID_REPORT_SCRIPT
 #define GRAID_REPORT_SCRIPT ""
 #endif
+#ifndef GRAID_NBD_SCRIPT
+#define GRAID_NBD_SCRIPT ""
+#define GRAID_GRAIDD ""
+#define GRAID_GRAIDCTL ""
+#endif
 
 namespace graid::bench {
 
@@ -83,6 +88,7 @@ std::string python() {
 
 // Runs argv, waits; its exit status, or -1 when it could not be started.
 int run_program(const std::vector<std::string>& argv) {
+  std::fflush(stdout);  // what was printed comes before the child's output
   const pid_t pid = ::fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -294,6 +300,8 @@ class Suite {
   }
 
   const std::vector<SuiteRow>& rows() const { return rows_; }
+  std::uint64_t member_bytes() const { return member_bytes_; }
+  double seconds() const { return seconds_; }
 
  private:
   const SuiteOptions& o_;
@@ -343,16 +351,42 @@ int run_suite(const SuiteOptions& o, const std::string& command) {
   const std::string json = o.out + "/suite.json";
   if (Status s = suite.write(json); !s.is_ok()) return fail(s);
   std::printf("graid-bench suite: %zu rows in %s\n", suite.rows().size(), json.c_str());
-  if (!o.plots) return 0;
+  std::vector<std::string> inputs = {json};
+  int status = 0;
+  if (o.nbd) {
+    // Through graidd over NBD: this build's daemon and CLI, fio as the client.
+    const std::string nbd_json = o.out + "/nbd.json";
+    std::string parity = "auto";
+    if (!o.backends.empty()) {
+      parity = std::find(o.backends.begin(), o.backends.end(), "cuda") != o.backends.end() ? "cuda"
+                                                                                           : "cpu";
+    }
+    const int rc =
+        run_program({"bash", GRAID_NBD_SCRIPT, GRAID_GRAIDD, GRAID_GRAIDCTL, work,
+                     std::to_string(std::min<std::uint64_t>(suite.member_bytes(), 256ull << 20)),
+                     fmt::format("{:g}", suite.seconds()), parity, nbd_json});
+    if (rc == 0) {
+      inputs.push_back(nbd_json);
+      std::printf("graid-bench suite: the NBD rows in %s\n", nbd_json.c_str());
+    } else {
+      status = fail(make_error(Errc::kIoError,
+                               "the rows through NBD failed ({} exited with {}); --no-nbd leaves "
+                               "them out",
+                               GRAID_NBD_SCRIPT, rc));
+    }
+  }
+  if (!o.plots) return status;
   const std::string script = o.report_script.empty() ? GRAID_REPORT_SCRIPT : o.report_script;
-  const int rc = run_program({python(), script, "--out", o.out, json});
+  std::vector<std::string> argv = {python(), script, "--out", o.out};
+  argv.insert(argv.end(), inputs.begin(), inputs.end());
+  const int rc = run_program(argv);
   if (rc != 0) {
     return fail(make_error(Errc::kIoError,
-                           "the plots failed ({} --out {} {} exited with {}); suite.json is "
+                           "the plots failed ({} --out {} ... exited with {}); the JSON is "
                            "complete",
-                           script, o.out, json, rc));
+                           script, o.out, rc));
   }
-  return 0;
+  return status;
 }
 
 }  // namespace graid::bench

@@ -66,6 +66,7 @@ std::variant<SuiteOptions, int> parse_suite_command_line(int argc, char** argv) 
   std::string member_size;
   double rebuild_mb = 100;
   bool no_plots = false;
+  bool no_nbd = false;
   CLI::App app{
       "graid-bench suite: the benchmark report. RAID5 and RAID6 (RAID10 and RAID0 optimal, for\n"
       "reference) with every parity backend available, optimal, degraded and rebuilding, the\n"
@@ -89,6 +90,9 @@ std::variant<SuiteOptions, int> parse_suite_command_line(int argc, char** argv) 
   app.add_option("--report-script", o.report_script,
                  "the plotting script (default: bench/report/graid_report.py of this build)");
   app.add_flag("--no-plots", no_plots, "write suite.json and the table only");
+  app.add_flag("--no-nbd", no_nbd,
+               "skip the rows through graidd over NBD (they need this build's graidd and "
+               "graidctl, and fio)");
   app.add_option("--seed", o.seed, "seed of the offset and data generators")->capture_default_str();
   try {
     app.parse(argc - 1, argv + 1);  // argv[1] is "suite"
@@ -115,6 +119,7 @@ std::variant<SuiteOptions, int> parse_suite_command_line(int argc, char** argv) 
   }
   o.rebuild_bytes_per_second = static_cast<std::uint64_t>(rebuild_mb * 1e6);
   o.plots = !no_plots;
+  o.nbd = !no_nbd;
   if (Status status = validate_suite_options(o); !status.is_ok()) {
     std::fprintf(stderr, "graid-bench suite: %s\n", status.message().c_str());
     return kUsageError;

@@ -23,6 +23,7 @@ struct SuiteOptions {
   std::uint64_t rebuild_bytes_per_second = 100'000'000;  // per member, the rebuilding state's
   std::string report_script;  // the plotting script; empty = the build's bench/report copy
   bool plots = true;          // run the plotting script on suite.json
+  bool nbd = true;            // also through graidd over NBD (three profiles; nbd.json)
   std::uint64_t seed = 1;
 };
 

@@ -54,6 +54,11 @@ TEST_F(BenchSuiteOptionsTest, DefaultsAndQuick) {
   EXPECT_EQ(p.options->dir, dir_.path());
   EXPECT_EQ(p.options->rebuild_bytes_per_second, 100'000'000u);
   EXPECT_EQ(p.options->member_size, 0u);  // the plan's
+  EXPECT_TRUE(p.options->nbd);
+  auto q = parse({"--dir", dir_.path(), "--no-nbd", "--no-plots"});
+  ASSERT_TRUE(q.options) << q.err;
+  EXPECT_FALSE(q.options->nbd);
+  EXPECT_FALSE(q.options->plots);
 }
 
 TEST_F(BenchSuiteOptionsTest, EveryBadOptionIsAClearError) {
