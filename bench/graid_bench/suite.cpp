@@ -154,6 +154,13 @@ class Suite {
       for (auto [level, n] : {std::pair{RaidLevel::kRaid10, 4u}, std::pair{RaidLevel::kRaid0, 4u}})
         cases.push_back(SuiteCase{level, n, backends.back(), false, profiles, {}, {}});
     }
+    if (!o_.levels.empty()) {
+      std::erase_if(cases, [&](const SuiteCase& c) {
+        return std::find(o_.levels.begin(), o_.levels.end(), c.level) == o_.levels.end();
+      });
+      ref_for_scale = ref_for_scale && std::find(o_.levels.begin(), o_.levels.end(),
+                                                 RaidLevel::kRaid5) != o_.levels.end();
+    }
     if (ref_for_scale) {
       cases.push_back(
           SuiteCase{RaidLevel::kRaid5, 5, "ref", false, profiles_named({"4k-randwrite"}), {}, {}});
@@ -180,6 +187,7 @@ class Suite {
     setup.strip_bytes = kStrip;
     setup.member_bytes = member_bytes_;
     setup.backend = session.backend_name();
+    setup.device = session.parity_device();
     setup.threads = o_.threads;
     setup.queue_depth = o_.queue_depth;
     setup.span = std::min(session.capacity(), geometry->data_capacity(member_bytes_));

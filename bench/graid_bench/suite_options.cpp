@@ -67,6 +67,7 @@ std::variant<SuiteOptions, int> parse_suite_command_line(int argc, char** argv) 
   double rebuild_mb = 100;
   bool no_plots = false;
   bool no_nbd = false;
+  std::vector<std::string> levels;
   CLI::App app{
       "graid-bench suite: the benchmark report. RAID5 and RAID6 (RAID10 and RAID0 optimal, for\n"
       "reference) with every parity backend available, optimal, degraded and rebuilding, the\n"
@@ -81,6 +82,9 @@ std::variant<SuiteOptions, int> parse_suite_command_line(int argc, char** argv) 
   app.add_option("--backend", o.backends,
                  "parity backend(s) to compare: cpu, cuda, ref; repeat (default: cuda when a GPU "
                  "is usable, and cpu; ref on one profile for scale)");
+  app.add_option("--level", levels,
+                 "only these of the plan's levels (repeat): raid5, raid6; raid10 and raid0 in "
+                 "the full plan");
   app.add_option("--seconds", o.seconds, "measured seconds per run (default 0.5 quick, 2 full)");
   app.add_option("--threads", o.threads, "I/O threads")->capture_default_str();
   app.add_option("--qd", o.queue_depth, "requests in flight per thread")->capture_default_str();
@@ -112,6 +116,18 @@ std::variant<SuiteOptions, int> parse_suite_command_line(int argc, char** argv) 
     std::fprintf(stderr, "graid-bench suite: --rebuild-speed %g: must be 1 to 1000000 MB/s\n",
                  rebuild_mb);
     return kUsageError;
+  }
+  for (const std::string& l : levels) {
+    auto level = parse_raid_level(l);
+    if (!level.is_ok() ||
+        (*level != RaidLevel::kRaid5 && *level != RaidLevel::kRaid6 &&
+         (o.quick || (*level != RaidLevel::kRaid10 && *level != RaidLevel::kRaid0)))) {
+      std::fprintf(stderr, "graid-bench suite: --level %s: the %s plan has raid5 and raid6%s\n",
+                   l.c_str(), o.quick ? "quick" : "full",
+                   o.quick ? "" : " (and raid10, raid0 for reference)");
+      return kUsageError;
+    }
+    o.levels.push_back(*level);
   }
   if (app.count("--seconds") > 0 && !(o.seconds > 0)) {
     std::fprintf(stderr, "graid-bench suite: --seconds %g: must be more than 0\n", o.seconds);

@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "graid/geometry.h"
 #include "graid/status.h"
 
 namespace graid::bench {
@@ -17,6 +18,7 @@ struct SuiteOptions {
   std::string dir = "/dev/shm";            // where member files are made (and removed)
   std::uint64_t member_size = 0;           // bytes per member; 0 = the plan's (256M quick, 1G)
   std::vector<std::string> backends;       // parity backends to compare; empty = auto
+  std::vector<RaidLevel> levels;           // only these of the plan's levels; empty = all
   double seconds = 0;                      // measured seconds per run; 0 = the plan's
   std::uint32_t threads = 1;
   std::uint32_t queue_depth = 32;

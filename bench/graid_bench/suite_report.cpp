@@ -63,6 +63,7 @@ std::string share_reason(const ProfileReport& report) {
 SuiteRow row_from(const ProfileReport& report, const RunSetup& setup, ArrayState state) {
   SuiteRow row;
   row.backend = setup.backend;
+  row.device = setup.device;
   row.level = setup.level;
   row.members = setup.members;
   row.strip_bytes = setup.strip_bytes;
@@ -97,6 +98,7 @@ std::string to_report_json(const SuiteHost& host, std::span<const SuiteRow> rows
     nlohmann::json j;
     j["engine"] = "graid";
     j["backend"] = r.backend;
+    if (!r.device.empty()) j["device"] = r.device;
     j["frontend"] = "in-process";
     j["level"] = r.level;
     j["members"] = r.members;

@@ -21,6 +21,7 @@ const char* array_state_name(ArrayState state) noexcept;
 
 struct SuiteRow {
   std::string backend;  // "cpu", "cuda", "ref" (as the backend names itself)
+  std::string device;   // the GPU the parity ran on (model, PCI address, ...); empty for the cpu
   std::string level;    // "raid5"
   std::uint32_t members = 0;
   std::uint32_t strip_bytes = 0;

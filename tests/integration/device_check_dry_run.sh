@@ -53,8 +53,13 @@ grep -q 'parity on the GPU' "$out/summary.txt" || fail "the demo did not run on 
 grep -q 'demo OK' "$out/summary.txt" || fail "the demo did not pass"
 grep -q 'verify 8k-randrw90: .* 0 mismatched' "$out/summary.txt" || fail "all-profile run incomplete"
 for f in kernel_test.json cuda_backend_test.json cuda_bench.json array_model_cuda_test.json \
-  graid-bench-cpu.json graid-bench-cuda.json graid-bench-cuda-batcher.json; do
+  suite/suite.json graid-bench-cuda-batcher.json; do
   [[ -s "$out/$f" ]] || fail "$f missing or empty"
+done
+# The report's subset: RAID6 rows of both backends in every state, in the report's schema.
+for want in '"schema": "graid-bench-report/1"' '"backend": "cpu"' '"backend": "cuda"' \
+  '"state": "degraded"' '"state": "rebuilding"'; do
+  grep -q "$want" "$out/suite/suite.json" || fail "suite.json lacks $want"
 done
 grep -q '"backend": "cuda+batcher"' "$out/graid-bench-cuda-batcher.json" ||
   fail "graid-bench --batcher JSON lacks its backend"

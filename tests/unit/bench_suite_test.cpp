@@ -79,6 +79,9 @@ TEST_F(BenchSuiteOptionsTest, EveryBadOptionIsAClearError) {
       {{"--dir", d, "--rebuild-speed", "0"}, "--rebuild-speed 0: must be 1 to"},
       {{"--dir", d, "--report-script", d + "/none.py"}, "--report-script " + d + "/none.py"},
       {{"--dir", d, "--out", "/etc/passwd"}, "--out /etc/passwd: exists and is not a directory"},
+      {{"--dir", d, "--level", "raid1"}, "--level raid1: the full plan has raid5 and raid6"},
+      {{"--dir", d, "--quick", "--level", "raid10"}, "--level raid10: the quick plan has raid5"},
+      {{"--dir", d, "--level", "7"}, "--level 7:"},
   };
   for (const auto& c : cases) {
     auto p = parse(c.args);
@@ -126,6 +129,15 @@ TEST(BenchSuitePlanTest, QuickAndFullPlans) {
   ASSERT_TRUE(with_ref.is_ok());
   EXPECT_EQ(with_ref->back().backend, "ref");
   EXPECT_EQ(with_ref->back().profiles.size(), 1u);
+  // --level keeps only those (the ref case is RAID5's).
+  o.quick = true;
+  o.backends = {"cpu", "ref"};
+  o.levels = {RaidLevel::kRaid6};
+  auto only6 = suite_plan(o);
+  ASSERT_TRUE(only6.is_ok());
+  ASSERT_EQ(only6->size(), 2u);  // RAID6 on cpu and on ref
+  for (const SuiteCase& c : *only6)
+    EXPECT_EQ(c.level, RaidLevel::kRaid6);
 }
 
 ProfileReport report_of(const char* name, AccessPattern pattern, double array_iops, double raw_iops,
