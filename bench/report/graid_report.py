@@ -102,7 +102,7 @@ def series(row):
         name = f"graid {row['backend']}"
     else:
         name = row["engine"]
-    where = [row["frontend"]] if row["frontend"] != "in-process" else []
+    where = [row["frontend"].replace("in-process", "in process")]
     if row.get("members_kind"):
         where.append(row["members_kind"])
     if where:
@@ -162,7 +162,7 @@ def plot_bars(plt, rows, level, out_dir):
     ax.margins(y=0.25)
     ax.set_ylabel("IOPS (log scale)")
     ax.set_title(f"{level}, optimal: IOPS per profile")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
     return save(fig, plt, out_dir, f"iops-{level}.png")
 

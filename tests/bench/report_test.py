@@ -61,7 +61,7 @@ class ReportTest(unittest.TestCase):
             md = f.read()
         for name in expected:
             self.assertIn(f"]({name})", md)
-        self.assertIn("| raid6 | rebuilding | 4k-randwrite | graid cpu |", md)
+        self.assertIn("| raid6 | rebuilding | 4k-randwrite | graid cpu (in process) |", md)
         self.assertIn("1.08 (the raw baseline ran at QD 32 only)", md)
         self.assertIn("## Latency against load", md)
 
