@@ -372,7 +372,7 @@ int run_suite(const SuiteOptions& o, const std::string& command) {
     const int rc =
         run_program({"bash", GRAID_NBD_SCRIPT, GRAID_GRAIDD, GRAID_GRAIDCTL, work,
                      std::to_string(std::min<std::uint64_t>(suite.member_bytes(), 256ull << 20)),
-                     fmt::format("{:g}", suite.seconds()), parity, nbd_json});
+                     fmt::format("{:g}", suite.seconds()), parity, nbd_json, json});
     if (rc == 0) {
       inputs.push_back(nbd_json);
       std::printf("graid-bench suite: the NBD rows in %s\n", nbd_json.c_str());

@@ -5,17 +5,20 @@
 # graid-bench-report/1 rows with frontend "nbd" (docs/benchmarks.md). CPU per request is graidd's
 # own user + system time over the fio run (/proc/PID/stat), not fio's.
 #
-#   nbd_frontend.sh GRAIDD GRAIDCTL WORK_DIR MEMBER_BYTES SECONDS PARITY OUT.json
+#   nbd_frontend.sh GRAIDD GRAIDCTL WORK_DIR MEMBER_BYTES SECONDS PARITY OUT.json [LIMITS.json]
 #
+# LIMITS.json, the suite's own suite.json: each row then gets the members' limit of its level and
+# profile from the suite's optimal in-process row (the same kind of member files, measured by the
+# suite's raw runs) and its share of it.
 # WORK_DIR must exist (member files, state dir and sockets go there, removed at the end); PARITY
 # is graidd's --parity (auto, cuda, cpu). Prints one line per row. Exit 0, or 1 with the reason
 # on stderr (graidd's log included when it did not start).
 set -euo pipefail
-if (($# != 7)); then
-  echo "usage: $0 GRAIDD GRAIDCTL WORK_DIR MEMBER_BYTES SECONDS PARITY OUT.json" >&2
+if (($# != 7 && $# != 8)); then
+  echo "usage: $0 GRAIDD GRAIDCTL WORK_DIR MEMBER_BYTES SECONDS PARITY OUT.json [LIMITS.json]" >&2
   exit 2
 fi
-graidd=$1 graidctl=$2 work=$3 member_bytes=$4 seconds=$5 parity=$6 out=$7
+graidd=$1 graidctl=$2 work=$3 member_bytes=$4 seconds=$5 parity=$6 out=$7 limits=${8:-}
 command -v fio >/dev/null || { echo "nbd_frontend: fio is not installed" >&2; exit 1; }
 dir=$(mktemp -d "$work/nbd-XXXXXX")
 sock="$dir/graidd.sock"
@@ -102,9 +105,21 @@ print(f"{row['level']:<6} {backend:<7} {'nbd':<10} {name:<14} {'-':>6} {iops:10.
 PY
   done
 done
-/usr/bin/python3 - "$rows" "$out" "$seconds" "$member_bytes" <<'PY'
+/usr/bin/python3 - "$rows" "$out" "$seconds" "$member_bytes" "$limits" <<'PY'
 import datetime, json, os, platform, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
+if sys.argv[5]:
+    suite = json.load(open(sys.argv[5]))
+    for r in rows:
+        ref = next((x for x in suite["rows"] if x["level"] == r["level"] and x["profile"] == r["profile"]
+                    and x["state"] == "optimal" and x["frontend"] == "in-process"
+                    and x.get("load_percent") is None and x.get("limit_iops")), None)
+        if ref:
+            r["limit_iops"] = ref["limit_iops"]
+            r["limit_share"] = r["iops"] / ref["limit_iops"]
+            if r["limit_share"] > 1.05:
+                r["limit_reason"] = (f"the limit is the suite's, measured on its own members "
+                                     f"({suite['host']['members']}), not this run's")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
 doc = {"schema": "graid-bench-report/1", "source": "graid-bench suite, through graidd over NBD",
        "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
