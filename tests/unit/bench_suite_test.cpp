@@ -187,6 +187,11 @@ TEST(BenchSuiteReportTest, TheLimitIsTheBestRawRunAndAShareAboveItNeedsAReason) 
   EXPECT_NE(share_reason(deepest).find("deepest allowed (QD 1024)"), std::string::npos);
   auto seq = report_of("64k-seqwrite", AccessPattern::kSequential, 140'000, 400'000, {});
   EXPECT_NE(share_reason(seq).find("coalesced"), std::string::npos);
+  EXPECT_NE(share_reason(seq).find("best raw run 400000 member IOPS"), std::string::npos)
+      << share_reason(seq);
+  // Three times the limit is no pattern's doing: the raw runs met other load.
+  auto far = report_of("1m-seqwrite", AccessPattern::kSequential, 300'000, 400'000, {});
+  EXPECT_NE(share_reason(far).find("met other load"), std::string::npos) << share_reason(far);
   // Degraded rows have no raw run: no limit, no share.
   ProfileReport degraded = r;
   degraded.raw = RunFigures{};
