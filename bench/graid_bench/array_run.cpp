@@ -101,16 +101,7 @@ class ArrayWorker final : public TimedWorker {
       const Clock::time_point now = Clock::now();
       const bool more = window.open_at(now);
       for (std::uint32_t slot : done_) {
-        BenchIo& io = slots_[slot];
-        if (!io.outcome.is_ok()) {
-          if (error.is_ok()) {
-            error = make_error(io.outcome.code(), "array {} of {} bytes at {}: {}",
-                               io.kind == IoKind::kRead ? "read" : "write", io.len, io.offset,
-                               io.outcome.message());
-          }
-          continue;
-        }
-        record(window, io, tally);
+        if (!settle(window, slots_[slot], tally, error)) continue;
         if (more && error.is_ok()) issue(slot, now);
       }
       done_.clear();
@@ -146,12 +137,23 @@ class ArrayWorker final : public TimedWorker {
     __kernel_timespec ts_{};
   };
 
-  void record(const Window& window, BenchIo& io, ThreadTally& tally) {
-    if (!window.counts(io.completed)) return;
+  // A completed request: tallied when inside the window, or, failed, its error kept in `error`
+  // unless an earlier one is there. False when it failed.
+  bool settle(const Window& window, const BenchIo& io, ThreadTally& tally, Status& error) {
+    if (!io.outcome.is_ok()) {
+      if (error.is_ok()) {
+        error = make_error(io.outcome.code(), "array {} of {} bytes at {}: {}",
+                           io.kind == IoKind::kRead ? "read" : "write", io.len, io.offset,
+                           io.outcome.message());
+      }
+      return false;
+    }
+    if (!window.counts(io.completed)) return true;
     (io.kind == IoKind::kRead ? tally.reads : tally.writes) += 1;
     tally.bytes += io.len;
     tally.latency_ns.record(static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(io.completed - io.submitted).count()));
+    return true;
   }
 
   // Open loop: request n of this thread is due at start + n / rate; it goes as soon as it is due
@@ -183,16 +185,7 @@ class ArrayWorker final : public TimedWorker {
         timer.arm(*ctx_, std::max(due_of(next), now + DueTimer::kMinTick));
       ctx_->poll(true);
       for (std::uint32_t slot : done_) {
-        BenchIo& io = slots_[slot];
-        if (!io.outcome.is_ok()) {
-          if (error.is_ok()) {
-            error = make_error(io.outcome.code(), "array {} of {} bytes at {}: {}",
-                               io.kind == IoKind::kRead ? "read" : "write", io.len, io.offset,
-                               io.outcome.message());
-          }
-        } else {
-          record(window, io, tally);
-        }
+        settle(window, slots_[slot], tally, error);
         free_slots.push_back(slot);
       }
       done_.clear();

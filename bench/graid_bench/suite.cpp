@@ -220,11 +220,10 @@ class Suite {
         run.target_iops = max * pct / 100;
         auto figures = run_array_workload(session, run);
         if (!figures.is_ok()) return figures.status();
-        SuiteRow row;
         ProfileReport report;
         report.profile = p;
         report.array = *figures;
-        row = row_from(report, setup, ArrayState::kOptimal);
+        SuiteRow row = row_from(report, setup, ArrayState::kOptimal);
         row.load_percent = pct;
         row.target_iops = run.target_iops;
         add(std::move(row));

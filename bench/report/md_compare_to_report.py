@@ -25,6 +25,10 @@ import os
 import re
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fio_json  # noqa: E402  (beside this script)
+
 SCHEMA = "graid-bench-report/1"
 PROFILES = {  # md-compare's name -> (the suite's name, block bytes, read percent)
     "1m-seqwrite": ("1m-seqwrite", 1 << 20, 0),
@@ -42,36 +46,11 @@ class ConvertError(Exception):
     pass
 
 
-def percentile(clat, key):
-    values = clat.get("percentile", {})
-    for k, v in values.items():
-        if abs(float(k) - key) < 1e-6:
-            return v / 1000.0
-    return None
-
-
 def figures(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            job = json.load(f)["jobs"][0]
-    except (OSError, ValueError, KeyError, IndexError) as e:
-        raise ConvertError(f"{path}: not fio JSON output ({e})") from None
-    sides = [job[d] for d in ("read", "write") if job.get(d, {}).get("total_ios", 0) > 0]
-    if not sides:
-        raise ConvertError(f"{path}: no I/O in the job")
-    ios = sum(s["total_ios"] for s in sides)
-    lat = {"mean": sum(s["lat_ns"]["mean"] * s["total_ios"] for s in sides) / ios / 1000.0,
-           "max": max(s["lat_ns"]["max"] for s in sides) / 1000.0}
-    for name, key in (("p50", 50.0), ("p99", 99.0), ("p999", 99.9)):
-        vals = [percentile(s.get("clat_ns", {}), key) for s in sides]
-        vals = [v for v in vals if v is not None]
-        if not vals:
-            raise ConvertError(f"{path}: no {key} percentile in clat_ns")
-        lat[name] = max(vals)
-    return {"iops": sum(s["iops"] for s in sides),
-            "mb_per_s": sum(s["bw_bytes"] for s in sides) / 1e6,
-            "seconds": job.get("job_runtime", 0) / 1000.0,
-            "lat_us": lat}
+        return fio_json.figures(path)
+    except fio_json.FioJsonError as e:
+        raise ConvertError(str(e)) from None
 
 
 def limits(logdir):

@@ -19,6 +19,7 @@ if (($# != 7 && $# != 8)); then
   exit 2
 fi
 graidd=$1 graidctl=$2 work=$3 member_bytes=$4 seconds=$5 parity=$6 out=$7 limits=${8:-}
+here=$(cd "$(dirname "$0")" && pwd)  # fio_json.py lives beside this script
 command -v fio >/dev/null || { echo "nbd_frontend: fio is not installed" >&2; exit 1; }
 dir=$(mktemp -d "$work/nbd-XXXXXX")
 sock="$dir/graidd.sock"
@@ -70,28 +71,23 @@ for lv in 5 6; do
       --group_reporting --output-format=json --output="$dir/fio.json" >/dev/null 2>"$dir/fio.err" ||
       { echo "nbd_frontend: fio $name on RAID$lv failed: $(head -c 300 "$dir/fio.err")" >&2; exit 1; }
     c1=$(cpu_ticks)
-    /usr/bin/python3 - "$dir/fio.json" "$lv" "$name" "$backend" "$(((c1 - c0)))" "$tick" "$rows" <<'PY'
+    /usr/bin/python3 - "$dir/fio.json" "$lv" "$name" "$backend" "$(((c1 - c0)))" "$tick" "$rows" \
+      "$here" <<'PY'
 import json, sys
-path, lv, name, backend, ticks, tick, rows = sys.argv[1:]
-job = json.load(open(path))["jobs"][0]
-sides = [job[d] for d in ("read", "write") if job[d]["total_ios"] > 0]
-ios = sum(s["total_ios"] for s in sides)
-iops = sum(s["iops"] for s in sides)
-seconds = job["job_runtime"] / 1000.0
-def pct(s, k):
-    return next(v for kk, v in s["clat_ns"]["percentile"].items() if abs(float(kk) - k) < 1e-6) / 1000
+path, lv, name, backend, ticks, tick, rows, here = sys.argv[1:]
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, here)
+import fio_json
+fio = fio_json.figures(path)
+iops, seconds = fio["iops"], fio["seconds"]
 cpu = int(ticks) / int(tick)
 done = iops * seconds
 block = {"1m-seqwrite": 1 << 20, "4k-randwrite": 4096, "4k-randread": 4096}[name]
 row = {"engine": "graid", "backend": backend, "frontend": "nbd", "level": f"raid{lv}",
        "members": 5 if lv == "5" else 6, "strip_bytes": 65536, "state": "optimal", "profile": name,
        "block_bytes": block, "read_percent": 100 if name == "4k-randread" else 0,
-       "threads": 1, "qd": 32, "seconds": seconds, "iops": iops,
-       "mb_per_s": sum(s["bw_bytes"] for s in sides) / 1e6,
-       "lat_us": {"mean": sum(s["lat_ns"]["mean"] * s["total_ios"] for s in sides) / ios / 1000,
-                  "p50": max(pct(s, 50.0) for s in sides), "p99": max(pct(s, 99.0) for s in sides),
-                  "p999": max(pct(s, 99.9) for s in sides),
-                  "max": max(s["lat_ns"]["max"] for s in sides) / 1000},
+       "threads": 1, "qd": 32, "seconds": seconds, "iops": iops, "mb_per_s": fio["mb_per_s"],
+       "lat_us": fio["lat_us"],
        "cpu_us_per_io": cpu / done * 1e6 if done else None,
        "cores_per_miops": cpu / done * 1e6 if done else None,
        "limit_iops": None, "limit_share": None, "load_percent": None, "target_iops": None}
