@@ -286,6 +286,14 @@ Status Registry::start() {
       pd.superblock = true;
       pd.sb_uuid = exam->array_uuid;
       groups[exam->array_uuid].push_back(&pd);
+    } else if (exam.status().code() != Errc::kNotFound) {
+      // Graid metadata this build cannot use (damaged, or a newer format): in no DG, and no DG
+      // takes it without --force.
+      auto found = Array::find_metadata(*pd.device);
+      pd.message = fmt::format("carries {}: not assembled, and no dg takes it without --force",
+                               found.is_ok() ? found->description : exam.status().message());
+      spdlog::warn("pd {} ({}) {}", pd.id, pd.path, pd.message);
+      events_.add("pd_unreadable_metadata", std::nullopt, pd.id, std::nullopt, pd.message);
     }
   }
   // DGs the state knows whose PDs are all gone: offline, kept so the id stays taken.

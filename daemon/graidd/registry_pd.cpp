@@ -92,18 +92,16 @@ Result<json> Registry::create_pd(const json& args) {
                         "{} is too small: {} bytes; a PD needs at least {} (1 MiB of metadata "
                         "and 1 MiB of data)",
                         c.path, c.device->size(), kMinPdBytes);
-    auto exam = Array::examine(*c.device);
-    if (exam.is_ok() || exam.status().code() == Errc::kCorrupt) {
+    // Graid metadata of any kind: a readable superblock, a damaged one, or one of a format this
+    // build cannot read (never taken for a blank drive).
+    auto metadata = Array::find_metadata(*c.device);
+    if (!metadata.is_ok()) return metadata.status();
+    if (metadata->kind != GraidMetadata::Kind::kNone) {
       if (!force) {
-        const std::string what =
-            exam.is_ok()
-                ? fmt::format("the superblock of graid array {} ({}{}, slot {})", exam->array_uuid,
-                              raid_level_name(exam->level),
-                              exam->name.empty() ? "" : ", \"" + exam->name + "\"", exam->slot)
-                : "a damaged graid superblock";
+        const bool newer = metadata->kind == GraidMetadata::Kind::kUnknownFormat;
         return make_error(Errc::kInvalidArgument,
-                          "{} carries {}; add --force to erase it and take the drive", c.path,
-                          what);
+                          "{} carries {}: {}add --force to erase it and take the drive", c.path,
+                          metadata->description, newer ? "upgrade graid, or " : "");
       }
       c.erase = true;
     }

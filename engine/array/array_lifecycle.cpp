@@ -282,6 +282,10 @@ Result<MemberExamination> Array::examine(MemberDevice& member) {
   return out;
 }
 
+Result<GraidMetadata> Array::find_metadata(MemberDevice& member) {
+  return find_graid_metadata(member);
+}
+
 Status Array::erase_superblock(MemberDevice& member, std::string_view array_uuid) {
   const auto sb = read_superblock(member);
   if (!sb) {

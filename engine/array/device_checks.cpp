@@ -63,12 +63,30 @@ Status refuse_larger_block(MemberDevice& device, std::uint32_t array_block,
 }
 
 Status refuse_graid_superblock(MemberDevice& device) {
-  auto old = read_superblock(device);
-  if (!old) return Status::ok();
-  return make_error(Errc::kBusy,
-                    "{} already belongs to graid array {} ('{}'); nothing was changed (force "
-                    "overwrites it)",
-                    device.path(), old->array_uuid.to_string(), old->name);
+  auto found = find_graid_metadata(device);
+  if (!found) return found.status();
+  switch (found->kind) {
+    case GraidMetadata::Kind::kNone:
+      return Status::ok();
+    case GraidMetadata::Kind::kSuperblock: {
+      auto sb = read_superblock(device);
+      if (sb) {
+        return make_error(Errc::kBusy,
+                          "{} already belongs to graid array {} ('{}'); nothing was changed "
+                          "(force overwrites it)",
+                          device.path(), sb->array_uuid.to_string(), sb->name);
+      }
+      break;  // changed under us: named as found
+    }
+    case GraidMetadata::Kind::kUnknownFormat:
+      return make_error(Errc::kBusy,
+                        "{} holds {}; nothing was changed (upgrade graid, or force overwrites it)",
+                        device.path(), found->description);
+    case GraidMetadata::Kind::kDamaged:
+      break;
+  }
+  return make_error(Errc::kBusy, "{} holds {}; nothing was changed (force overwrites it)",
+                    device.path(), found->description);
 }
 
 }  // namespace graid

@@ -17,8 +17,10 @@ namespace graid {
 Status refuse_same_storage(std::span<const std::unique_ptr<MemberDevice>> devices);
 Status refuse_same_storage(std::span<MemberDevice* const> devices);
 
-// Refuses (kBusy, naming the array) a device that carries a readable graid superblock: it
-// belongs to an array, maybe a live one. Writes nothing.
+// Refuses (kBusy, naming what it found) a device that carries graid metadata: a readable
+// superblock (it belongs to an array, maybe a live one), a damaged one, or one of a format this
+// build cannot read (describe_graid_metadata); kIoError when its first block cannot be read.
+// Writes nothing.
 Status refuse_graid_superblock(MemberDevice& device);
 
 // The logical block size an array over `devices` must use: the largest of theirs. kInvalidArgument

@@ -25,6 +25,34 @@ Result<meta::Superblock> read_superblock(MemberDevice& m) {
   return meta::decode(buf->span());
 }
 
+Result<GraidMetadata> find_graid_metadata(MemberDevice& m) {
+  using Kind = GraidMetadata::Kind;
+  auto buf = AlignedBuffer::allocate(meta::kSuperblockSize, 4096);
+  if (!buf) return buf.status();
+  if (Status st = m.read_sync(meta::kSuperblockOffset, buf->span()); !st) {
+    return make_error(st.code(), "{}: reading its first block to look for graid metadata: {}",
+                      m.path(), st.message());
+  }
+  const auto version = meta::peek_version(buf->span());
+  if (!version) return GraidMetadata{};
+  auto sb = meta::decode(buf->span());
+  if (sb) {
+    return GraidMetadata{Kind::kSuperblock,
+                         fmt::format("the superblock of graid array {} ('{}', slot {})",
+                                     sb->array_uuid.to_string(), sb->name, sb->member_index)};
+  }
+  if (sb.status().code() == Errc::kUnsupported) {
+    return GraidMetadata{
+        Kind::kUnknownFormat,
+        fmt::format("graid metadata of format {}.{}, {} this build ({}.{})", version->major,
+                    version->minor,
+                    version->major > meta::kMajorVersion ? "newer than" : "unknown to",
+                    meta::kMajorVersion, meta::kMinorVersion)};
+  }
+  return GraidMetadata{Kind::kDamaged,
+                       fmt::format("a damaged graid superblock ({})", sb.status().message())};
+}
+
 std::vector<std::shared_ptr<MemberDevice>> live_members(const Array::State& s) {
   std::vector<std::shared_ptr<MemberDevice>> out;
   for (std::uint32_t m = 0; m < s.members.size(); ++m) {

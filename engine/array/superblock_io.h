@@ -21,6 +21,10 @@ std::uint64_t wall_clock_ns();
 // errors (kCorrupt, kUnsupported) otherwise.
 Result<meta::Superblock> read_superblock(MemberDevice& m);
 
+// What graid metadata `m` carries (Array::find_metadata), writing nothing. kIoError when its
+// first block cannot be read.
+Result<GraidMetadata> find_graid_metadata(MemberDevice& m);
+
 // The array's members by slot, null for failed or missing ones (what metadata is written to).
 std::vector<std::shared_ptr<MemberDevice>> live_members(const Array::State& s);
 // The devices that take writes, by slot: live members and those being rebuilt (null for the

@@ -633,6 +633,14 @@ Result<EncodedSuperblock> encode(const Superblock& sb) {
   return block;
 }
 
+std::optional<FormatVersion> peek_version(std::span<const std::byte> bytes) noexcept {
+  if (bytes.size() < kOffMinor + 2) return std::nullopt;
+  if (!std::equal(kSuperblockMagic.begin(), kSuperblockMagic.end(), bytes.begin()))
+    return std::nullopt;
+  return FormatVersion{get_le<std::uint16_t>(bytes, kOffMajor),
+                       get_le<std::uint16_t>(bytes, kOffMinor)};
+}
+
 Result<Superblock> decode(std::span<const std::byte> bytes) {
   // 1. Identity and integrity, on the frozen prefix only.
   if (bytes.size() < kSuperblockSize) {

@@ -297,6 +297,15 @@ Status encode(const Superblock& sb, std::span<std::byte> out);
 // The same into a fresh block.
 Result<EncodedSuperblock> encode(const Superblock& sb);
 
+// The format version a block claims in its frozen prefix (bytes 8..11), read without checking
+// anything else: what a refusal names when decode() answers kUnsupported. nullopt when the block
+// is shorter than the prefix or does not begin with the superblock magic.
+struct FormatVersion {
+  std::uint16_t major = 0;
+  std::uint16_t minor = 0;
+};
+std::optional<FormatVersion> peek_version(std::span<const std::byte> bytes) noexcept;
+
 // Parses a superblock from untrusted bytes (only the first kSuperblockSize bytes are read).
 // Fails with kCorrupt (truncated, bad magic, bad crc, any broken rule of validate()) or
 // kUnsupported (a major version this build does not know), the message naming the check. Never

@@ -1,11 +1,17 @@
 // The array API's contracts, one at a time: refusals that change nothing, VDs, coalescing into
 // full-stripe writes, plan choice, request validation, member errors and array failure.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <span>
 
 #include "array_harness.h"
+#include "meta/superblock.h"
+#include "superblock_bytes.h"
 
 namespace graid::testing {
 namespace {
@@ -93,6 +99,73 @@ TEST_F(ArrayApiTest, CreateRefusesAMemberOfAnotherArrayAndChangesNothing) {
   auto again = reassemble(none, 3);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   EXPECT_EQ((*again)->geometry().level(), RaidLevel::kRaid5);
+}
+
+// The bytes of a file, for "nothing was changed".
+std::vector<char> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A graid superblock this build cannot decode is graid metadata all the same: a damaged one, or
+// one of a newer format, is refused by create and add_spare as a readable one is (naming what it
+// is), not taken for a blank device; nothing is written; force overwrites it.
+TEST_F(ArrayApiTest, CreateAndAddSpareRefuseGraidMetadataTheyCannotDecode) {
+  auto first = make(RaidLevel::kRaid5, 4, 4096);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  ASSERT_TRUE((*first)->stop().is_ok());
+  first->reset();
+  stamp_superblock_version(files_.paths[0], 2, 0);
+  flip_bit(files_.paths[1], 150);  // damaged: a flipped bit in the array name
+  const std::vector<char> newer = file_bytes(files_.paths[0]);
+  const std::vector<char> damaged = file_bytes(files_.paths[1]);
+  const std::string this_build =
+      fmt::format("this build ({}.{})", meta::kMajorVersion, meta::kMinorVersion);
+  for (const std::uint32_t first_member : {0u, 1u}) {
+    std::vector<std::unique_ptr<MemberDevice>> devs;
+    for (std::uint32_t i = first_member; i < first_member + 3; ++i)
+      devs.push_back(std::move(*open_member(files_.paths[i])));
+    CreateOptions c;
+    c.level = RaidLevel::kRaid5;
+    c.strip_bytes = 4096;
+    auto refused = Array::create(std::move(devs), c, options());
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_EQ(refused.status().code(), Errc::kBusy) << refused.status().to_string();
+    const std::string& why = refused.status().message();
+    if (first_member == 0) {
+      EXPECT_NE(why.find("graid metadata of format 2.0, newer than " + this_build),
+                std::string::npos)
+          << why;
+    } else {
+      EXPECT_NE(why.find("a damaged graid superblock"), std::string::npos) << why;
+    }
+  }
+  EXPECT_EQ(file_bytes(files_.paths[0]), newer) << "a refusal writes nothing";
+  EXPECT_EQ(file_bytes(files_.paths[1]), damaged) << "a refusal writes nothing";
+
+  // As a spare of an array made of blank files.
+  ArrayFiles other;
+  auto devs = other.open(3, 4u << 20, true);
+  ASSERT_TRUE(devs.is_ok());
+  CreateOptions c;
+  c.level = RaidLevel::kRaid5;
+  c.strip_bytes = 4096;
+  auto array = Array::create(std::move(*devs), c, options());
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  for (const std::uint32_t i : {0u, 1u}) {
+    auto spare = (*array)->add_spare(std::move(*open_member(files_.paths[i])));
+    ASSERT_FALSE(spare.is_ok());
+    EXPECT_EQ(spare.status().code(), Errc::kBusy) << spare.status().to_string();
+  }
+  EXPECT_EQ(file_bytes(files_.paths[0]), newer);
+  EXPECT_EQ(file_bytes(files_.paths[1]), damaged);
+  auto forced = (*array)->add_spare(std::move(*open_member(files_.paths[0])), /*force=*/true);
+  EXPECT_TRUE(forced.is_ok()) << forced.status().to_string();
+  auto reread = open_member(files_.paths[0]);
+  ASSERT_TRUE(reread.is_ok());
+  auto examined = Array::examine(**reread);
+  ASSERT_TRUE(examined.is_ok()) << examined.status().to_string();
+  EXPECT_EQ(examined->array_uuid, (*array)->uuid());
 }
 
 TEST_F(ArrayApiTest, CreateRefusesBadShapesAndSmallMembers) {

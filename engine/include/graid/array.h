@@ -370,6 +370,20 @@ struct MemberExamination {
   std::vector<VdInfo> vds;
 };
 
+// The graid metadata a device carries (Array::find_metadata), for refusals.
+struct GraidMetadata {
+  enum class Kind : std::uint8_t {
+    kNone,           // no superblock magic: blank or erased
+    kSuperblock,     // a superblock this build reads
+    kDamaged,        // the magic, and a block that does not decode (kCorrupt)
+    kUnknownFormat,  // a format version this build does not know (a newer graid's)
+  };
+  Kind kind = Kind::kNone;
+  // In words: "the superblock of graid array <uuid> ('<name>', slot <n>)", "graid metadata of
+  // format 2.0, newer than this build (1.5)", "a damaged graid superblock (<why>)"; "" for kNone.
+  std::string description;
+};
+
 // What Array::readd_failed() decided for a device taken back into its role.
 struct ReaddPlan {
   // Member data bytes (a multiple of the strip) below which the device lacks only what the
@@ -775,6 +789,12 @@ class Array {
   // belongs: a blank or erased device), kCorrupt/kUnsupported as decoding finds, kIoError when
   // it cannot be read.
   static Result<MemberExamination> examine(MemberDevice& member);
+
+  // What graid metadata `member` carries (GraidMetadata), for a caller that refuses the device
+  // unless told to overwrite it. A device whose superblock examine() cannot decode still carries
+  // graid metadata: never take it for a blank one. Writes nothing; kIoError when its first block
+  // cannot be read.
+  static Result<GraidMetadata> find_metadata(MemberDevice& member);
 
   // Makes `member` carry no graid superblock any more (mdadm --zero-superblock): zeroes the
   // superblock block, the block kept for a backup superblock and the write-intent bitmap header

@@ -1,0 +1,79 @@
+// An administrator's day with graidctl, end to end: devices that hold data or graid metadata this
+// build cannot read are refused (and wiped only with --force), members that come back after a
+// restart, members removed while their DG runs, and the messages that say what happened.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "graidd_harness.h"
+#include "nbd_harness.h"
+#include "superblock_bytes.h"
+
+namespace graid::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The error message of a refused graidctl run (JSON form).
+std::string error_of(const CtlRun& r) {
+  if (!r.json.is_object() || !r.json.contains("error")) return describe(r);
+  return r.json["error"]["message"].get<std::string>();
+}
+
+// graid metadata this build cannot decode (a newer format, a damaged block) is not a blank
+// device: create pd refuses it naming what it is, and a PD that came to hold it while graidd was
+// down is neither assembled nor taken by create dg without --force.
+TEST_F(GraiddTest, MetadataThisBuildCannotReadIsNeverTakenForABlankDrive) {
+  make_pds(4);
+  ok({"create", "dg", "raid5", "0-2", "--strip", "16K"});
+  // Copies of a member's superblock, as a newer graid would have rewritten it and damaged.
+  const std::string newer = dir_.file("newer");
+  const std::string damaged = dir_.file("damaged");
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  for (const auto& to : {newer, damaged})
+    ASSERT_EQ(run_tool("cp --sparse=always '" + dir_.file("pd0") + "' '" + to + "'").status, 0);
+  stamp_superblock_version(newer, 2, 0);
+  flip_bit(damaged, 150);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  const json before = snapshot();
+  const std::string newer_bytes = file_text(newer);
+  CtlRun r = d_->ctl({"create", "pd", newer});
+  EXPECT_EQ(r.exit, 1) << describe(r);
+  EXPECT_NE(error_of(r).find("graid metadata of format 2.0, newer than this build"),
+            std::string::npos)
+      << error_of(r);
+  EXPECT_NE(error_of(r).find("upgrade graid, or add --force"), std::string::npos) << error_of(r);
+  r = d_->ctl({"create", "pd", damaged});
+  EXPECT_EQ(r.exit, 1) << describe(r);
+  EXPECT_NE(error_of(r).find("a damaged graid superblock"), std::string::npos) << error_of(r);
+  EXPECT_EQ(snapshot(), before);
+  EXPECT_EQ(file_text(newer), newer_bytes) << "a refusal writes nothing";
+
+  // pd 3 (free) comes to hold a newer graid's metadata while graidd is down.
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_EQ(run_tool("cp --sparse=always '" + newer + "' '" + dir_.file("pd3") + "'").status, 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  const json pd3 = ok({"describe", "pd", "3"});
+  EXPECT_EQ(pd3["dg_id"], nullptr) << pd3.dump();
+  EXPECT_NE(pd3["message"].get<std::string>().find("graid metadata of format 2.0"),
+            std::string::npos)
+      << pd3.dump();
+  const std::string pd3_bytes = file_text(dir_.file("pd3"));
+  make_pds(2);  // pds 4 and 5
+  r = d_->ctl({"create", "dg", "raid5", "3-5"});
+  EXPECT_NE(r.exit, 0) << describe(r);
+  EXPECT_NE(error_of(r).find("graid metadata of format 2.0"), std::string::npos) << error_of(r);
+  EXPECT_EQ(file_text(dir_.file("pd3")), pd3_bytes) << "a refusal writes nothing";
+  // --force takes it.
+  const json dg = ok({"create", "dg", "raid5", "3-5", "--force"});
+  EXPECT_EQ(dg["state"], "optimal") << dg.dump();
+}
+
+}  // namespace
+}  // namespace graid::testing
