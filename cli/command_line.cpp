@@ -299,6 +299,7 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       if (!id.is_ok()) return id.status();
       args[keys[i]] = *id;
     }
+    if (in.force) args["force"] = true;
     return Status::ok();
   }
   if ((verb == "start" || verb == "stop") && object == "check") {
@@ -425,6 +426,8 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       return Status::ok();
     }
     if (in.confirm) return usage("--confirm is for edit dg <id> force_online only; drop it");
+    if (in.force && !(object == "pd" && key == "hotspare" && value != "none"))
+      return usage("--force is for edit pd <id> hotspare <dg>|global only; drop it");
     if (object == "pd") {
       if (key == "io_mode") {
         if (value != "passthrough" && value != "block") {
@@ -458,6 +461,7 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     args[std::string(object) + "_id"] = *id;
     args["key"] = key;
     args["value"] = value;
+    if (in.force) args["force"] = true;
     return Status::ok();
   }
   if (verb == "stats") {
@@ -524,13 +528,14 @@ constexpr Leaf kLeaves[] = {
     {"delete", "vd", "delete vd <dg> <vd> --confirm [--force]"},
     {"edit", "dg", "edit dg <id> <key> <value> | edit dg <id> force_online --confirm"},
     {"edit", "pd",
-     "edit pd <id> marker offline|online | io_mode passthrough|block | hotspare <dg>|global|none"},
+     "edit pd <id> marker offline|online | io_mode passthrough|block | hotspare "
+     "<dg>|global|none [--force]"},
     {"edit", "vd", "edit vd <dg> <vd> size SIZE (grows it; shrinking is refused)"},
     {"export", "vd",
      "export vd <dg> <vd> --ublk | --nbd unix:PATH|tcp:ADDR:PORT [--read-only] [--name NAME] "
      "[--tls-psk FILE | --insecure-tcp]"},
     {"unexport", "vd", "unexport vd <dg> <vd> [--nbd] [--ublk] [--force]"},
-    {"replace", "pd", "replace pd <dg> <old pd> <new pd>"},
+    {"replace", "pd", "replace pd <dg> <old pd> <new pd> [--force]"},
     {"start", "check", "start check <dg> [--repair]"},
     {"stop", "check", "stop check <dg>"},
     {"stats", "", "stats [dg [<dg ids>] | vd [<dg> [<vd ids>]]] [--watch SECONDS]"},
@@ -593,7 +598,16 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
         name, [&dest](const std::string& value) { dest = value; }, help);
   };
   sub->add_option("ARGS", in.words, "see the usage line above")->expected(0, 1 << 20);
-  if (verb == "create") sub->add_flag("--force", in.force, "take drives with a foreign superblock");
+  if (verb == "create") {
+    sub->add_flag("--force", in.force,
+                  "take drives that carry graid metadata or other software's signatures "
+                  "(filesystems, partition tables, md, LVM...): erases and wipes them");
+  }
+  if ((verb == "replace" && object == "pd") || (verb == "edit" && object == "pd")) {
+    sub->add_flag("--force", in.force,
+                  "take a drive that holds other software's signatures (filesystems, partition "
+                  "tables, md, LVM...): wipes them");
+  }
   if (verb == "create" && object == "dg") {
     text("--strip", in.strip, "strip size, a power of two 4K..1M");
     text("--spare", in.spare, "hot spare pd ids");

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "graidd/block_device_users.h"
+#include "graidd/device_signatures.h"
 #include "graidd/request_args.h"
 #include "graidd/ublk_owner.h"
 
@@ -176,6 +177,27 @@ Result<std::unique_ptr<MemberDevice>> Registry::open_pd_device(const std::string
   o.exclusive = true;  // a block device in use (mounted, md, another graidd) is refused
   o.lock = true;       // a regular file another process holds is refused
   return open_member(path, o);
+}
+
+Result<bool> Registry::check_signatures(const std::string& path, bool force) {
+  auto found = probe_signatures(path);
+  if (!found.is_ok()) return found.status();
+  if (found->empty()) return false;
+  if (!force) {
+    return make_error(Errc::kInvalidArgument, "{}: add --force to wipe {} and use it",
+                      describe_signatures(path, *found), found->size() == 1 ? "it" : "them");
+  }
+  return true;
+}
+
+Status Registry::wipe_signatures_of(const std::string& path, std::optional<std::uint32_t> pd_id) {
+  auto wiped = wipe_signatures(path);
+  if (!wiped.is_ok()) return wiped.status();
+  if (wiped->empty()) return Status::ok();
+  const std::string what = describe_signatures(path, *wiped);
+  spdlog::warn("{}: wiped (--force)", what);
+  events_.add("pd_wiped", std::nullopt, pd_id, std::nullopt, what + ": wiped (--force)");
+  return Status::ok();
 }
 
 void Registry::drop_ring_files() {

@@ -174,11 +174,21 @@ class Registry {
   static void stop_jobs(Dg& dg);
   // Global hot spares (registry_spares.cpp): `edit pd <id> hotspare <dg>|global|none`; moving
   // a PD into a DG's spare slots; and giving global spares to DGs that need them.
-  Result<nlohmann::json> edit_pd_hotspare(Pd& pd, const std::string& value);
+  // `force`: wipe other software's signatures on it (check_signatures).
+  Result<nlohmann::json> edit_pd_hotspare(Pd& pd, const std::string& value, bool force);
   Status make_dg_spare(Pd& pd, Dg& dg, std::string_view why);
   void use_global_spares();
   void poke() const;  // makes wake_fd() readable; any thread
   Result<std::unique_ptr<MemberDevice>> open_pd_device(const std::string& path) const;
+  // Other software's signatures on the device at `path` (graidd/device_signatures.h), checked
+  // wherever a device is about to be written by graid (create pd, create dg, a spare, a
+  // replacement): kInvalidArgument naming what was found and where unless `force`; with
+  // `force`, true when there is something to wipe (wipe_signatures_of() then, once every check
+  // of the command has passed). Writes nothing.
+  static Result<bool> check_signatures(const std::string& path, bool force);
+  // Wipes them (--force) and records what went (event pd_wiped; `pd_id` when it is a PD).
+  Status wipe_signatures_of(const std::string& path, std::optional<std::uint32_t> pd_id);
+
   void reopen(Pd& pd);
   // The I/O threads' rings let go of the files of members no array holds any more (each thread
   // drops them at its next poll; this makes every thread poll twice).
@@ -191,8 +201,9 @@ class Registry {
   static constexpr std::chrono::milliseconds kReleaseWait{3000};
   Result<nlohmann::json> edit_pd_io_mode(Pd& pd, const std::string& value);  // registry_pd.cpp
   // replace pd of a working member: `to` becomes a copy of `from`, then takes its slot (the
-  // DG's redundancy job runs the copy; sync_slots() follows the outcome). registry_pd.cpp.
-  Result<nlohmann::json> hot_replace(Dg& dg, Pd& from, Pd& to);
+  // DG's redundancy job runs the copy; sync_slots() follows the outcome); `wipe`: other
+  // software's signatures on `to` first (--force). registry_pd.cpp.
+  Result<nlohmann::json> hot_replace(Dg& dg, Pd& from, Pd& to, bool wipe);
   // Assembles a DG from its PDs (AssembleOptions::force with `force`: graidctl edit dg <id>
   // force_online). Returns what the force overrode (empty without it); on failure the DG is
   // offline with dg.message saying why.

@@ -56,6 +56,24 @@ Result<json> Registry::create_dg(const json& args) {
     if (pds_[id].device->size() < smallest)
       return make_error(Errc::kNoSpace, "spare pd {} is smaller than the smallest member", id);
 
+  // Other software's signatures on any of them: all refused at once, or wiped with --force.
+  std::vector<std::uint32_t> to_wipe;
+  std::vector<std::string> found;
+  for (const auto* list : {&members, &spares}) {
+    for (const auto id : *list) {
+      auto signatures = check_signatures(pds_[id].path, force);
+      if (!signatures.is_ok()) {
+        found.push_back(fmt::format("pd {}: {}", id, signatures.status().message()));
+        if (signatures.status().code() != Errc::kInvalidArgument) return signatures.status();
+      } else if (*signatures) {
+        to_wipe.push_back(id);
+      }
+    }
+  }
+  if (!found.empty()) return make_error(Errc::kInvalidArgument, "{}", fmt::join(found, "; "));
+  for (const auto id : to_wipe)
+    GRAID_RETURN_IF_ERROR(wipe_signatures_of(pds_[id].path, id));
+
   const std::uint32_t dg_id = smallest_free_id(dgs_);
   auto observer = make_observer(dg_id);
   CreateOptions co;

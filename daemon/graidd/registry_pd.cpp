@@ -21,6 +21,7 @@ Result<json> Registry::create_pd(const json& args) {
     std::unique_ptr<MemberDevice> device;
     DeviceIdentity identity;
     bool erase = false;
+    bool wipe = false;  // other software's signatures to wipe (--force)
   };
   std::vector<Candidate> todo;
   for (const auto& path : paths) {
@@ -105,6 +106,9 @@ Result<json> Registry::create_pd(const json& args) {
       }
       c.erase = true;
     }
+    auto signatures = check_signatures(c.path, force);
+    if (!signatures.is_ok()) return signatures.status();
+    c.wipe = *signatures;
     todo.push_back(std::move(c));
   }
   // Everything checked: now change things.
@@ -115,6 +119,7 @@ Result<json> Registry::create_pd(const json& args) {
       if (!st) return make_error(st.code(), "{}: erasing its superblock: {}", c.path, st.message());
       spdlog::warn("{}: erased a graid superblock (--force)", c.path);
     }
+    if (c.wipe) GRAID_RETURN_IF_ERROR(wipe_signatures_of(c.path, std::nullopt));
     const std::uint32_t id = smallest_free_id(pds_);
     Pd& pd = pds_[id];
     pd.id = id;
@@ -177,7 +182,7 @@ Result<json> Registry::edit_pd(const json& args) {
   const std::string key = arg_required_string(args, "key");
   const std::string value = arg_required_string(args, "value");
   if (key == "io_mode") return edit_pd_io_mode(pd, value);
-  if (key == "hotspare") return edit_pd_hotspare(pd, value);
+  if (key == "hotspare") return edit_pd_hotspare(pd, value, arg_bool(args, "force"));
   if (key != "marker")
     return make_error(Errc::kInvalidArgument,
                       "unknown pd setting \"{}\" (known: marker, io_mode, hotspare)", key);
@@ -303,8 +308,12 @@ Result<json> Registry::replace_pd(const json& args) {
   if (!to.device)
     return make_error(Errc::kUnsupported, "pd {} is not available: {}", to.id,
                       to.message.empty() ? "missing" : to.message);
+  auto signatures = check_signatures(to.path, arg_bool(args, "force"));
+  if (!signatures.is_ok()) return signatures.status();
   const std::uint32_t slot = *from.slot;
-  if (dg.array->member_health(slot) != MemberHealth::kFailed) return hot_replace(dg, from, to);
+  if (dg.array->member_health(slot) != MemberHealth::kFailed)
+    return hot_replace(dg, from, to, *signatures);
+  if (*signatures) GRAID_RETURN_IF_ERROR(wipe_signatures_of(to.path, to.id));
   auto st = dg.array->replace_failed(slot, std::move(to.device));
   if (!st) {
     reopen(to);
@@ -323,12 +332,13 @@ Result<json> Registry::replace_pd(const json& args) {
   return dg_json(dg, true);
 }
 
-Result<json> Registry::hot_replace(Dg& dg, Pd& from, Pd& to) {
+Result<json> Registry::hot_replace(Dg& dg, Pd& from, Pd& to, bool wipe) {
   const std::uint32_t slot = *from.slot;
   if (from.marker_offline) {
     return make_error(Errc::kInvalidArgument, "pd {} is marked offline: replace it as failed",
                       from.id);
   }
+  if (wipe) GRAID_RETURN_IF_ERROR(wipe_signatures_of(to.path, to.id));
   auto st = dg.array->start_replace(slot, std::move(to.device));
   if (!st) {
     reopen(to);

@@ -31,7 +31,7 @@ Status Registry::make_dg_spare(Pd& pd, Dg& dg, std::string_view why) {
   return Status::ok();
 }
 
-Result<json> Registry::edit_pd_hotspare(Pd& pd, const std::string& value) {
+Result<json> Registry::edit_pd_hotspare(Pd& pd, const std::string& value, bool force) {
   if (value == "none") {
     if (!pd.global_spare) {
       return make_error(Errc::kInvalidArgument,
@@ -49,6 +49,10 @@ Result<json> Registry::edit_pd_hotspare(Pd& pd, const std::string& value) {
   if (!pd.device)
     return make_error(Errc::kUnsupported, "pd {} is not available: {}", pd.id,
                       pd.message.empty() ? "missing" : pd.message);
+  // A spare is written when it is taken (a global one by no operator, who could no longer
+  // refuse): other software's signatures are refused now.
+  auto signatures = check_signatures(pd.path, force);
+  if (!signatures.is_ok()) return signatures.status();
   if (value == "global") {
     if (pd.global_spare) return pd_json(pd);  // already
     if (pd.superblock) {
@@ -58,6 +62,7 @@ Result<json> Registry::edit_pd_hotspare(Pd& pd, const std::string& value) {
                         "array's data; a global spare must be a blank drive",
                         pd.id, pd.sb_uuid);
     }
+    if (*signatures) GRAID_RETURN_IF_ERROR(wipe_signatures_of(pd.path, pd.id));
     pd.global_spare = true;
     events_.add("pd_hotspare", std::nullopt, pd.id, std::nullopt, "global spare");
     if (auto st = save(); !st) return st;
@@ -78,6 +83,7 @@ Result<json> Registry::edit_pd_hotspare(Pd& pd, const std::string& value) {
   if (dg.array->geometry().redundancy() == Redundancy::kNone)
     return make_error(Errc::kInvalidArgument, "dg {} is RAID0: nothing a spare could rebuild",
                       dg.id);
+  if (*signatures) GRAID_RETURN_IF_ERROR(wipe_signatures_of(pd.path, pd.id));
   GRAID_RETURN_IF_ERROR(make_dg_spare(pd, dg, pd.global_spare ? "was a global spare; " : ""));
   if (auto st = save(); !st) return st;
   return pd_json(pd);
@@ -99,7 +105,11 @@ void Registry::use_global_spares() {
     for (auto& [pd_id, pd] : pds_) {
       if (spares >= wanting) break;
       if (!pd.global_spare || pd.dg_id || !pd.device) continue;
-      if (Status st = make_dg_spare(pd, dg, "global spare taken for a failed member; "); !st) {
+      // Something wrote a signature on it since it was made a spare: no operator is here to
+      // say --force, so it is not taken.
+      Status st = check_signatures(pd.path, /*force=*/false).status();
+      if (st) st = make_dg_spare(pd, dg, "global spare taken for a failed member; ");
+      if (!st) {
         spdlog::warn("dg {}: global spare pd {} not taken: {}", dg_id, pd_id, st.message());
         events_.add("pd_hotspare_refused", dg_id, pd_id, std::nullopt, st.message());
         continue;

@@ -75,5 +75,79 @@ TEST_F(GraiddTest, MetadataThisBuildCannotReadIsNeverTakenForABlankDrive) {
   EXPECT_EQ(dg["state"], "optimal") << dg.dump();
 }
 
+// Devices that hold other software's data (a filesystem, swap, a partition table) are refused
+// wherever graid would write them: create pd, create dg (a PD formatted after it was registered),
+// replace pd, and a hot spare; each refusal names what was found and where and changes nothing;
+// --force wipes what was found (an event says what) and goes on.
+TEST_F(GraiddTest, DevicesHoldingDataAreRefusedAndWipedOnlyWithForce) {
+  for (const char* tool : {"mkfs.ext4", "mkswap", "sfdisk", "blkid"})
+    if (!have_tool(tool)) GTEST_SKIP() << tool << " not installed (Debian: e2fsprogs, fdisk)";
+  const auto signatures_left = [](const std::string& path) {
+    // blkid -p exits 2 when it finds nothing.
+    return run_tool("blkid -p '" + path + "'").status != 2;
+  };
+  // create pd of a file holding ext4.
+  const std::string ext4 = make_pd_file(dir_, "ext4", kPdBytes);
+  ASSERT_EQ(run_tool("mkfs.ext4 -q -F -L data '" + ext4 + "'").status, 0);
+  json before = snapshot();
+  std::string bytes = file_text(ext4);
+  CtlRun r = d_->ctl({"create", "pd", ext4});
+  EXPECT_EQ(r.exit, 1) << describe(r);
+  EXPECT_NE(error_of(r).find(ext4 + " holds an ext4 filesystem (label \"data\", UUID "),
+            std::string::npos)
+      << error_of(r);
+  EXPECT_NE(error_of(r).find("at byte 1080): add --force to wipe it and use it"), std::string::npos)
+      << error_of(r);
+  EXPECT_EQ(snapshot(), before);
+  EXPECT_EQ(file_text(ext4), bytes) << "a refusal writes nothing";
+  ok({"create", "pd", ext4, "--force"});  // pd 0
+  EXPECT_FALSE(signatures_left(ext4));
+  bool wiped_event = false;
+  const json events = ok({"list", "event"})["events"];  // a copy: ok()'s result is a temporary
+  for (const auto& e : events)
+    wiped_event |= e["kind"] == "pd_wiped" &&
+                   e["message"].get<std::string>().find("ext4 filesystem") != std::string::npos;
+  EXPECT_TRUE(wiped_event);
+
+  // A PD formatted after it was registered: create dg refuses it, naming the PD.
+  make_pds(5);  // pds 1-5
+  const auto path_of = [&](int pd) {
+    return ok({"describe", "pd", std::to_string(pd)})["path"].get<std::string>();
+  };
+  ASSERT_EQ(run_tool("mkswap -q '" + path_of(1) + "'").status, 0);
+  before = snapshot();
+  bytes = file_text(path_of(1));
+  r = d_->ctl({"create", "dg", "raid5", "0-2"});
+  EXPECT_EQ(r.exit, 1) << describe(r);
+  EXPECT_NE(error_of(r).find("pd 1: " + path_of(1) + " holds swap space"), std::string::npos)
+      << error_of(r);
+  EXPECT_EQ(snapshot(), before);
+  EXPECT_EQ(file_text(path_of(1)), bytes);
+  ok({"create", "dg", "raid5", "0-2", "--force"});
+  EXPECT_FALSE(signatures_left(path_of(1)));
+
+  // replace pd onto a PD with a partition table; a hot spare with a filesystem.
+  ASSERT_EQ(run_tool("printf 'label: gpt\\n,\\n' | sfdisk -q '" + path_of(3) + "'").status, 0);
+  ASSERT_EQ(run_tool("mkfs.ext4 -q -F '" + path_of(4) + "'").status, 0);
+  before = snapshot();
+  r = d_->ctl({"replace", "pd", "0", "1", "3"});
+  EXPECT_EQ(r.exit, 1) << describe(r);
+  EXPECT_NE(error_of(r).find("holds a gpt partition table"), std::string::npos) << error_of(r);
+  r = d_->ctl({"edit", "pd", "4", "hotspare", "0"});
+  EXPECT_EQ(r.exit, 1) << describe(r);
+  EXPECT_NE(error_of(r).find("holds an ext4 filesystem"), std::string::npos) << error_of(r);
+  r = d_->ctl({"edit", "pd", "4", "hotspare", "global"});
+  EXPECT_EQ(r.exit, 1) << describe(r);
+  EXPECT_EQ(snapshot(), before);
+  EXPECT_TRUE(signatures_left(path_of(3)));
+  EXPECT_TRUE(signatures_left(path_of(4)));
+  ok({"edit", "pd", "4", "hotspare", "0", "--force"});
+  EXPECT_EQ(ok({"describe", "pd", "4"})["state"], "spare");
+  const json dg = ok({"replace", "pd", "0", "1", "3", "--force"});
+  EXPECT_EQ(dg["state"], "replacing") << dg.dump();
+  EXPECT_FALSE(signatures_left(path_of(3)));
+  EXPECT_FALSE(signatures_left(path_of(4)));
+}
+
 }  // namespace
 }  // namespace graid::testing
