@@ -79,8 +79,7 @@ class JobPace {
       // (start_ itself may lie ahead: a flip back at the same position keeps it.)
       Clock::time_point origin = now;
       if (rate_ != 0 && done >= from_)
-        origin =
-            std::max(now, start_ + std::chrono::microseconds((done - from_) * 1'000'000 / rate_));
+        origin = std::max(now, start_ + due_after(done - from_, rate_));
       rate_ = rate;
       busy_ = busy;
       from_ = done;
@@ -88,8 +87,7 @@ class JobPace {
     }
     Step step{now, busy, false};
     if (rate != 0 && done >= from_) {
-      step.not_before =
-          std::max(now, start_ + std::chrono::microseconds((done - from_) * 1'000'000 / rate));
+      step.not_before = std::max(now, start_ + due_after(done - from_, rate));
       step.wait = step.not_before > now;
     }
     return step;
@@ -113,6 +111,21 @@ class JobPace {
   }
   JobSpeed current_speed() const {
     return limits_.speed ? limits_.speed() : JobSpeed{0, limits_.fixed_max, false};
+  }
+  // How long `bytes` take at `rate` bytes per second. In whole seconds plus the rest, so that no
+  // product wraps (bytes * 1e6 does past 18.4 TB: a large drive's rebuild would run unpaced), and
+  // capped at a century, which no job waits for and a time point can still add.
+  static Clock::duration due_after(std::uint64_t bytes, std::uint64_t rate) {
+    constexpr std::uint64_t kCapSeconds = 100ull * 365 * 24 * 3600;
+    const std::uint64_t seconds = bytes / rate;
+    if (seconds >= kCapSeconds) return std::chrono::seconds(kCapSeconds);
+    const std::uint64_t rest = bytes % rate;  // < rate
+    const std::uint64_t us =
+        rest <= ~std::uint64_t{0} / 1'000'000
+            ? rest * 1'000'000 / rate
+            : static_cast<std::uint64_t>(static_cast<long double>(rest) * 1'000'000 /
+                                         static_cast<long double>(rate));
+    return std::chrono::seconds(seconds) + std::chrono::microseconds(us);
   }
   static std::uint64_t rate_for(const JobSpeed& speed, bool busy) {
     if (!busy) return speed.max;

@@ -53,6 +53,32 @@ TEST(JobPaceTest, TheMaximumHoldsTheJobUntilItsBytesCouldNotHaveTakenLess) {
   EXPECT_EQ(clock.slept.size(), 1u);
 }
 
+// Issue 47 item 10: the time `done` bytes take was (done - from) * 1'000'000 / rate in 64 bits,
+// which wraps once 18.4 TB have been done at one setting: a rebuild of a large drive then ran
+// unpaced. Paced across 20 TB at 1 GB/s, the job is still held to 20,000 s of work.
+TEST(JobPaceTest, AJobPacedAcrossTwentyTerabytesStaysPaced) {
+  FakeClock clock;
+  JobPace::Limits limits;
+  limits.fixed_max = 1'000'000'000;  // 1 GB/s
+  JobPace pace(std::move(limits), 0, clock.timer());
+  constexpr std::uint64_t kTerabyte = 1'000'000'000'000;
+  for (std::uint64_t tb = 1; tb <= 20; ++tb) {
+    const JobPace::Step step = pace.next(tb * kTerabyte);
+    EXPECT_TRUE(step.wait) << tb << " TB";
+    EXPECT_EQ(step.not_before - Clock::time_point{}, std::chrono::seconds(tb * 1000))
+        << tb << " TB";
+    clock.now = step.not_before;  // the job keeps exactly to its rate
+  }
+  // Far past what any drive holds (an absurdly slow rate, the whole of 64 bits done): the wait
+  // saturates rather than wraps.
+  JobPace::Limits slow;
+  slow.fixed_max = 1;
+  JobPace crawl(std::move(slow), 0, clock.timer());
+  const JobPace::Step far = crawl.next(~std::uint64_t{0});
+  EXPECT_TRUE(far.wait);
+  EXPECT_GT(far.not_before, clock.now + std::chrono::hours(24 * 365 * 50));
+}
+
 TEST(JobPaceTest, AnIdleArrayLetsAYieldingJobRunAtItsMaximum) {
   FakeClock clock;
   bool busy = false;
