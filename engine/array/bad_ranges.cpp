@@ -1,6 +1,8 @@
 // Lost array data ranges (md's bad-block log, kept per drive group; meta::BadRange): recorded by
 // background jobs where a member could not be read and redundancy could not make it up, refused
 // to reads, and cleared by a write that covers them.
+#include "array/bad_ranges.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -10,11 +12,8 @@
 
 namespace graid {
 
-namespace {
-
-// `list` with `add` merged in: ascending, overlapping or touching ranges joined.
-std::vector<meta::BadRange> merged(std::vector<meta::BadRange> list,
-                                   const std::vector<meta::BadRange>& add) {
+std::vector<meta::BadRange> merged_lost_ranges(std::vector<meta::BadRange> list,
+                                               const std::vector<meta::BadRange>& add) {
   list.insert(list.end(), add.begin(), add.end());
   std::sort(list.begin(), list.end());
   std::vector<meta::BadRange> out;
@@ -28,6 +27,37 @@ std::vector<meta::BadRange> merged(std::vector<meta::BadRange> list,
   }
   return out;
 }
+
+LostRangesAfterWrite lost_ranges_after_write(const std::vector<meta::BadRange>& list,
+                                             std::uint64_t offset, std::uint64_t len,
+                                             std::size_t capacity) {
+  LostRangesAfterWrite out;
+  const std::uint64_t end = offset + len;
+  std::size_t count = list.size();
+  for (const meta::BadRange& r : list) {
+    const std::uint64_t r_end = r.offset + r.len;
+    if (end <= r.offset || r_end <= offset) {  // untouched
+      out.list.push_back(r);
+      continue;
+    }
+    const bool before = r.offset < offset;  // a part before the write stays
+    const bool after = end < r_end;         // a part after it stays
+    if (before && after && count + 1 > capacity) {
+      out.kept_whole.push_back(r);
+      out.list.push_back(r);
+      continue;
+    }
+    const std::uint64_t cut_from = std::max(r.offset, offset);
+    const std::uint64_t cut_to = std::min(r_end, end);
+    out.cleared.push_back({cut_from, static_cast<std::uint32_t>(cut_to - cut_from)});
+    if (before) out.list.push_back({r.offset, static_cast<std::uint32_t>(offset - r.offset)});
+    if (after) out.list.push_back({end, static_cast<std::uint32_t>(r_end - end)});
+    if (before && after) ++count;
+  }
+  return out;
+}
+
+namespace {
 
 std::string describe(const std::vector<meta::BadRange>& ranges) {
   std::string out;
@@ -58,7 +88,7 @@ Status Array::State::add_lost_ranges(std::vector<meta::BadRange> ranges, std::ui
   std::string lost;
   {
     MutexLock guard(control_mutex);
-    std::vector<meta::BadRange> list = merged(sb.bad_ranges, ranges);
+    std::vector<meta::BadRange> list = merged_lost_ranges(sb.bad_ranges, ranges);
     if (list.size() > meta::kMaxBadRanges) {
       return make_error(Errc::kNoSpace,
                         "array '{}' would have {} lost ranges, more than its list holds ({})", name,
@@ -87,19 +117,21 @@ Status Array::State::add_lost_ranges(std::vector<meta::BadRange> ranges, std::ui
 
 void Array::State::lost_ranges_rewritten(std::uint64_t offset, std::uint64_t len) {
   if (bad_count.load(std::memory_order_acquire) == 0) return;
-  std::vector<meta::BadRange> cleared;
+  LostRangesAfterWrite after;
   {
     MutexLock guard(control_mutex);
-    std::vector<meta::BadRange> keep;
-    for (const meta::BadRange& r : sb.bad_ranges) {
-      if (offset <= r.offset && r.offset + r.len <= offset + len) {
-        cleared.push_back(r);
-      } else {
-        keep.push_back(r);
+    after = lost_ranges_after_write(sb.bad_ranges, offset, len, meta::kMaxBadRanges);
+    if (after.cleared.empty()) {
+      if (!after.kept_whole.empty()) {
+        spdlog::warn(
+            "graid: array '{}': a write into lost array bytes {} did not make its part readable: "
+            "the list of lost ranges is full ({}), so the range stays whole until a write covers "
+            "all of it",
+            name, describe(after.kept_whole), meta::kMaxBadRanges);
       }
+      return;
     }
-    if (cleared.empty()) return;
-    sb.bad_ranges = std::move(keep);
+    sb.bad_ranges = after.list;
     // The write has completed on every member that takes it: flushed first, so the range is
     // recorded readable only once its data is on stable storage. A member that fails the flush
     // is failed (what it missed is then the rebuild's).
@@ -114,10 +146,14 @@ void Array::State::lost_ranges_rewritten(std::uint64_t offset, std::uint64_t len
     }
     publish_bad_ranges_locked();
   }
-  const std::string what = describe(cleared);
+  const std::string what = describe(after.cleared);
   spdlog::info("graid: array '{}': lost array bytes {} rewritten; they read again", name, what);
   emit(ArrayEventKind::kLostRangeRewritten, std::nullopt,
        fmt::format("array bytes {} rewritten: they read again", what));
+  if (!after.kept_whole.empty()) {
+    spdlog::warn("graid: array '{}': lost ranges {} kept whole: the list is full ({})", name,
+                 describe(after.kept_whole), meta::kMaxBadRanges);
+  }
 }
 
 std::vector<LostRange> Array::lost_ranges() const {
