@@ -31,6 +31,8 @@ std::string_view init_method_name(InitMethod method) noexcept {
       return "initialised by zeroing the members";
     case InitMethod::kResync:
       return "parity computed from the members' data (re-sync)";
+    case InitMethod::kNotRecorded:
+      return "unknown (created before graid recorded it)";
   }
   return "unknown";
 }
@@ -152,7 +154,7 @@ Status Array::stop() {
   if (s.bitmap && all_flushed && s.failed_count.load(std::memory_order_acquire) == 0) {
     // Degraded: the bits stay, as while running (begin_bitmap_clear).
     std::vector<std::uint32_t> failed_members;
-    Status st = s.bitmap->clear_idle(&failed_members);
+    Status st = s.bitmap->clear_idle(s.sb_events.load(std::memory_order_acquire), &failed_members);
     s.note_bitmap_cleared();
     for (std::uint32_t m : failed_members) {
       Status fs = s.fail_member(m, st.to_string());
@@ -166,7 +168,10 @@ Status Array::stop() {
   // A background re-sync still pending: not clean (as md's resync_offset), so the next assembly
   // re-syncs what is left (its bits are pinned) and treats the array as dirty if degraded.
   const bool resync_left = s.resync_done.load(std::memory_order_acquire) != State::kAllInitialised;
-  if (!resync_left) s.sb.array_flags |= meta::kArrayClean;
+  // Nor while a stripe a member refused to write is owed a re-sync (its bit pinned): a clean
+  // assembly re-syncs nothing, so it must be an unclean one.
+  const bool owed = s.bitmap && s.bitmap->has_kept_pins();
+  if (!resync_left && !owed) s.sb.array_flags |= meta::kArrayClean;
   // No journal record written before a stop is ever replayed: every write has completed and
   // was flushed, and a build that runs the array next without journalling (an older one)
   // cannot have its writes undone by them.

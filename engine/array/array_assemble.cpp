@@ -195,6 +195,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   state->metadata_timeout = options.metadata_timeout;
   state->data_offset = sb.data_offset;
   state->data_size = sb.data_size;
+  state->init_method = init_method_of(sb.init_method);
   state->capacity = geometry->data_capacity(sb.data_size);
   state->init_member_flags(n);
   state->members.resize(n);
@@ -261,8 +262,12 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     mark_unusable();
     taken_back.emplace_back(slot, rep.overrides.back());
   }
+  std::vector<std::string> stale_in(n);  // the stale device of each role, where one was given
   for (std::size_t i : newest->stale) {
-    if (devices[device_of[i]]) rep.stale_members.push_back(path_of(i));
+    if (!devices[device_of[i]]) continue;
+    rep.stale_members.push_back(path_of(i));
+    const std::uint32_t slot = copies[i].member_index;
+    if (slot < n && sb.members[slot].uuid == copies[i].member_uuid) stale_in[slot] = path_of(i);
   }
   for (std::uint32_t m = 0; m < n; ++m) {
     if (!state->is_failed(m)) continue;
@@ -277,7 +282,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
     if (entry.state == meta::MemberState::kRemoved) continue;
     rep.failed_members.push_back(!too_small[m].empty() ? too_small[m]
                                  : state->members[m]   ? state->members[m]->path()
-                                                       : fmt::format("slot {} (missing)", m));
+                                 : !stale_in[m].empty()
+                                     ? fmt::format("slot {} (stale: {})", m, stale_in[m])
+                                     : fmt::format("slot {} (missing)", m));
+    rep.failed_roles.push_back(m);
     sb.members[m].state = meta::MemberState::kFailed;
   }
   if (state->array_failed()) {
@@ -410,8 +418,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   if (rep.resync_pending_bytes > 0) {
     spdlog::info("graid: array '{}': {} bytes per member to re-sync in the background", sb.name,
                  rep.resync_pending_bytes);
-  } else if (state->bitmap && !background_resync) {
-    // After a crash the bitmap names the regions that may have writes half done.
+  } else if (state->bitmap && !rep.was_clean && !background_resync) {
+    // After a crash the bitmap names the regions that may have writes half done. (After a clean
+    // stop it names only what a member missed while the array ran degraded: kept for its re-add,
+    // neither re-synced nor cleared.)
     std::uint64_t unsynced = 0;
     const auto dirty = state->bitmap->dirty_ranges();
     const bool resync = !dirty.empty();
@@ -446,7 +456,8 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
         if (state->array_failed()) return st;
       }
     }
-    GRAID_RETURN_IF_ERROR(state->bitmap->clear_idle());
+    GRAID_RETURN_IF_ERROR(
+        state->bitmap->clear_idle(state->sb_events.load(std::memory_order_acquire)));
     MutexLock guard(state->control_mutex);
     if (state->sb.resync_checkpoint.has_value()) {
       // A background re-sync an earlier run left pending: done now with the rest.
@@ -465,9 +476,10 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
                   array_health_name(state->health()), n - state->failed_count.load(), n, events,
                   rep.was_clean ? "" : fmt::format(", re-synced {} bytes", rep.resynced_bytes));
   spdlog::info("graid: {}", started);
-  // Assembly clears bits (after its re-sync, with members failed or not), and a member that
-  // failed during it (its re-sync or replay) may lack what that wrote with no bit kept for it:
-  // a device whose own superblock is older than this is re-added in full.
+  // The re-add baseline: as the bitmap records it (raised by the clear after a re-sync above,
+  // and by every clear since it was created); where no header records it (an older build wrote
+  // them), the events now, so every device that failed before is re-added in full.
+  state->events_at_bitmap_clear.store(events, std::memory_order_release);
   state->note_bitmap_cleared();
   state->emit(ArrayEventKind::kStarted, std::nullopt, started);
   return std::unique_ptr<Array>(new Array(std::move(state)));

@@ -52,7 +52,8 @@ bool Array::State::begin_bitmap_clear() {
 void Array::State::end_bitmap_clear(bool flushed) {
   if (flushed && !array_failed()) {
     std::vector<std::uint32_t> failed_members;
-    Status st = bitmap->clear_candidates(&failed_members);
+    Status st =
+        bitmap->clear_candidates(sb_events.load(std::memory_order_acquire), &failed_members);
     note_bitmap_cleared();
     for (std::uint32_t m : failed_members) {
       Status fs =

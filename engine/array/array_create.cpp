@@ -150,6 +150,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
     params.data_offset = sb.bitmap_area_end();
     params.data_size = data_size;
     params.region_bytes = create.bitmap_region_bytes;
+    params.events_cleared = 1;  // the first superblock's events: nothing was cleared before it
     auto bitmap = meta::WriteIntentBitmap::create_fresh(live, params);
     if (!bitmap) return bitmap.status();
     GRAID_RETURN_IF_ERROR(bitmap->write_all());
@@ -174,6 +175,12 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
              : create.zero_members ? InitMethod::kZeroed
                                    : InitMethod::kResync;
   }
+  {
+    // Recorded with the first superblock update below (a zeroing that falls back to a re-sync
+    // records that with the last).
+    MutexLock guard(state->control_mutex);
+    state->sb.init_method = init_method_code(method);
+  }
   const ArrayEventCounts init_counts = byte_counts(*geometry, data_size);
   // In the background (Array::initialise), only a re-sync: zeroing is quick where it is cheap,
   // and where it is not (no write-zeroes) it falls back to a re-sync anyway.
@@ -196,6 +203,8 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
         spdlog::info("graid: {}: {}; initialising by re-sync instead", state->members[m]->path(),
                      st.message());
         method = InitMethod::kResync;
+        MutexLock guard(state->control_mutex);
+        state->sb.init_method = init_method_code(method);
       } else if (!st) {
         return st;
       }

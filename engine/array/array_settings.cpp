@@ -225,4 +225,35 @@ Status Array::State::turn_journal_off_if_unwanted() {
   return Status::ok();
 }
 
+std::uint8_t init_method_code(InitMethod method) noexcept {
+  switch (method) {
+    case InitMethod::kNone:
+      return meta::kInitMethodNone;
+    case InitMethod::kKnownZero:
+      return meta::kInitMethodKnownZero;
+    case InitMethod::kZeroed:
+      return meta::kInitMethodZeroed;
+    case InitMethod::kResync:
+      return meta::kInitMethodResync;
+    case InitMethod::kNotRecorded:
+      break;
+  }
+  return meta::kInitMethodNotRecorded;
+}
+
+InitMethod init_method_of(std::uint8_t code) noexcept {
+  switch (code) {
+    case meta::kInitMethodNone:
+      return InitMethod::kNone;
+    case meta::kInitMethodKnownZero:
+      return InitMethod::kKnownZero;
+    case meta::kInitMethodZeroed:
+      return InitMethod::kZeroed;
+    case meta::kInitMethodResync:
+      return InitMethod::kResync;
+    default:
+      return InitMethod::kNotRecorded;
+  }
+}
+
 }  // namespace graid

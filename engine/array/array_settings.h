@@ -15,4 +15,10 @@ Result<meta::StoredSettings> stored_settings(const ArraySettings& settings);
 // REQUIRES: codes in range (meta::decode and meta::validate check them).
 ArraySettings array_settings(const meta::StoredSettings& stored) noexcept;
 
+// How create initialised an array, between InitMethod and the superblock's code (minor 5):
+// kNotRecorded <-> meta::kInitMethodNotRecorded (a DG created by an older build).
+std::uint8_t init_method_code(InitMethod method) noexcept;
+// REQUIRES: a code in range (meta::decode and meta::validate check it).
+InitMethod init_method_of(std::uint8_t code) noexcept;
+
 }  // namespace graid

@@ -12,7 +12,8 @@
 namespace graid {
 
 // What a device joining the array (as a spare or into a role) must pass: big enough, not the
-// storage of a member or spare under another name, no graid superblock unless `force`.
+// storage of a member or spare under another name, no graid metadata unless `force` (a device
+// that comes back into its own role carries the array's own: `force` then).
 Status check_new_device(const Array::State& s, MemberDevice& device, bool force)
     REQUIRES(s.control_mutex) {
   const std::uint64_t needed = s.data_offset + s.data_size;
@@ -122,6 +123,38 @@ Result<std::uint32_t> Array::add_spare(std::unique_ptr<MemberDevice> device, boo
   return slot;
 }
 
+Result<std::shared_ptr<MemberDevice>> Array::remove_spare(std::uint32_t slot) {
+  State& s = *state_;
+  std::shared_ptr<MemberDevice> device;
+  {
+    MutexLock guard(s.control_mutex);
+    const auto n = static_cast<std::uint32_t>(s.members.size());
+    if (slot < n || slot >= n + s.sb.spare_count ||
+        s.sb.members[slot].state != meta::MemberState::kSpare) {
+      return make_error(Errc::kInvalidArgument, "slot {} of array '{}' is not a hot spare", slot,
+                        s.name);
+    }
+    if (s.sb.replace && s.sb.replace->slot == slot) {
+      return make_error(Errc::kInvalidArgument,
+                        "slot {} of array '{}' holds the copy of a hot replace of member {}: "
+                        "cancel the replace to take it out",
+                        slot, s.name, s.sb.replace->role);
+    }
+    device = s.spares[slot - n];
+    s.drop_spare_locked(slot);
+    GRAID_RETURN_IF_ERROR(s.write_superblocks_locked());
+  }
+  const std::string path = device ? device->path() : std::string("(missing)");
+  if (device) {
+    if (Status st = erase_superblock(*device); !st) {
+      spdlog::warn("graid: array '{}': spare {} taken out, but its superblock was not erased: {}",
+                   s.name, path, st.message());
+    }
+  }
+  spdlog::info("graid: array '{}': spare {} (slot {}) taken out", s.name, path, slot);
+  return device;
+}
+
 Status Array::take_spare(std::uint32_t member) {
   State& s = *state_;
   MutexLock guard(s.control_mutex);
@@ -207,6 +240,34 @@ Result<ReaddPlan> Array::readd_failed(std::uint32_t member) {
   auto uuid = meta::Uuid::generate();  // a new identity: its old superblock no longer counts
   if (!uuid) return uuid.status();
   GRAID_RETURN_IF_ERROR(install_locked(s, member, std::move(device), *uuid, plan.description,
+                                       plan.bitmap_limited_below / s.geometry.strip_bytes()));
+  return plan;
+}
+
+Result<ReaddPlan> Array::readd_device(std::uint32_t member, std::unique_ptr<MemberDevice> device,
+                                      bool force) {
+  if (!device) return make_error(Errc::kInvalidArgument, "no device given");
+  State& s = *state_;
+  MutexLock guard(s.control_mutex);
+  GRAID_RETURN_IF_ERROR(check_failed_role(s, member));
+  // Its own superblock says whether it is this member coming back: the array, the slot and the
+  // member UUID the role still records. One of this array's own devices from before (another
+  // slot, an older member of this one) holds nothing of anyone else's: no force needed.
+  const auto own = read_superblock(*device);
+  const bool ours = own && own->array_uuid == s.sb.array_uuid;
+  const bool returning =
+      ours && own->member_index == member && own->member_uuid == s.sb.members[member].uuid;
+  GRAID_RETURN_IF_ERROR(check_new_device(s, *device, force || ours));
+  ReaddPlan plan =
+      returning ? plan_readd(s, member, *device)
+                : ReaddPlan{0, fmt::format("taken back, rebuilt in full: {}",
+                                           ours ? "its superblock is not the one it had as this "
+                                                  "member"
+                                                : "it carries no superblock of this array")};
+  auto uuid = meta::Uuid::generate();  // a new identity: its old superblock no longer counts
+  if (!uuid) return uuid.status();
+  GRAID_RETURN_IF_ERROR(install_locked(s, member, std::shared_ptr<MemberDevice>(std::move(device)),
+                                       *uuid, plan.description,
                                        plan.bitmap_limited_below / s.geometry.strip_bytes()));
   return plan;
 }

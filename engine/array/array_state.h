@@ -82,14 +82,17 @@ struct Array::State {
   // write it missed since then, and every later write planned around it, has its bit set before
   // its member writes go out.
   std::unique_ptr<std::atomic<std::uint64_t>[]> readd_bitmap_below;
-  // sb.events as last written (mirrored for threads that must not take control_mutex), and its
-  // value when write-intent bits were last cleared (or at assembly, which clears them): a device
-  // whose own superblock is older may have missed a write whose bit is gone.
+  // sb.events as last written (mirrored for threads that must not take control_mutex), and the
+  // re-add baseline: its value when write-intent bits were last cleared, as the bitmap header
+  // records it (meta::BitmapHeader::events_cleared, raised on disk before any bit it allows to
+  // clear); where no header records it (an older build's), sb.events at assembly. A device whose
+  // own superblock is older may have missed a write whose bit is gone.
   std::atomic<std::uint64_t> sb_events{0};
   std::atomic<std::uint64_t> events_at_bitmap_clear{0};
+  // After a clear: the baseline the bitmap now records.
   void note_bitmap_cleared() noexcept {
-    events_at_bitmap_clear.store(sb_events.load(std::memory_order_acquire),
-                                 std::memory_order_release);
+    const std::uint64_t recorded = bitmap ? bitmap->events_cleared() : 0;
+    if (recorded != 0) events_at_bitmap_clear.store(recorded, std::memory_order_release);
   }
   // A hot replace (array/hot_replace.cpp): `replacement` is becoming a copy of active role
   // replace_member (kNoReplace: none). Every member write that a stripe lock covers goes to it
@@ -294,7 +297,9 @@ struct Array::State {
   // outgrow meta::kMaxBadRanges.
   Status add_lost_ranges(std::vector<meta::BadRange> ranges, std::uint32_t member,
                          std::string_view why) EXCLUDES(control_mutex);
-  // A write of array bytes [offset, +len) completed: the lost ranges inside it read again.
+  // A write of array bytes [offset, +len) completed: the lost bytes it covered read again
+  // (lost_ranges_after_write: ranges shrink or split; one the list has no room to split stays
+  // whole, logged).
   void lost_ranges_rewritten(std::uint64_t offset, std::uint64_t len) EXCLUDES(control_mutex);
   // Makes the I/O path's copy what sb.bad_ranges says.
   void publish_bad_ranges_locked() REQUIRES(control_mutex) EXCLUDES(bad_mutex);

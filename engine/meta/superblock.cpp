@@ -45,7 +45,8 @@ constexpr std::size_t kOffName = 144;        // char[32]
 constexpr std::size_t kNameField = kMaxArrayNameLen + 1;
 constexpr std::size_t kOffSettings = 176;  // minor 1: 5 x u8, StoredSettings in order
 constexpr std::size_t kSettingsBytes = 5;
-constexpr std::size_t kOffReserved1 = 181;      // 3 bytes reserved
+constexpr std::size_t kOffInitMethod = 181;     // minor 5: u8, InitMethodCode
+constexpr std::size_t kOffReserved1 = 182;      // 2 bytes reserved
 constexpr std::size_t kOffJournalOffset = 184;  // minor 2: u64
 constexpr std::size_t kOffJournalBytes = 192;   // minor 2: u64
 constexpr std::size_t kOffJournalEpoch = 200;   // minor 2: u64
@@ -103,7 +104,8 @@ constexpr std::size_t reserved_total() {
 
 static_assert(kSuperblockSize % 4096 == 0, "the superblock must be O_DIRECT-sized");
 static_assert(kOffName + kNameField == kOffSettings);
-static_assert(kOffSettings + kSettingsBytes == kOffReserved1);
+static_assert(kOffSettings + kSettingsBytes == kOffInitMethod);
+static_assert(kOffInitMethod + 1 == kOffReserved1);
 static_assert(kOffJournalOffset + kJournalFieldBytes == kOffReplaceRole);
 static_assert(kOffReplaceRole + kReplaceFieldBytes == kOffJournalCovered);
 static_assert(kOffJournalCovered + 8 == kOffReserved1b);
@@ -112,7 +114,7 @@ static_assert(kMeRebuild + 8 == kMemberEntrySize);
 static_assert(kOffVdTable == 1280 && kOffBadList == 2304 && kOffReserved2 == 3344);
 static_assert(reserved_total() == kReservedBytes, "Superblock::reserved must cover every gap");
 // Fields + reserved bytes account for the whole block: nothing is left undefined.
-static_assert(kOffReserved0 - 0 + (kOffSettings - kOffDataOffset) + kSettingsBytes +
+static_assert(kOffReserved0 - 0 + (kOffSettings - kOffDataOffset) + kSettingsBytes + 1 +
                   kJournalFieldBytes + kReplaceFieldBytes + 8 + (kOffReserved2 - kOffMemberTable) +
                   reserved_total() ==
               kSuperblockSize);
@@ -138,6 +140,8 @@ constexpr std::uint16_t kJournalMinor = 2;
 constexpr std::uint16_t kReplaceMinor = 3;
 // The minor version that gave bytes kOffJournalCovered.. and kOffBadList.. their meaning.
 constexpr std::uint16_t kBadRangesMinor = 4;
+// The minor version that gave byte kOffInitMethod its meaning.
+constexpr std::uint16_t kInitMethodMinor = 5;
 
 // On-disk value of a Checkpoint with no job pending.
 constexpr std::uint64_t kNoCheckpoint = std::numeric_limits<std::uint64_t>::max();
@@ -293,6 +297,10 @@ Status check(const Superblock& sb, Errc code) {
     if (value > f.max_code) {
       return make_error(code, "{} code {} unknown (1..{}, 0 = unset)", f.what, value, f.max_code);
     }
+  }
+  if (sb.init_method > kMaxInitMethodCode) {
+    return make_error(code, "init method code {} unknown (1..{}, 0 = not recorded)", sb.init_method,
+                      kMaxInitMethodCode);
   }
 
   // Member table.
@@ -583,6 +591,7 @@ Status encode(const Superblock& sb, std::span<std::byte> out) {
   for (std::size_t i = 0; i < kSettingFields.size(); ++i) {
     block[kOffSettings + i] = std::byte{sb.settings.*kSettingFields[i].field};
   }
+  block[kOffInitMethod] = std::byte{sb.init_method};
   put_le<std::uint64_t>(block, kOffJournalOffset, sb.journal_offset);
   put_le<std::uint64_t>(block, kOffJournalBytes, sb.journal_bytes);
   put_le<std::uint64_t>(block, kOffJournalEpoch, sb.journal_epoch);
@@ -718,6 +727,8 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
   for (std::size_t i = 0; i < kSettingFields.size(); ++i) {
     sb.settings.*kSettingFields[i].field = std::to_integer<std::uint8_t>(block[kOffSettings + i]);
   }
+  // Reserved (zero) before minor 5: an older copy reads as "not recorded".
+  sb.init_method = std::to_integer<std::uint8_t>(block[kOffInitMethod]);
   // Reserved (zero) before minor 2: a minor 0 or 1 copy reads with no journal area.
   sb.journal_offset = get_le<std::uint64_t>(block, kOffJournalOffset);
   sb.journal_bytes = get_le<std::uint64_t>(block, kOffJournalBytes);
@@ -821,6 +832,12 @@ Result<Superblock> decode(std::span<const std::byte> bytes) {
                       "{}..{} or the bad-range list at {}..{}, since minor {})",
                       minor, kOffJournalCovered, kOffJournalCovered + 7, kOffBadList,
                       kOffBadList + kBadListBytes - 1, kBadRangesMinor);
+  }
+  if (minor < kInitMethodMinor && sb.init_method != kInitMethodNotRecorded) {
+    return make_error(Errc::kCorrupt,
+                      "reserved bytes not zero in a minor {} superblock (byte {}, the init method "
+                      "since minor {})",
+                      minor, kOffInitMethod, kInitMethodMinor);
   }
   return sb;
 }

@@ -60,7 +60,8 @@ inline constexpr std::uint16_t kMajorVersion = 1;
 //   minor 3: the hot replace record (Superblock::replace) at bytes 208..231.
 //   minor 4: journal coverage (Superblock::journal_covered) at bytes 232..239, and the bad-range
 //            list (Superblock::bad_ranges) at bytes 2304..3343.
-inline constexpr std::uint16_t kMinorVersion = 4;
+//   minor 5: how the array was initialised (Superblock::init_method) at byte 181.
+inline constexpr std::uint16_t kMinorVersion = 5;
 
 // The first 8 bytes of every superblock: ASCII "graid-sb".
 inline constexpr std::array<std::byte, 8> kSuperblockMagic = {
@@ -75,7 +76,7 @@ inline constexpr std::size_t kMaxVds = 16;
 inline constexpr std::size_t kMaxArrayNameLen = 31;
 inline constexpr std::size_t kMaxVdNameLen = 39;
 // Bytes kept verbatim for future minor versions (see Superblock::reserved).
-inline constexpr std::size_t kReservedBytes = 775;
+inline constexpr std::size_t kReservedBytes = 774;
 // Entries of the bad-range list (minor 4): a drive group holds at most this many lost ranges; a
 // job that would need another fails the member it read from instead (as md's bad-block log).
 inline constexpr std::size_t kMaxBadRanges = 64;
@@ -154,6 +155,16 @@ inline constexpr std::uint8_t kSettingUnset = 0;
 inline constexpr std::uint8_t kMaxSpeedCode = 4;
 // Journal policy: 1 off, 2 degraded-only, 3 always.
 inline constexpr std::uint8_t kMaxJournalCode = 3;
+
+// How create made the array's redundancy consistent (minor 5): a fact of its creation, recorded
+// once and never changed, so an older writer carrying it forward keeps it true. The codes are
+// closed, as the settings': above kMaxInitMethodCode is corruption in any minor.
+inline constexpr std::uint8_t kInitMethodNotRecorded = 0;  // created before minor 5
+inline constexpr std::uint8_t kInitMethodNone = 1;         // RAID0, or --assume-clean
+inline constexpr std::uint8_t kInitMethodKnownZero = 2;    // every member read zeroes
+inline constexpr std::uint8_t kInitMethodZeroed = 3;       // members zeroed
+inline constexpr std::uint8_t kInitMethodResync = 4;       // parity computed from the data
+inline constexpr std::uint8_t kMaxInitMethodCode = 4;
 
 struct StoredSettings {
   std::uint8_t rebuild_speed = kSettingUnset;
@@ -267,6 +278,9 @@ struct Superblock {
   // writer carries them forward unchanged in its reserved bytes, which keeps them correct: it has
   // no way to change them.
   StoredSettings settings;
+  // How create initialised the array (minor 5; kInitMethod* codes, kInitMethodNotRecorded from
+  // an older build).
+  std::uint8_t init_method = kInitMethodNotRecorded;
 
   std::array<MemberEntry, kMaxMembers> members{};
   std::array<VdEntry, kMaxVds> vds{};

@@ -43,7 +43,8 @@ constexpr std::size_t kOffDataSize = 48;
 constexpr std::size_t kOffDataOffset = 56;
 constexpr std::size_t kOffEvents = 64;
 constexpr std::size_t kOffPagesOffset = 72;
-constexpr std::size_t kHeaderUsedBytes = 80;  // the rest of the block is reserved, zero
+constexpr std::size_t kOffEventsCleared = 80;  // minor 1
+constexpr std::size_t kHeaderUsedBytes = 88;   // the rest of the block is reserved, zero
 static_assert(kHeaderUsedBytes <= kBitmapHeaderSize);
 
 template <typename T>
@@ -167,6 +168,7 @@ Status encode_header(const BitmapHeader& header, std::span<std::byte> out) {
   put_le<std::uint64_t>(block, kOffDataOffset, header.data_offset);
   put_le<std::uint64_t>(block, kOffEvents, header.events);
   put_le<std::uint64_t>(block, kOffPagesOffset, kBitmapPagesOffset);
+  put_le<std::uint64_t>(block, kOffEventsCleared, header.events_cleared);
   put_le<std::uint32_t>(block, kOffCrc, header_crc(block));
   return Status::ok();
 }
@@ -199,6 +201,8 @@ Result<BitmapHeader> decode_header(std::span<const std::byte> bytes) {
   header.data_size = get_le<std::uint64_t>(block, kOffDataSize);
   header.data_offset = get_le<std::uint64_t>(block, kOffDataOffset);
   header.events = get_le<std::uint64_t>(block, kOffEvents);
+  // Reserved (zero) in minor 0, so such a header reads as "unknown".
+  header.events_cleared = get_le<std::uint64_t>(block, kOffEventsCleared);
   const auto pages_offset = get_le<std::uint64_t>(block, kOffPagesOffset);
   if (pages_offset != kBitmapPagesOffset)
     return make_error(Errc::kCorrupt, "bitmap pages offset {} is not {}", pages_offset,
@@ -236,6 +240,10 @@ struct WriteIntentBitmap::State {
   std::unique_ptr<std::atomic<std::uint32_t>[]> counters;
   // Regions whose bits no clear may take (pin_dirty): a re-sync has yet to pass them.
   std::unique_ptr<std::atomic<std::uint64_t>[]> pinned;
+  // The same until the bitmap goes (pin): stripes a member refused to write, which only the next
+  // assembly's re-sync is sure to make whole. unpin_below() leaves them.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> kept;
+  std::atomic<bool> any_kept{false};
 
   // Locks, outermost first. Only a page's own mutex (and the header's) is held across the I/O
   // that writes it, so a member that is slow to take page p delays only writers of page p: an
@@ -295,6 +303,7 @@ struct WriteIntentBitmap::State {
     s->bits = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
     s->candidates = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
     s->pinned = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
+    s->kept = std::make_unique<std::atomic<std::uint64_t>[]>(s->word_count());
     s->counters = std::make_unique<std::atomic<std::uint32_t>[]>(s->region_count);
     s->pages = std::make_unique<Page[]>(s->page_count);
     return s;
@@ -441,6 +450,7 @@ Result<WriteIntentBitmap> WriteIntentBitmap::create_fresh(
   header.data_size = params.data_size;
   header.data_offset = params.data_offset;
   header.events = 0;  // write_all() makes it 1
+  header.events_cleared = params.events_cleared;
   auto state = State::make(members, header, params.metadata_timeout);
   if (!state) return state.status();
   return WriteIntentBitmap(std::move(state).value());
@@ -509,8 +519,13 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(
   }
 
   BitmapHeader header = good.front().second;
-  for (const auto& [m, h] : good)
+  bool cleared_known = true;
+  for (const auto& [m, h] : good) {
     header.events = std::max(header.events, h.events);
+    header.events_cleared = std::max(header.events_cleared, h.events_cleared);
+    cleared_known = cleared_known && h.events_cleared != 0;
+  }
+  if (!cleared_known) header.events_cleared = 0;
   auto state_or = State::make(members, header, params.metadata_timeout);
   if (!state_or) return state_or.status();
   std::unique_ptr<State> state = std::move(state_or).value();
@@ -549,6 +564,7 @@ Result<WriteIntentBitmap> WriteIntentBitmap::load(
     return make_error(Errc::kCorrupt, "no member holds a readable write-intent bitmap{}", reasons);
   }
   rep.events = header.events;
+  rep.events_cleared = header.events_cleared;
   std::sort(
       rep.rejected.begin(), rep.rejected.end(),
       [](const BitmapMemberIssue& a, const BitmapMemberIssue& b) { return a.member < b.member; });
@@ -683,7 +699,8 @@ std::uint64_t WriteIntentBitmap::mark_clear_candidates() {
   MutexLock lock(st.clear_mutex);
   std::uint64_t count = 0;
   for (std::uint64_t w = 0; w < st.word_count(); ++w) {
-    const std::uint64_t set = st.bits[w].load(std::memory_order_relaxed) & ~st.pinned[w].load();
+    const std::uint64_t set =
+        st.bits[w].load(std::memory_order_relaxed) & ~st.pinned[w].load() & ~st.kept[w].load();
     // Publish the candidates before reading the counters: a begin_write() that counted after
     // our read sees the candidate bit and withdraws it.
     st.candidates[w].store(set);
@@ -699,7 +716,8 @@ std::uint64_t WriteIntentBitmap::mark_clear_candidates() {
   return count;
 }
 
-Status WriteIntentBitmap::clear_candidates(std::vector<std::uint32_t>* failed) {
+Status WriteIntentBitmap::clear_candidates(std::uint64_t sb_events,
+                                           std::vector<std::uint32_t>* failed) {
   State& st = *state_;
   MutexLock clear_lock(st.clear_mutex);
   // Page by page, ascending: the pages with bits to clear (or stale on disk) stay locked until
@@ -734,6 +752,19 @@ Status WriteIntentBitmap::clear_candidates(std::vector<std::uint32_t>* failed) {
   }
   if (images->pages.empty()) return Status::ok();
   MutexLock header_lock(st.header_mutex);
+  bool raise = false;
+  {
+    MutexLock lock(st.mutex);
+    raise = st.header.events_cleared == 0 || sb_events > st.header.events_cleared;
+    if (raise) st.header.events_cleared = sb_events;
+  }
+  if (raise) {
+    // The new baseline on disk before any page it allows to clear (the pages stay stale, and
+    // their bits clear in memory, if this fails: the next clear writes them).
+    auto header_only = std::make_shared<State::Images>();
+    GRAID_RETURN_IF_ERROR(st.add_header(*header_only, /*bump=*/true));
+    GRAID_RETURN_IF_ERROR(st.write_to(st.live_targets(), std::move(header_only), failed));
+  }
   GRAID_RETURN_IF_ERROR(st.add_header(*images, /*bump=*/true));
   // Bits cleared in memory stay clear even if a member fails: the disk then holds them set
   // (safe: an extra resync) until a later clear rewrites the page.
@@ -743,9 +774,9 @@ Status WriteIntentBitmap::clear_candidates(std::vector<std::uint32_t>* failed) {
   return s;
 }
 
-Status WriteIntentBitmap::clear_idle(std::vector<std::uint32_t>* failed) {
+Status WriteIntentBitmap::clear_idle(std::uint64_t sb_events, std::vector<std::uint32_t>* failed) {
   mark_clear_candidates();
-  return clear_candidates(failed);
+  return clear_candidates(sb_events, failed);
 }
 
 // ---- Queries ------------------------------------------------------------------------------------
@@ -807,6 +838,11 @@ std::uint64_t WriteIntentBitmap::events() const noexcept {
   return state_->header.events;
 }
 
+std::uint64_t WriteIntentBitmap::events_cleared() const noexcept {
+  MutexLock lock(state_->mutex);
+  return state_->header.events_cleared;
+}
+
 std::uint64_t WriteIntentBitmap::region_of(std::uint64_t member_offset) const noexcept {
   return member_offset >> state_->region_shift;
 }
@@ -851,13 +887,19 @@ void WriteIntentBitmap::pin(std::uint64_t member_offset) {
   const std::uint64_t region = member_offset >> st.region_shift;
   const std::uint64_t bit = std::uint64_t{1} << (region % 64);
   MutexLock lock(st.clear_mutex);  // no clear cycle is between its two phases
-  st.pinned[region / 64].fetch_or(bit);
+  st.kept[region / 64].fetch_or(bit);
+  st.any_kept.store(true, std::memory_order_release);
   st.candidates[region / 64].fetch_and(~bit);
 }
 
 bool WriteIntentBitmap::is_pinned(std::uint64_t region) const noexcept {
   if (region >= state_->region_count) return false;
-  return (state_->pinned[region / 64].load() >> (region % 64)) & 1;
+  const std::uint64_t word = state_->pinned[region / 64].load() | state_->kept[region / 64].load();
+  return (word >> (region % 64)) & 1;
+}
+
+bool WriteIntentBitmap::has_kept_pins() const noexcept {
+  return state_->any_kept.load(std::memory_order_acquire);
 }
 
 bool WriteIntentBitmap::is_dirty(std::uint64_t region) const noexcept {

@@ -73,9 +73,12 @@ inline constexpr std::uint64_t kMinRegionBytes = 64 * 1024;
 inline constexpr std::uint64_t kDefaultMinRegionBytes = 1024 * 1024;
 
 // A major bump is an incompatible layout (readers refuse it); a minor bump only gives meaning to
-// reserved bytes, which this version writes as zero and ignores.
+// reserved bytes, which an older version writes as zero and ignores. So a field a minor adds must
+// read as "unknown" when zero: an older writer that rewrites the header zeroes it.
+//   minor 0: the first layout.
+//   minor 1: events_cleared at bytes 80..87.
 inline constexpr std::uint16_t kBitmapMajorVersion = 1;
-inline constexpr std::uint16_t kBitmapMinorVersion = 0;
+inline constexpr std::uint16_t kBitmapMinorVersion = 1;
 
 // The first 8 bytes of the header: ASCII "graid-bm".
 inline constexpr std::array<std::byte, 8> kBitmapMagic = {
@@ -116,6 +119,11 @@ struct BitmapHeader {
   // Bumped each time the header is rewritten (created: 1, each persisted clear: +1). Members at a
   // lower count missed a clear: harmless for the union load() takes, and reported.
   std::uint64_t events = 1;
+  // The re-add baseline (minor 1; md's events_cleared): the array's superblock event count when
+  // bits were last cleared. A device whose own superblock is at or past it missed no write whose
+  // bit is gone, so a re-add of it rebuilds only the set bits' regions. 0: unknown (a header of
+  // minor 0, or one an older build rewrote): nothing can be trusted that way.
+  std::uint64_t events_cleared = 0;
 
   std::uint64_t region_count() const noexcept {
     return bitmap_region_count(data_size, region_bytes);
@@ -145,6 +153,9 @@ struct BitmapParams {
   // create_fresh: 0 = choose_region_bytes(). load: 0 = take it from the members' headers;
   // otherwise headers with another value are rejected.
   std::uint64_t region_bytes = 0;
+  // create_fresh: the re-add baseline of a new array (BitmapHeader::events_cleared): the event
+  // count of its first superblock. Ignored by load().
+  std::uint64_t events_cleared = 0;
   // A member whose bitmap write + flush takes longer than this is reported failed (kIoError in
   // `failed`), so a hung member costs one timeout, not a stalled array (meta/metadata_io.h).
   std::chrono::milliseconds metadata_timeout = kDefaultMetadataTimeout;
@@ -158,7 +169,10 @@ struct BitmapMemberIssue {
 
 // What load() found.
 struct BitmapLoadReport {
-  std::uint64_t events = 0;                 // highest event count among accepted headers
+  std::uint64_t events = 0;  // highest event count among accepted headers
+  // The re-add baseline the accepted headers record: the highest, or 0 (unknown) when any of
+  // them records none (an older build rewrote it).
+  std::uint64_t events_cleared = 0;
   std::vector<std::uint32_t> accepted;      // members whose bitmap went into the union
   std::vector<BitmapMemberIssue> rejected;  // unreadable, corrupt, foreign or mismatched layout
   std::vector<std::uint32_t> behind;        // accepted with a lower event count (missed a clear)
@@ -239,12 +253,18 @@ class WriteIntentBitmap {
   // was flushed after mark_clear_candidates() returned. On a member error the bits stay clear in
   // memory (conservative: the disk has them set or clear) and their pages are rewritten by the
   // next clear; the error names the member.
-  Status clear_candidates(std::vector<std::uint32_t>* failed = nullptr);
+  //
+  // `sb_events`: the array's superblock event count now, the re-add baseline from here on. When
+  // it is higher than events_cleared() (or that is unknown) and a bit is to be cleared, the header
+  // recording it is written and flushed on every live member first, before any page: a crash
+  // between the two leaves the baseline raised and the bits set, never bits cleared under an old
+  // baseline.
+  Status clear_candidates(std::uint64_t sb_events, std::vector<std::uint32_t>* failed = nullptr);
 
   // Both phases at once: clears and persists the bits of all regions with no write in flight.
   // REQUIRES: every live member was flushed after every write in those regions completed (clean
-  // stop, or the end of a resync with writes quiesced).
-  Status clear_idle(std::vector<std::uint32_t>* failed = nullptr);
+  // stop, or the end of a resync with writes quiesced). `sb_events` as for clear_candidates().
+  Status clear_idle(std::uint64_t sb_events, std::vector<std::uint32_t>* failed = nullptr);
 
   // Pins every region whose bit is set now: no clear (clear_candidates, clear_idle) takes a
   // pinned bit, so it stays set on disk until unpinned. For a re-sync that runs in the
@@ -253,13 +273,20 @@ class WriteIntentBitmap {
   std::uint64_t pin_dirty();
   // Unpins the regions that end at or below member byte `member_offset` (the re-sync has
   // passed them); data_size or more unpins every region. Their bits clear as usual from then on.
+  // Regions kept by pin() stay pinned.
   void unpin_below(std::uint64_t member_offset);
+  // Whether `region`'s bit is pinned, by pin_dirty() or by pin().
   bool is_pinned(std::uint64_t region) const noexcept;
   // Pins the region holding member byte `member_offset`, whose bit a write in flight has set:
   // its stripe is left inconsistent (a member refused its part of the write), and the bit must
-  // stay set on disk until a re-sync passes the region, at the next assembly or in the
-  // background. Out of range: ignored.
+  // stay set on disk until a re-sync passes the region after now. Only the next assembly's
+  // re-sync is sure to (a background re-sync running now may have passed the region already,
+  // or not cover it), so the pin holds for as long as this bitmap lives: unpin_below() leaves it.
+  // Out of range: ignored.
   void pin(std::uint64_t member_offset);
+  // Whether pin() pinned any region: the array then owes a re-sync that only the next assembly
+  // runs, so it must not be marked clean.
+  bool has_kept_pins() const noexcept;
 
   // The member byte ranges (relative to data_offset) whose bits are set, as {offset, length},
   // ascending, adjacent regions merged, the last clipped to data_size: what a resync covers.
@@ -278,6 +305,9 @@ class WriteIntentBitmap {
   std::uint64_t region_count() const noexcept;
   std::uint64_t data_size() const noexcept;
   std::uint64_t events() const noexcept;
+  // The re-add baseline as the members' headers record it (BitmapHeader::events_cleared; 0:
+  // unknown).
+  std::uint64_t events_cleared() const noexcept;
   // The region holding member byte `member_offset`.
   std::uint64_t region_of(std::uint64_t member_offset) const noexcept;
   // Writes in flight in `region` (for tests and stats); 0 out of range.

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <mutex>
 #include <set>
 
@@ -17,25 +18,6 @@
 
 namespace graid::testing {
 namespace {
-
-class EventLog final : public ArrayObserver {
- public:
-  void on_event(const ArrayEvent& event) override {
-    std::lock_guard guard(mu_);
-    events_.push_back(event);
-  }
-  std::vector<ArrayEvent> of(ArrayEventKind kind) const {
-    std::lock_guard guard(mu_);
-    std::vector<ArrayEvent> out;
-    for (const ArrayEvent& e : events_)
-      if (e.kind == kind) out.push_back(e);
-    return out;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<ArrayEvent> events_;
-};
 
 class ArrayBackgroundResyncTest : public ArrayJobTest {
  protected:
@@ -265,7 +247,7 @@ TEST_P(ArrayBackgroundResyncTest, ReadsAndWritesBeforeTheResyncSeeTheDataAndLeav
 
 TEST_P(ArrayBackgroundResyncTest, ResyncUnderVerifiedTrafficLeavesEveryStripeConsistent) {
   crash_with_broken_regions(2, 2);
-  EventLog events;
+  ArrayEventLog events;
   AssembleReport report;
   auto array = assemble_background(&report, &events);
   ASSERT_NE(array, nullptr);
@@ -395,6 +377,87 @@ TEST_P(ArrayBackgroundResyncTest, PowerLossMidPipelinedResyncLeavesWhatItHadNotP
   expect_whole(*array);
 }
 
+// A write into `stripe` that member `refuser` refuses as malformed (EINVAL: the request's fault,
+// not the drive's): the request fails, the member stays, and the other members took their parts,
+// so the stripe's redundancy no longer matches its data. The refuser holds the stripe's parity
+// (or, for a mirror, a copy of the strip written).
+void write_refused_by_a_member(Array& array, ArrayFiles& files, std::uint64_t stripe) {
+  const Geometry& g = array.geometry();
+  const std::uint32_t refuser =
+      g.redundancy() == Redundancy::kParity ? g.p_member(stripe) : g.data_member(stripe, 0, 1);
+  files.faulty[refuser]->fail_op_with(MemberOp::kWrite, EINVAL);
+  auto ctx = std::move(*IoContext::create(64));
+  auto queue = std::move(*array.attach(*ctx));
+  auto buf = std::move(*AlignedBuffer::allocate(4096, 4096));
+  const auto data = random_bytes(4096, 1234);
+  std::memcpy(buf.data(), data.data(), data.size());
+  const std::uint64_t at = stripe * g.stripe_data_bytes();
+  EXPECT_FALSE(run_one(*queue, IoKind::kWrite, at, 4096, buf.data()).is_ok())
+      << "the member refused its part";
+  files.faulty[refuser]->clear_failures();
+  // Flushes run bitmap clears (every flush: bitmap_clear_interval_ 0).
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(run_one(*queue, IoKind::kFlush, 0, 0, nullptr).is_ok());
+  EXPECT_EQ(array.member_health(refuser), MemberHealth::kActive);
+}
+
+// Issue 47 item 11: the bit of a stripe a member refused to write stays set until a re-sync
+// makes the stripe whole. A background re-sync that had already passed the region unpinned it
+// when it moved on (unpin_below took every pin below it), the next flush cleared the bit, and
+// the stripe stayed inconsistent for good. Such a pin now holds until the next assembly, and the
+// DG does not stop clean while one does, so that assembly re-syncs the region.
+TEST_P(ArrayBackgroundResyncTest, AStripeAMemberRefusedKeepsItsBitThroughARunningResync) {
+  bitmap_clear_interval_ = std::chrono::milliseconds(0);
+  crash_with_broken_regions(1, 2);
+  AssembleReport report;
+  auto array = assemble_background(&report);
+  ASSERT_NE(array, nullptr);
+  // The re-sync passes region 1 and stops part way into region 2.
+  auto part = array->resync(stop_after(kRegion / kStrip + 8));
+  ASSERT_TRUE(part.is_ok()) << part.status().to_string();
+  ASSERT_FALSE(part->finished);
+  // Region 1 (member bytes [1 MiB, 2 MiB)), which the re-sync has passed.
+  ASSERT_NO_FATAL_FAILURE(write_refused_by_a_member(*array, files_, kRegion / kStrip + 3));
+  auto rest = array->resync();
+  ASSERT_TRUE(rest.is_ok()) << rest.status().to_string();
+  ASSERT_TRUE(rest->finished);
+  {
+    auto ctx = std::move(*IoContext::create(64));
+    auto queue = std::move(*array->attach(*ctx));
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(run_one(*queue, IoKind::kFlush, 0, 0, nullptr).is_ok());
+  }
+  ASSERT_TRUE(array->stop().is_ok());
+  array.reset();
+  array = assemble_background(&report);
+  ASSERT_NE(array, nullptr);
+  EXPECT_FALSE(report.was_clean) << "a region is owed a re-sync";
+  EXPECT_GE(report.resync_pending_bytes, kRegion);
+  auto done = array->resync();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  EXPECT_EQ(*array->count_inconsistent_stripes(), 0u);
+}
+
+// The same without a re-sync running: the pinned bit survives a stop, which does not mark the
+// DG clean, and the next assembly re-syncs the stripe (a clean assembly re-syncs nothing).
+TEST_P(ArrayBackgroundResyncTest, AStripeAMemberRefusedIsResyncedAfterTheNextStop) {
+  bitmap_clear_interval_ = std::chrono::milliseconds(0);
+  auto array = make_array(0, "refused");
+  ASSERT_NE(array, nullptr);
+  fill(*array, 43);
+  ASSERT_NO_FATAL_FAILURE(write_refused_by_a_member(*array, files_, 2 * kRegion / kStrip + 5));
+  ASSERT_GT(*array->count_inconsistent_stripes(), 0u);
+  ASSERT_TRUE(array->stop().is_ok());
+  array.reset();
+  AssembleReport report;
+  array = assemble_background(&report);
+  ASSERT_NE(array, nullptr);
+  EXPECT_FALSE(report.was_clean);
+  auto done = array->resync();
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  EXPECT_EQ(*array->count_inconsistent_stripes(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, ArrayBackgroundResyncTest,
                          ::testing::Values(LevelShape{RaidLevel::kRaid1, 2},
                                            LevelShape{RaidLevel::kRaid10, 4},
@@ -410,7 +473,7 @@ class ArrayBackgroundResyncRaid5Test : public ArrayBackgroundResyncTest {};
 
 TEST_P(ArrayBackgroundResyncRaid5Test, AMemberFailedBeforeTheResyncLeavesItsStripesCounted) {
   crash_with_broken_regions(1, 1);
-  EventLog events;
+  ArrayEventLog events;
   AssembleReport report;
   auto array = assemble_background(&report, &events);
   ASSERT_NE(array, nullptr);

@@ -795,6 +795,7 @@ TEST_F(ArrayLifecycleTest, AMinorZeroArrayHasTheDefaultSettings) {
     auto sb = read_superblock(**dev);
     ASSERT_TRUE(sb.is_ok());
     sb->settings = meta::StoredSettings{};
+    sb->init_method = meta::kInitMethodNotRecorded;  // minor 5's, zero in minor 0 too
     auto block = AlignedBuffer::allocate(meta::kSuperblockSize, 4096);
     ASSERT_TRUE(meta::encode(*sb, block->span()).is_ok());
     const std::span<std::byte> b = block->span();

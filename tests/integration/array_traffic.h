@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -14,6 +15,26 @@
 #include "array_harness.h"
 
 namespace graid::testing {
+
+// Every event an array reports, for tests that look for some kind of them.
+class ArrayEventLog final : public ArrayObserver {
+ public:
+  void on_event(const ArrayEvent& event) override {
+    std::lock_guard guard(mu_);
+    events_.push_back(event);
+  }
+  std::vector<ArrayEvent> of(ArrayEventKind kind) const {
+    std::lock_guard guard(mu_);
+    std::vector<ArrayEvent> out;
+    for (const ArrayEvent& e : events_)
+      if (e.kind == kind) out.push_back(e);
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<ArrayEvent> events_;
+};
 
 // Random verified I/O on the array from one thread until `stop`: writes of fresh data recorded
 // in `model`, reads compared with it. One batch of non-overlapping requests at a time.

@@ -155,6 +155,18 @@ TEST_F(ArrayWriteSafetyTest, AWriteThatSkipsAFailedMemberWaitsForTheRecord) {
 TEST_F(ArrayWriteSafetyTest, NewArraysGetConsistentRedundancy) {
   const RaidLevel levels[] = {RaidLevel::kRaid1, RaidLevel::kRaid10, RaidLevel::kRaid5,
                               RaidLevel::kRaid6};
+  // Issue 47 item 7: how the array was initialised is recorded in its superblocks, so an
+  // assembly (a restart) says the same as create did.
+  const auto after_restart = [&](std::unique_ptr<Array>& array, ArrayFiles& files) {
+    EXPECT_TRUE(array->stop().is_ok());
+    const auto n = array->member_count();
+    array.reset();
+    auto devs = files.open(n, kMemberBytes, false);
+    EXPECT_TRUE(devs.is_ok());
+    auto again = Array::assemble(std::move(*devs), options());
+    EXPECT_TRUE(again.is_ok()) << again.status().to_string();
+    return again.is_ok() ? (*again)->init_method() : InitMethod::kNotRecorded;
+  };
   for (const RaidLevel level : levels) {
     SCOPED_TRACE(raid_level_name(level));
     const std::uint32_t n = level == RaidLevel::kRaid1 ? 2 : 4;
@@ -165,6 +177,7 @@ TEST_F(ArrayWriteSafetyTest, NewArraysGetConsistentRedundancy) {
       ASSERT_TRUE(array.is_ok()) << array.status().to_string();
       EXPECT_EQ((*array)->init_method(), InitMethod::kKnownZero);
       EXPECT_EQ(*(*array)->count_inconsistent_stripes(), 0u);
+      EXPECT_EQ(after_restart(*array, fresh), InitMethod::kKnownZero);
     }
     for (const int mode : {0, 1, 2}) {  // default, zero_members, assume_clean
       SCOPED_TRACE(mode);
@@ -182,6 +195,7 @@ TEST_F(ArrayWriteSafetyTest, NewArraysGetConsistentRedundancy) {
       EXPECT_EQ((*array)->init_method(), expected);
       if (mode == 2) {
         EXPECT_GT(*(*array)->count_inconsistent_stripes(), 0u);
+        EXPECT_EQ(after_restart(*array, used), expected);
         continue;
       }
       EXPECT_EQ(*(*array)->count_inconsistent_stripes(), 0u);
@@ -200,6 +214,8 @@ TEST_F(ArrayWriteSafetyTest, NewArraysGetConsistentRedundancy) {
       auto after = AlignedBuffer::allocate(span, 4096);
       ASSERT_TRUE(run_one(**queue, IoKind::kRead, 0, span, after->data()).is_ok());
       EXPECT_EQ(std::memcmp(before->data(), after->data(), span), 0);
+      queue->reset();
+      EXPECT_EQ(after_restart(*array, used), expected);
     }
   }
 }

@@ -69,11 +69,12 @@ Superblock full_superblock() {
   return sb;
 }
 
-// full_superblock() with the fields of minor 4 in use too.
+// full_superblock() with the fields of minors 4 and 5 in use too.
 Superblock minor4_superblock() {
   Superblock sb = full_superblock();
   sb.set_journal_covered(true);
   sb.bad_ranges = {BadRange{8192, 4096}, BadRange{1ull << 30, 512}};
+  sb.init_method = kInitMethodZeroed;
   return sb;
 }
 
@@ -137,10 +138,10 @@ constexpr std::size_t kMagicAt = 0, kMajorAt = 8, kMinorAt = 10, kCrcAt = 12, kS
                       kArrayUuidAt = 48, kMemberUuidAt = 64, kMemberIndexAt = 80, kLevelAt = 84,
                       kMemberCountAt = 88, kSpareCountAt = 92, kStripAt = 96, kRsvd0At = 100,
                       kDataOffsetAt = 104, kDataSizeAt = 112, kInitAt = 120, kResyncAt = 128,
-                      kCheckAt = 136, kNameAt = 144, kSettingsAt = 176, kRsvd1At = 181,
-                      kJournalAt = 184, kReplaceAt = 208, kCoveredAt = 232, kRsvd1bAt = 240,
-                      kMembersAt = 256, kMemberSize = 32, kVdsAt = 1280, kVdSize = 64,
-                      kBadListAt = 2304, kRsvd2At = 3344;
+                      kCheckAt = 136, kNameAt = 144, kSettingsAt = 176, kInitMethodAt = 181,
+                      kRsvd1At = 182, kJournalAt = 184, kReplaceAt = 208, kCoveredAt = 232,
+                      kRsvd1bAt = 240, kMembersAt = 256, kMemberSize = 32, kVdsAt = 1280,
+                      kVdSize = 64, kBadListAt = 2304, kRsvd2At = 3344;
 constexpr std::size_t member_at(std::size_t i) {
   return kMembersAt + i * kMemberSize;
 }
@@ -276,7 +277,7 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
   using V = std::vector<std::uint8_t>;
   EXPECT_EQ(bytes_at(kMagicAt, 8), (V{'g', 'r', 'a', 'i', 'd', '-', 's', 'b'}));
   EXPECT_EQ(bytes_at(kMajorAt, 2), (V{0x01, 0x00}));
-  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x04, 0x00}));
+  EXPECT_EQ(bytes_at(kMinorAt, 2), (V{0x05, 0x00}));
   EXPECT_EQ(bytes_at(kSbSizeAt, 4), (V{0x00, 0x10, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kFlagsAt, 4), (V{0x01, 0x00, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kEventsAt, 8), (V{0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
@@ -301,7 +302,9 @@ TEST(SuperblockLayout, FieldsAtDocumentedOffsetsLittleEndian) {
             (V{'d', 'g', '0', '-', 'p', 'r', 'o', 'd', 'u', 'c', 't', 'i', 'o', 'n', 0}));
   // Settings (minor 1): rebuild, init, check, resync speed, journal policy; one byte each.
   EXPECT_EQ(bytes_at(kSettingsAt, 5), (V{3, 1, 4, 2, 3}));
-  EXPECT_EQ(bytes_at(kRsvd1At, 3), V(3, 0));
+  // How the array was initialised (minor 5): zeroed.
+  EXPECT_EQ(bytes_at(kInitMethodAt, 1), V{3});
+  EXPECT_EQ(bytes_at(kRsvd1At, 2), V(2, 0));
   // Journal area (minor 2): offset, bytes, epoch.
   EXPECT_EQ(bytes_at(kJournalAt, 8), (V{0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00}));
   EXPECT_EQ(bytes_at(kJournalAt + 8, 8), (V{0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00}));
@@ -356,7 +359,7 @@ TEST(SuperblockLayout, GoldenBytes) {
                                  reinterpret_cast<const std::uint8_t*>(b.data()) + 120);
   const std::vector<std::uint8_t> expected = {
       'g',  'r',  'a',      'i',      'd',      '-',      's', 'b', 1,   0,
-      4,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
+      5,    0,    head[12], head[13], head[14], head[15],          // crc, checked below
       0x00, 0x10, 0,        0,                                     // sb_size 4096
       0,    0,    0,        0,                                     // array flags
       1,    0,    0,        0,        0,        0,        0,   0,  // events 1
@@ -379,8 +382,8 @@ TEST(SuperblockLayout, GoldenBytes) {
   poke<std::uint32_t>(zeroed, kCrcAt, 0);
   EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), bitwise_crc32c(zeroed));
   // The crc covers every byte, so these pin the whole encoding of both test superblocks.
-  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0x7AB4231Fu);
-  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0x5C7292E5u);
+  EXPECT_EQ(peek<std::uint32_t>(b, kCrcAt), 0xEEB122B1u);
+  EXPECT_EQ(peek<std::uint32_t>(must_encode(full_superblock()), kCrcAt), 0xC877934Bu);
 }
 
 // ---- Decode errors, one crafted input per check
@@ -524,8 +527,12 @@ TEST(SuperblockDecode, EachCheckHasItsError) {
        "VD entry 0 name has bytes after"},
       {"reserved 0 not zero", [](auto& b) { b[kRsvd0At] = std::byte{1}; }, Errc::kCorrupt,
        "reserved bytes not zero"},
-      {"reserved 1 not zero", [](auto& b) { b[kRsvd1At + 74] = std::byte{1}; }, Errc::kCorrupt,
+      {"reserved 1b not zero", [](auto& b) { b[kRsvd1bAt + 15] = std::byte{1}; }, Errc::kCorrupt,
        "reserved bytes not zero"},
+      {"reserved 1 (182) not zero", [](auto& b) { b[kRsvd1At] = std::byte{1}; }, Errc::kCorrupt,
+       "reserved bytes not zero"},
+      {"init method 5", [](auto& b) { b[kInitMethodAt] = std::byte{5}; }, Errc::kCorrupt,
+       "init method code 5 unknown"},
       {"rebuild speed 5", [](auto& b) { b[kSettingsAt] = std::byte{5}; }, Errc::kCorrupt,
        "rebuild speed code 5 unknown"},
       {"init speed 255", [](auto& b) { b[kSettingsAt + 1] = std::byte{255}; }, Errc::kCorrupt,
@@ -568,9 +575,9 @@ TEST(SuperblockDecode, TruncatedAtEveryLength) {
 // A newer minor version is accepted; its reserved bytes and flag bits are kept and written back.
 TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   EncodedSuperblock b = must_encode(full_superblock());
-  poke<std::uint16_t>(b, kMinorAt, 5);
+  poke<std::uint16_t>(b, kMinorAt, 6);
   b[kRsvd0At] = std::byte{0x11};
-  b[kRsvd1At + 2] = std::byte{0x22};
+  b[kRsvd1At + 1] = std::byte{0x22};
   b[kRsvd1bAt + 5] = std::byte{0x55};
   b[kRsvd2At + 500] = std::byte{0x33};
   b[kSuperblockSize - 1] = std::byte{0x44};
@@ -580,14 +587,14 @@ TEST(SuperblockDecode, NewerMinorPreservesUnknownBytes) {
   refix_crc(b);
   Result<Superblock> r = decode(b);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-  EXPECT_EQ(r->minor_version, 5);
+  EXPECT_EQ(r->minor_version, 6);
   EXPECT_TRUE(r->clean());
   EXPECT_EQ(r->members[0].flags, 0x4u);
   EXPECT_TRUE(r->vds[0].in_use());
   EXPECT_EQ(r->reserved[0], std::byte{0x11});
-  EXPECT_EQ(r->reserved[4 + 2], std::byte{0x22});
-  EXPECT_EQ(r->reserved[4 + 3 + 5], std::byte{0x55});
-  EXPECT_EQ(r->reserved[4 + 3 + 16 + 500], std::byte{0x33});
+  EXPECT_EQ(r->reserved[4 + 1], std::byte{0x22});
+  EXPECT_EQ(r->reserved[4 + 2 + 5], std::byte{0x55});
+  EXPECT_EQ(r->reserved[4 + 2 + 16 + 500], std::byte{0x33});
   EXPECT_EQ(r->reserved[kReservedBytes - 1], std::byte{0x44});
   EXPECT_EQ(must_encode(*r), b);
 
@@ -813,6 +820,7 @@ TEST(SuperblockMinor4, RoundTripsAndOlderMinorsHaveNone) {
   Superblock none = sb;
   none.set_journal_covered(false);
   none.bad_ranges.clear();
+  none.init_method = kInitMethodNotRecorded;  // minor 5's
   EncodedSuperblock nb = must_encode(none);
   poke<std::uint16_t>(nb, kMinorAt, 3);
   refix_crc(nb);
@@ -820,6 +828,38 @@ TEST(SuperblockMinor4, RoundTripsAndOlderMinorsHaveNone) {
   ASSERT_TRUE(older.is_ok()) << older.status().to_string();
   EXPECT_FALSE(older->journal_covered());
   EXPECT_TRUE(older->bad_ranges.empty());
+}
+
+// ---- Init method (minor 5)
+// ---------------------------------------------------------------------------------
+
+TEST(SuperblockMinor5, InitMethodRoundTripsAndOlderMinorsHaveNone) {
+  for (std::uint8_t code = 0; code <= kMaxInitMethodCode; ++code) {
+    Superblock sb = minimal_superblock();
+    sb.init_method = code;
+    const EncodedSuperblock b = must_encode(sb);
+    EXPECT_EQ(peek<std::uint8_t>(b, kInitMethodAt), code);
+    Result<Superblock> back = decode(b);
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    EXPECT_EQ(back->init_method, code);
+  }
+  Superblock sb = minimal_superblock();
+  sb.init_method = kMaxInitMethodCode + 1;
+  EXPECT_EQ(validate(sb).code(), Errc::kInvalidArgument);
+  // A minor 4 copy reads as not recorded, and with the byte set is corrupt.
+  sb.init_method = kInitMethodNotRecorded;
+  EncodedSuperblock older = must_encode(sb);
+  poke<std::uint16_t>(older, kMinorAt, 4);
+  refix_crc(older);
+  Result<Superblock> r = decode(older);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->init_method, kInitMethodNotRecorded);
+  older[kInitMethodAt] = std::byte{kInitMethodResync};
+  refix_crc(older);
+  r = decode(older);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("the init method since minor 5"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(SuperblockMinor4, LostRangesMustBeOrderedAlignedAndInside) {

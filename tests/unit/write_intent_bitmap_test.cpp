@@ -40,6 +40,9 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
 constexpr std::uint64_t kGiB = 1024 * kMiB;
+// The array's superblock event count the clears are told (the re-add baseline), and what the
+// fixtures' bitmaps are created with: the same, so a clear writes no header of its own.
+constexpr std::uint64_t kSbEvents = 1;
 
 ArrayUuidBytes test_uuid(std::uint8_t seed) {
   ArrayUuidBytes u{};
@@ -129,6 +132,7 @@ BitmapHeader sample_header() {
   h.data_size = 100 * kGiB + 4096;
   h.data_offset = kMiB;
   h.events = 0x0102030405060708ull;
+  h.events_cleared = 0x1122334455667788ull;
   return h;
 }
 
@@ -153,7 +157,9 @@ TEST(BitmapHeaderCodec, RoundTripAndPinnedLayout) {
   EXPECT_EQ(read_le<std::uint64_t>(block, 56), h.data_offset);
   EXPECT_EQ(read_le<std::uint64_t>(block, 64), h.events);
   EXPECT_EQ(read_le<std::uint64_t>(block, 72), kBitmapPagesOffset);
-  for (std::size_t i = 80; i < block.size(); ++i)
+  EXPECT_EQ(read_le<std::uint64_t>(block, 80), h.events_cleared);  // minor 1
+  EXPECT_EQ(h.events_cleared, 0x1122334455667788u);
+  for (std::size_t i = 88; i < block.size(); ++i)
     ASSERT_EQ(block[i], std::byte{0}) << i;
   // crc32c over the block with the crc field as zero.
   EncodedBitmapHeader copy = block;
@@ -306,6 +312,7 @@ class CountingMember final : public MemberDevice {
     if (fail_writes.load()) return make_error(Errc::kIoError, "injected write error");
     GRAID_RETURN_IF_ERROR(inner_->write_sync(offset, buf));
     std::lock_guard lock(mutex_);
+    log_.push_back(offset);
     if (offset >= kBitmapPagesOffset) {
       const std::uint64_t at = offset - kBitmapPagesOffset;
       if (at + buf.size() <= pending_.size())
@@ -317,6 +324,7 @@ class CountingMember final : public MemberDevice {
     flushes.fetch_add(1);
     GRAID_RETURN_IF_ERROR(inner_->flush_sync());
     std::lock_guard lock(mutex_);
+    log_.push_back(kFlushed);
     durable_ = pending_;
     return Status::ok();
   }
@@ -331,9 +339,18 @@ class CountingMember final : public MemberDevice {
   std::atomic<std::uint64_t> flushes{0};
   std::atomic<bool> fail_writes{false};
 
+  // What reached the member since the last call, in order: the offset of each write, kFlushed
+  // for each flush.
+  static constexpr std::uint64_t kFlushed = ~std::uint64_t{0};
+  std::vector<std::uint64_t> take_log() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(log_, {});
+  }
+
  private:
   std::unique_ptr<MemberDevice> inner_;
   std::mutex mutex_;
+  std::vector<std::uint64_t> log_;
   std::vector<std::byte> pending_;
   std::vector<std::byte> durable_;
 };
@@ -354,6 +371,7 @@ class BitmapTest : public ::testing::Test {
     params_.data_offset = kMiB;
     params_.data_size = 256 * kMiB + 12345;  // 257 regions of 1 MiB, the last one partial
     params_.region_bytes = kMiB;
+    params_.events_cleared = kSbEvents;
     open_members();
   }
 
@@ -542,7 +560,7 @@ TEST_F(BitmapTest, MemberWriteErrorIsReportedThenDroppedMemberIsSkipped) {
   bm.end_write(7 * kMiB, 4096);
   ASSERT_TRUE(bm.begin_write(9 * kMiB, 4096).is_ok());
   bm.end_write(9 * kMiB, 4096);
-  ASSERT_TRUE(bm.clear_idle().is_ok());
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());
   EXPECT_EQ(members_[1]->writes.load(), member1_writes);
 
   // No live member at all: refuse rather than write unprotected.
@@ -551,12 +569,84 @@ TEST_F(BitmapTest, MemberWriteErrorIsReportedThenDroppedMemberIsSkipped) {
   EXPECT_EQ(bm.begin_write(11 * kMiB, 4096).code(), Errc::kIoError);
 }
 
+// The re-add baseline (events_cleared): created as given, raised by a clear to the superblock's
+// events, on disk on every member before any page that clears a bit under it (a crash between
+// leaves the baseline raised and the bits set), and written again only when it moves. load()
+// takes the highest the members record, or none when one of them records none (a minor 0
+// header, as an older build rewrites it).
+TEST_F(BitmapTest, AClearRecordsTheReaddBaselineBeforeAnyPageItClears) {
+  WriteIntentBitmap bm = fresh();
+  EXPECT_EQ(bm.events_cleared(), kSbEvents);
+  for (std::uint32_t m = 0; m < kMembers; ++m) {
+    auto h = decode_header(read_file(m, kBitmapOffset, kBitmapHeaderSize));
+    ASSERT_TRUE(h.is_ok());
+    EXPECT_EQ(h->events_cleared, kSbEvents);
+  }
+  ASSERT_TRUE(bm.begin_write(3 * kMiB, 4096).is_ok());
+  bm.end_write(3 * kMiB, 4096);
+  for (auto& m : members_)
+    m->take_log();
+  const std::uint64_t events_before = bm.events();
+  ASSERT_TRUE(bm.clear_idle(9).is_ok());
+  EXPECT_FALSE(bm.is_dirty(3));
+  EXPECT_EQ(bm.events_cleared(), 9u);
+  EXPECT_EQ(bm.events(), events_before + 2);  // the header alone, then with the page
+  using Log = std::vector<std::uint64_t>;
+  constexpr std::uint64_t F = CountingMember::kFlushed;
+  for (std::uint32_t m = 0; m < kMembers; ++m) {
+    EXPECT_EQ(members_[m]->take_log(),
+              (Log{kBitmapOffset, F, kBitmapPagesOffset, kBitmapOffset, F}))
+        << "member " << m;
+    auto h = decode_header(read_file(m, kBitmapOffset, kBitmapHeaderSize));
+    ASSERT_TRUE(h.is_ok());
+    EXPECT_EQ(h->events_cleared, 9u);
+    EXPECT_FALSE(file_bit(m, 3));
+  }
+  // The same baseline again: one write of page and header, as before.
+  ASSERT_TRUE(bm.begin_write(4 * kMiB, 4096).is_ok());
+  bm.end_write(4 * kMiB, 4096);
+  for (auto& m : members_)
+    m->take_log();
+  ASSERT_TRUE(bm.clear_idle(9).is_ok());
+  EXPECT_EQ(members_[0]->take_log(), (Log{kBitmapPagesOffset, kBitmapOffset, F}));
+  // Nothing to clear: nothing written, the baseline unmoved.
+  ASSERT_TRUE(bm.clear_idle(12).is_ok());
+  EXPECT_TRUE(members_[0]->take_log().empty());
+  EXPECT_EQ(bm.events_cleared(), 9u);
+
+  // A member's header as an older build rewrites it (minor 0: the field zero).
+  BitmapLoadReport report;
+  open_members();
+  auto loaded = WriteIntentBitmap::load(ptrs_, params_, &report);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  EXPECT_EQ(loaded->events_cleared(), 9u);
+  EXPECT_EQ(report.events_cleared, 9u);
+  auto block = read_file(1, kBitmapOffset, kBitmapHeaderSize);
+  write_le<std::uint16_t>(block, 10, 0);
+  write_le<std::uint64_t>(block, 80, 0);
+  fix_crc(block);
+  write_file(1, kBitmapOffset, block);
+  open_members();
+  auto older = WriteIntentBitmap::load(ptrs_, params_, &report);
+  ASSERT_TRUE(older.is_ok()) << older.status().to_string();
+  EXPECT_EQ(older->events_cleared(), 0u) << "unknown: an older build wrote a header";
+  // The next clear records it anew.
+  ASSERT_TRUE(older->begin_write(5 * kMiB, 4096).is_ok());
+  older->end_write(5 * kMiB, 4096);
+  ASSERT_TRUE(older->clear_idle(14).is_ok());
+  EXPECT_EQ(older->events_cleared(), 14u);
+  auto h = decode_header(read_file(1, kBitmapOffset, kBitmapHeaderSize));
+  ASSERT_TRUE(h.is_ok());
+  EXPECT_EQ(h->events_cleared, 14u);
+  EXPECT_EQ(h->minor_version, kBitmapMinorVersion);
+}
+
 TEST_F(BitmapTest, ClearIdleClearsOnlyIdleRegions) {
   WriteIntentBitmap bm = fresh();
   ASSERT_TRUE(bm.begin_write(10 * kMiB, 4096).is_ok());  // stays in flight
   ASSERT_TRUE(bm.begin_write(20 * kMiB, 4096).is_ok());
   bm.end_write(20 * kMiB, 4096);
-  ASSERT_TRUE(bm.clear_idle().is_ok());
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());
   EXPECT_TRUE(bm.is_dirty(10));
   EXPECT_FALSE(bm.is_dirty(20));
   EXPECT_EQ(bm.events(), 2u);
@@ -571,10 +661,10 @@ TEST_F(BitmapTest, ClearIdleClearsOnlyIdleRegions) {
   }
   // Nothing to clear: no I/O.
   const std::uint64_t writes = total_writes();
-  ASSERT_TRUE(bm.clear_idle().is_ok());
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());
   EXPECT_EQ(total_writes(), writes);
   bm.end_write(10 * kMiB, 4096);
-  ASSERT_TRUE(bm.clear_idle().is_ok());
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());
   EXPECT_TRUE(bm.dirty_ranges().empty());
   EXPECT_FALSE(file_bit(0, 10));
 }
@@ -591,16 +681,16 @@ TEST_F(BitmapTest, TwoPhaseClearSkipsRegionsWrittenSinceTheMark) {
   ASSERT_TRUE(bm.begin_write(2 * kMiB, 4096).is_ok());
   bm.end_write(2 * kMiB, 4096);
   bm.end_write(4 * kMiB, 4096);  // completes after the mark: not a candidate either
-  ASSERT_TRUE(bm.clear_candidates().is_ok());
+  ASSERT_TRUE(bm.clear_candidates(kSbEvents).is_ok());
   EXPECT_FALSE(bm.is_dirty(1));
   EXPECT_TRUE(bm.is_dirty(2));
   EXPECT_FALSE(bm.is_dirty(3));
   EXPECT_TRUE(bm.is_dirty(4));
   EXPECT_FALSE(file_bit(0, 1));
   EXPECT_TRUE(file_bit(0, 2));
-  // Candidates are used up: a second clear_candidates() does nothing.
+  // Candidates are used up: a second clear_candidates(kSbEvents) does nothing.
   const std::uint64_t writes = total_writes();
-  ASSERT_TRUE(bm.clear_candidates().is_ok());
+  ASSERT_TRUE(bm.clear_candidates(kSbEvents).is_ok());
   EXPECT_EQ(total_writes(), writes);
 }
 
@@ -614,7 +704,7 @@ TEST_F(BitmapTest, PinnedRegionsKeepTheirBitsUntilTheyAreUnpinned) {
   // A region written after the pin clears as usual.
   ASSERT_TRUE(bm.begin_write(9 * kMiB, 4096).is_ok());
   bm.end_write(9 * kMiB, 4096);
-  ASSERT_TRUE(bm.clear_idle().is_ok());
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());
   EXPECT_FALSE(bm.is_dirty(9));
   for (const std::uint64_t r : {3, 4, 70}) {
     EXPECT_TRUE(bm.is_dirty(r)) << r;
@@ -628,7 +718,7 @@ TEST_F(BitmapTest, PinnedRegionsKeepTheirBitsUntilTheyAreUnpinned) {
   bm.unpin_below(4 * kMiB + 1);
   EXPECT_FALSE(bm.is_pinned(3));
   EXPECT_TRUE(bm.is_pinned(4));
-  ASSERT_TRUE(bm.clear_idle().is_ok());
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());
   EXPECT_FALSE(bm.is_dirty(3));
   EXPECT_FALSE(file_bit(0, 3));
   EXPECT_TRUE(bm.is_dirty(4));
@@ -636,7 +726,7 @@ TEST_F(BitmapTest, PinnedRegionsKeepTheirBitsUntilTheyAreUnpinned) {
   // Past the end: every region, the last one included.
   bm.unpin_below(~std::uint64_t{0});
   EXPECT_FALSE(bm.is_pinned(70));
-  ASSERT_TRUE(bm.clear_idle().is_ok());
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());
   EXPECT_TRUE(bm.dirty_ranges().empty());
 }
 
@@ -646,13 +736,13 @@ TEST_F(BitmapTest, FailedClearIsRetriedByTheNextClear) {
   bm.end_write(30 * kMiB, 4096);
   members_[2]->fail_writes = true;
   std::vector<std::uint32_t> failed;
-  const Status s = bm.clear_idle(&failed);
+  const Status s = bm.clear_idle(kSbEvents, &failed);
   EXPECT_EQ(s.code(), Errc::kIoError);
   EXPECT_EQ(failed, std::vector<std::uint32_t>{2});
   EXPECT_FALSE(bm.is_dirty(30));  // clear in memory; member 2's disk still has it (safe)
   EXPECT_TRUE(file_bit(2, 30));
   members_[2]->fail_writes = false;
-  ASSERT_TRUE(bm.clear_idle().is_ok());  // rewrites the stale page
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());  // rewrites the stale page
   EXPECT_FALSE(file_bit(2, 30));
 }
 
@@ -726,7 +816,7 @@ TEST_F(BitmapTest, LoadTakesTheUnionAndRepairsMembers) {
   ASSERT_TRUE(bm->begin_write(100 * kMiB, 4096).is_ok());
   EXPECT_EQ(total_writes(), writes);
   bm->end_write(100 * kMiB, 4096);
-  ASSERT_TRUE(bm->clear_idle().is_ok());
+  ASSERT_TRUE(bm->clear_idle(kSbEvents).is_ok());
   EXPECT_TRUE(bm->dirty_ranges().empty());
 }
 
@@ -820,7 +910,7 @@ TEST_F(BitmapTest, LoadSkipsMissingMembersAndReportsOnesBehind) {
     ASSERT_TRUE(bm.begin_write(3 * kMiB, 4096).is_ok());
     bm.end_write(3 * kMiB, 4096);
     bm.drop_member(0);
-    ASSERT_TRUE(bm.clear_idle().is_ok());  // members 1, 2 at events 2; member 0 still at 1
+    ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());  // members 1, 2 at events 2; member 0 still at 1
   }
   open_members();
   BitmapLoadReport report;
@@ -837,7 +927,7 @@ TEST_F(BitmapTest, LoadSkipsMissingMembersAndReportsOnesBehind) {
   auto bm2 = WriteIntentBitmap::load(with_gap, params_, &report);
   ASSERT_TRUE(bm2.is_ok());
   EXPECT_EQ(report.accepted, (std::vector<std::uint32_t>{0, 2}));
-  ASSERT_TRUE(bm2->clear_idle().is_ok());
+  ASSERT_TRUE(bm2->clear_idle(kSbEvents).is_ok());
   EXPECT_EQ(members_[1]->writes.load(), writes1);
 }
 
@@ -939,7 +1029,7 @@ TEST_F(BitmapTest, ConcurrentWritersWithClearerNeverLoseADurableBit) {
       for (auto* m : ptrs_) {
         if (!m->flush_sync().is_ok()) std::abort();
       }
-      if (!bm.clear_candidates().is_ok()) std::abort();
+      if (!bm.clear_candidates(kSbEvents).is_ok()) std::abort();
       ++clears;
     }
   });
@@ -950,7 +1040,7 @@ TEST_F(BitmapTest, ConcurrentWritersWithClearerNeverLoseADurableBit) {
   EXPECT_GT(clears, 0);
   for (std::uint64_t r = 0; r < bm.region_count(); ++r)
     ASSERT_EQ(bm.in_flight(r), 0u) << r;
-  ASSERT_TRUE(bm.clear_idle().is_ok());
+  ASSERT_TRUE(bm.clear_idle(kSbEvents).is_ok());
   EXPECT_TRUE(bm.dirty_ranges().empty());
   for (std::uint64_t r = 0; r < 8; ++r)
     EXPECT_FALSE(file_bit(0, r));
@@ -985,7 +1075,7 @@ class BitmapMetadataIoTest : public ::testing::Test {
   testing::TempDir dir_;
   std::vector<std::shared_ptr<testing::MetadataGate>> gates_;
   std::vector<std::shared_ptr<MemberDevice>> members_;
-  BitmapParams params_{test_uuid(0x30), kMiB, 256 * kMiB, kMiB};
+  BitmapParams params_{test_uuid(0x30), kMiB, 256 * kMiB, kMiB, kSbEvents};
 };
 
 TEST_F(BitmapMetadataIoTest, AnUpdateWritesEveryMemberAtOnce) {

@@ -168,6 +168,8 @@ enum class InitMethod : std::uint8_t {
   kKnownZero,  // every member read zeroes over the data area: nothing to do
   kZeroed,     // members zeroed (zero_members)
   kResync,     // parity computed from the data (mirrors copied), stripe by stripe
+  // An array created by a build that did not record it (superblock minor < 5).
+  kNotRecorded,
 };
 std::string_view init_method_name(InitMethod method) noexcept;
 
@@ -201,6 +203,7 @@ struct AssembleReport {
   std::vector<std::string> stale_members;   // members with an older superblock, not used
   std::vector<std::string> behind_members;  // one event behind (an interrupted update), used
   std::vector<std::string> failed_members;  // members recorded as failed, missing or too small
+  std::vector<std::uint32_t> failed_roles;  // the role of each failed_members entry
   bool was_clean = true;                    // false: the array was not stopped cleanly
   std::uint64_t resynced_bytes = 0;         // member bytes per member re-synced after unclean stop
   std::uint64_t unsynced_stripes = 0;       // dirty stripes that could not be re-synced
@@ -219,8 +222,8 @@ struct VdInfo {
 
 // A range of array data whose contents are lost (Array::lost_ranges): a member could not be read
 // there during a background job and redundancy could not make it up. Reads that touch it fail
-// with kIoError (no member is failed for it); a write that covers all of it makes it readable
-// again (docs/resilience.md, "Lost ranges").
+// with kIoError (no member is failed for it); the bytes a write covers read again (the range
+// shrinks or splits; docs/resilience.md, "Lost ranges").
 struct LostRange {
   std::uint64_t offset = 0;  // array data byte
   std::uint32_t len = 0;     // bytes
@@ -676,7 +679,8 @@ class Array {
   bool supports_write_zeroes() const noexcept;
   // Read errors corrected on `member` since assembly (each reconstructed and rewritten).
   std::uint64_t corrected_read_errors(std::uint32_t member) const noexcept;
-  // How create() initialised the array (kNone for an assembled one).
+  // How create() initialised the array, as its superblocks record it (kNotRecorded for an array
+  // created by a build that did not record it).
   InitMethod init_method() const noexcept;
 
   // Carves a VD of `size` bytes (rounded up to 4 KiB) from the first free extent (VDs start on
@@ -717,6 +721,14 @@ class Array {
   // superblock unless `force` (kBusy), and a full member table (kNoSpace). Returns the slot.
   Result<std::uint32_t> add_spare(std::unique_ptr<MemberDevice> device, bool force = false);
 
+  // Takes the hot spare in spare slot `slot` out of the array (md's --remove of a spare): later
+  // spares move down, the update is recorded in every member's superblock, and the device's own
+  // superblock is erased (a spare holds no data), so it is a blank device again once its owner
+  // closes it. kInvalidArgument (changing nothing) for a slot that is not a hot spare, or the
+  // spare slot of a hot replace in progress (cancel the replace instead); kIoError when the
+  // update fails. Returns the device, which the array no longer writes.
+  Result<std::shared_ptr<MemberDevice>> remove_spare(std::uint32_t slot);
+
   // Puts the first hot spare into failed role `member`, which becomes kRebuilding from 0 (the
   // spare's slot is freed, later spares move down); rebuild() then fills it. Returns the role.
   // kInvalidArgument for a role that is not failed (or is rebuilding already); kIoError when the
@@ -733,11 +745,22 @@ class Array {
   // recorded rebuild offset if it failed while being rebuilt) it is valid at once wherever the
   // write-intent bitmap marks no write, and only the marked regions are rebuilt; above that
   // point, and wherever its record cannot be trusted (unreadable, another array or member, an
-  // event count older than the last time bits were cleared, which includes every device that
-  // failed before this assembly), it is rebuilt in full. A crash during that rebuild resumes as
-  // a full one from the checkpoint. Refuses what take_spare() refuses; kIoError when the device
-  // cannot take its superblock (it stays failed).
+  // event count older than the last time bits were cleared, as the bitmap header records it:
+  // meta::BitmapHeader::events_cleared), it is rebuilt in full. A crash during that rebuild
+  // resumes as a full one from the checkpoint. Refuses what take_spare() refuses; kIoError when
+  // the device cannot take its superblock (it stays failed).
   Result<ReaddPlan> readd_failed(std::uint32_t member);
+  // The same with the device given: for a member the array does not hold (assembled without it,
+  // its superblock stale: graidd's marker online or replace after a restart). When the device's
+  // own superblock says it is this member (this array, slot `member`, the member UUID the role
+  // still records), it is taken back as readd_failed() takes one, bitmap-limited as far as
+  // ReaddPlan allows: the bits a clean stop kept while the array was degraded, and the baseline
+  // the bitmap header records (BitmapHeader::events_cleared), survive the restart. Any other
+  // device is checked as replace_failed() checks one (`force` for graid metadata, unless it is
+  // this array's own: an older member of the role or of another slot) and rebuilt in full.
+  // Refuses what take_spare() refuses for the role; every refusal changes nothing.
+  Result<ReaddPlan> readd_device(std::uint32_t member, std::unique_ptr<MemberDevice> device,
+                                 bool force = false);
   // Hot replace of a working member (md's want_replacement): `device` starts as a copy of
   // active role `member` that every write to the role also goes to once the copy has passed its
   // stripe; replace() then copies window by window and, at the end, swaps it into the role (new
