@@ -263,6 +263,12 @@ std::optional<std::uint32_t> Registry::pd_at_slot(std::uint32_t dg_id, std::uint
   return std::nullopt;
 }
 
+const Registry::Pd* Registry::stale_pd_of(std::uint32_t dg_id, std::uint32_t slot) const {
+  for (const auto& [id, pd] : pds_)
+    if (pd.dg_id == dg_id && !pd.slot && pd.stale_slot == slot) return &pd;
+  return nullptr;
+}
+
 Status Registry::start() {
   if (::mkdir(options_.state_dir.c_str(), 0700) != 0 && errno != EEXIST)
     return make_error(Errc::kIoError, "mkdir {}: {}", options_.state_dir, std::strerror(errno));
@@ -360,13 +366,16 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
   dg.observer = make_observer(dg_id);
   std::optional<MemberExamination> exam;
   std::vector<std::unique_ptr<MemberDevice>> devices;
+  std::map<const Pd*, std::uint32_t> own_slot;  // as each PD's own superblock says
   for (Pd* pd : members) {
     auto e = Array::examine(*pd->device);
     if (e.is_ok()) {
       pd->slot = e->slot;  // as its own superblock says; the array's view replaces it below
+      own_slot[pd] = e->slot;
       if (!exam || e->events > exam->events) exam = *e;
     }
     pd->dg_id = dg_id;
+    pd->stale_slot.reset();
     devices.push_back(std::move(pd->device));
   }
   AssembleOptions ao;
@@ -396,7 +405,16 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
     if (!pd->slot) {
       // Not taken by assembly (a stale superblock): the array closed it; hold it again.
       reopen(*pd);
-      pd->message = "stale superblock: not used by the drive group";
+      const auto own = own_slot.find(pd);
+      if (own != own_slot.end() && own->second < dg.array->member_count()) {
+        pd->stale_slot = own->second;
+        pd->message = fmt::format(
+            "stale: out of dg {} (slot {}) when it last stopped; graidctl edit pd {} marker online "
+            "takes it back, delete pd {} takes it out",
+            dg_id, own->second, pd->id, pd->id);
+      } else {
+        pd->message = "stale superblock: not used by the drive group";
+      }
     }
   }
   const auto replace = dg.array->replace_progress();
@@ -424,10 +442,23 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
     how += fmt::format(", the hot replace of slot {} resumes at {} MiB", replace->member,
                        replace->copied_bytes >> 20);
   }
-  if (!report.stale_members.empty())
+  // A role whose own drive is here but stale says so, by PD: the administrator's next step is
+  // that PD (marker online, replace, delete), not a missing drive.
+  std::vector<std::string> stale, failed;
+  std::set<std::uint32_t> stale_roles;
+  for (const Pd* pd : members) {
+    if (!pd->stale_slot) continue;
+    stale.push_back(fmt::format("slot {}: stale (pd {})", *pd->stale_slot, pd->id));
+    stale_roles.insert(*pd->stale_slot);
+  }
+  for (std::size_t i = 0; i < report.failed_members.size(); ++i) {
+    if (i < report.failed_roles.size() && stale_roles.contains(report.failed_roles[i])) continue;
+    failed.push_back(report.failed_members[i]);
+  }
+  if (!stale.empty()) how += fmt::format(", {}", fmt::join(stale, ", "));
+  if (report.stale_members.size() > stale.size())
     how += fmt::format(", stale members not used: {}", fmt::join(report.stale_members, ", "));
-  if (!report.failed_members.empty())
-    how += fmt::format(", failed or missing: {}", fmt::join(report.failed_members, ", "));
+  if (!failed.empty()) how += fmt::format(", failed or missing: {}", fmt::join(failed, ", "));
   if (!report.overrides.empty())
     how += fmt::format(", forced: {}", fmt::join(report.overrides, "; "));
   dg.message.clear();

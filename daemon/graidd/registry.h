@@ -143,6 +143,10 @@ class Registry {
     bool superblock = false;  // carried a graid superblock when opened
     std::string sb_uuid;      // its array's UUID then
     std::optional<std::uint32_t> dg_id, slot;
+    // Held here, not by its DG's array: assembly found its superblock stale (it was out of the
+    // DG when it last stopped). The role it had, per its own superblock: `marker online` or
+    // `replace pd` takes that role back while it is failed.
+    std::optional<std::uint32_t> stale_slot;
     // A hot replace (graidctl replace pd of a working member): `replacing` while this PD is the
     // copy (held by the array, in no slot yet), of the PD `replacing_from`; `replaced` once a
     // copy took this PD's slot (held by the array until it stops, its superblock erased).
@@ -200,6 +204,15 @@ class Registry {
   void reopen_released(Pd& pd);
   static constexpr std::chrono::milliseconds kReleaseWait{3000};
   Result<nlohmann::json> edit_pd_io_mode(Pd& pd, const std::string& value);  // registry_pd.cpp
+  // delete pd of a PD in a DG (registry_pd.cpp): whether it may go (a member that failed, was
+  // taken offline, vanished or is stale, or a DG's hot spare; not a working member, one being
+  // rebuilt or copied, nor one of a DG that failed or is offline: kBusy saying what to do), and
+  // taking it out (Array::remove_spare for a spare; a failed role stays failed), with an event.
+  Status check_removable(const Pd& pd) const;
+  Status remove_from_dg(Pd& pd);
+  // marker online of a PD that assembly found stale in its role (Pd::stale_slot): takes the
+  // drive back into that role while it is failed (Array::readd_device). registry_pd.cpp.
+  Result<nlohmann::json> readd_stale(Pd& pd);
   // replace pd of a working member: `to` becomes a copy of `from`, then takes its slot (the
   // DG's redundancy job runs the copy; sync_slots() follows the outcome); `wipe`: other
   // software's signatures on `to` first (--force). registry_pd.cpp.
@@ -264,6 +277,8 @@ class Registry {
   nlohmann::json vd_json(const Dg& dg, const VdInfo& vd) const;
   nlohmann::json settings_json(const Dg& dg) const;
   std::optional<std::uint32_t> pd_at_slot(std::uint32_t dg_id, std::uint32_t slot) const;
+  // The PD of DG `dg_id` that is stale in role `slot` (Pd::stale_slot), if any.
+  const Pd* stale_pd_of(std::uint32_t dg_id, std::uint32_t slot) const;
 
   RegistryOptions options_;
   IoThreads& threads_;

@@ -19,6 +19,7 @@ std::string Registry::pd_state(const Pd& pd) const {
   if (pd.replaced) return "replaced";
   if (!pd.dg_id) return pd.global_spare ? "spare" : "free";
   if (pd.marker_offline) return "offline";
+  if (pd.stale_slot) return "stale";
   auto it = dgs_.find(*pd.dg_id);
   if (it == dgs_.end() || !it->second.array || !pd.slot) return pd.slot ? "member" : "failed";
   auto slot = it->second.array->member_slot(*pd.slot);
@@ -190,6 +191,7 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
     const auto slots = a.member_slots();
     std::uint32_t spares = 0;
     json members = json::array();
+    std::vector<std::string> stale_notes;
     for (const auto& s : slots) {
       if (s.state == MemberSlotState::kEmpty) continue;
       if (s.slot >= a.member_count()) ++spares;
@@ -198,8 +200,23 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
                 {"path", s.path},
                 {"state", member_slot_state_name(s.state)}};
       if (s.state == MemberSlotState::kRebuilding) m["rebuilt_bytes"] = s.rebuild_offset;
+      if (s.path.empty() &&
+          (s.state == MemberSlotState::kFailed || s.state == MemberSlotState::kRemoved)) {
+        // Its own drive present but stale (out of the DG when it last stopped), not missing.
+        if (const Pd* stale = stale_pd_of(dg.id, s.slot)) {
+          m["pd_id"] = stale->id;
+          m["path"] = stale->path;
+          m["state"] = "stale";
+          stale_notes.push_back(
+              fmt::format("slot {}: stale (pd {}; graidctl edit pd {} marker "
+                          "online takes it back)",
+                          s.slot, stale->id, stale->id));
+        }
+      }
       members.push_back(std::move(m));
     }
+    if (dg.message.empty() && !stale_notes.empty())
+      j["message"] = fmt::format("{}", fmt::join(stale_notes, "; "));
     j["spare_count"] = spares;
     if (detail) {
       j["members"] = members;
@@ -236,7 +253,7 @@ json Registry::dg_json(const Dg& dg, bool detail) const {
       j["vds"] = json::array();
     }
   }
-  j["message"] = dg.message;
+  if (!j.contains("message")) j["message"] = dg.message;
   j["held_ublk"] = held_json(dg.id);
   return j;
 }

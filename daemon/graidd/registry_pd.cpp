@@ -161,18 +161,88 @@ Result<json> Registry::delete_pd(const json& args) {
                         "restarts: delete it then",
                         (*pd)->id, *(*pd)->dg_id);
     }
-    if ((*pd)->dg_id)
-      return make_error(Errc::kBusy, "pd {} belongs to dg {}: delete the dg first", (*pd)->id,
-                        *(*pd)->dg_id);
+    if ((*pd)->dg_id) GRAID_RETURN_IF_ERROR(check_removable(**pd));
     if (!ids.insert((*pd)->id).second)
       return make_error(Errc::kInvalidArgument, "pd {} is named twice", (*pd)->id);
   }
+  // Everything checked: now change things.
   for (const auto id : ids) {
-    events_.add("pd_deleted", std::nullopt, id, std::nullopt, pds_[id].path);
+    Pd& pd = pds_[id];
+    if (pd.dg_id) {
+      GRAID_RETURN_IF_ERROR(remove_from_dg(pd));
+      continue;
+    }
+    events_.add("pd_deleted", std::nullopt, id, std::nullopt, pd.path);
     pds_.erase(id);
   }
   if (auto st = save(); !st) return st;
   return json{{"deleted", json(std::vector<std::uint32_t>(ids.begin(), ids.end()))}};
+}
+
+Status Registry::check_removable(const Pd& pd) const {
+  const Dg& dg = dgs_.at(*pd.dg_id);
+  if (pd.replacing) {
+    return make_error(Errc::kBusy,
+                      "pd {} is the copy of a hot replace in dg {}: it is in use until the copy "
+                      "ends or is given up",
+                      pd.id, dg.id);
+  }
+  if (!dg.array || dg.array->health() == ArrayHealth::kFailed) {
+    return make_error(Errc::kBusy,
+                      "pd {} belongs to dg {}, which is {}: its members are what may bring it back "
+                      "(graidctl edit dg {} force_online); delete the dg to free them",
+                      pd.id, dg.id, dg.array ? "failed" : "offline", dg.id);
+  }
+  if (!pd.slot) return Status::ok();  // stale, or its role went to a spare or a replacement
+  const Array& array = *dg.array;
+  auto slot = array.member_slot(*pd.slot);
+  if (!slot.is_ok()) return slot.status();
+  switch (slot->state) {
+    case MemberSlotState::kFailed:
+    case MemberSlotState::kRemoved:
+    case MemberSlotState::kSpare:
+      return Status::ok();
+    case MemberSlotState::kRebuilding:
+      return make_error(Errc::kBusy,
+                        "pd {} is being rebuilt into slot {} of dg {}: take it offline first "
+                        "(graidctl edit pd {} marker offline)",
+                        pd.id, *pd.slot, dg.id, pd.id);
+    default:
+      return make_error(Errc::kBusy,
+                        "pd {} is an active member of dg {} (slot {}): take it out of the dg "
+                        "first (graidctl edit pd {} marker offline, or replace pd {} {} <new pd>)",
+                        pd.id, dg.id, *pd.slot, pd.id, dg.id, pd.id);
+  }
+}
+
+Status Registry::remove_from_dg(Pd& pd) {
+  Dg& dg = dgs_.at(*pd.dg_id);
+  const std::uint32_t id = pd.id;
+  std::string what;
+  if (pd.slot && *pd.slot >= dg.array->member_count()) {
+    auto removed = dg.array->remove_spare(*pd.slot);
+    if (!removed.is_ok()) return removed.status();
+    what = fmt::format("hot spare (slot {}) taken out of dg {}; its superblock is erased", *pd.slot,
+                       dg.id);
+  } else {
+    // A member that failed, was taken offline or vanished: the DG's superblocks keep its role
+    // failed until a spare or a replacement takes it; the drive's own superblock is left as it is
+    // (for examination). A device the array still holds is let go when the DG stops.
+    const std::string role = pd.slot         ? fmt::format("slot {}", *pd.slot)
+                             : pd.stale_slot ? fmt::format("slot {}, stale", *pd.stale_slot)
+                                             : std::string("its role taken by another drive");
+    const bool held = !pd.device && !pd.missing;
+    what = fmt::format("removed from dg {} ({}); its superblock is left as it is{}", dg.id, role,
+                       held ? fmt::format("; dg {} holds the drive open until it stops or graidd "
+                                          "restarts",
+                                          dg.id)
+                            : "");
+  }
+  spdlog::info("pd {} ({}): {}", id, pd.path, what);
+  events_.add("pd_removed", dg.id, id, std::nullopt, what);
+  pds_.erase(id);
+  update_slot_map(dg);
+  return Status::ok();
 }
 
 Result<json> Registry::edit_pd(const json& args) {
@@ -189,11 +259,12 @@ Result<json> Registry::edit_pd(const json& args) {
   if (value != "offline" && value != "online")
     return make_error(Errc::kInvalidArgument, "marker must be offline or online, not \"{}\"",
                       value);
+  if (value == "online" && pd.dg_id && !pd.slot && pd.stale_slot) return readd_stale(pd);
   if (value == "online" && pd.marker_offline && pd.dg_id && !pd.slot)
     return make_error(Errc::kUnsupported,
                       "pd {}'s place in dg {} has been taken (a spare or a replacement): it cannot "
-                      "come back while the dg runs",
-                      pd.id, *pd.dg_id);
+                      "come back while the dg runs (delete pd {} takes it out of the dg)",
+                      pd.id, *pd.dg_id, pd.id);
   if (!pd.dg_id || !pd.slot)
     return make_error(Errc::kInvalidArgument, "pd {} is not a member of a drive group", pd.id);
   Dg& dg = dgs_.at(*pd.dg_id);
@@ -228,13 +299,47 @@ Result<json> Registry::edit_pd(const json& args) {
   if (*pd.slot >= array.member_count() || array.member_health(*pd.slot) != MemberHealth::kFailed)
     return make_error(Errc::kUnsupported,
                       "pd {}'s place in dg {} has been taken (a spare or a replacement): it cannot "
-                      "come back while the dg runs",
-                      pd.id, dg.id);
+                      "come back while the dg runs (delete pd {} takes it out of the dg)",
+                      pd.id, dg.id, pd.id);
   auto plan = array.readd_failed(*pd.slot);
   if (!plan) return plan.status();
   pd.marker_offline = false;
   events_.add("pd_online", dg.id, pd.id, std::nullopt,
               fmt::format("back in slot {}; {}", *pd.slot, plan->description));
+  if (auto s = save(); !s) return s;
+  return pd_json(pd);
+}
+
+Result<json> Registry::readd_stale(Pd& pd) {
+  const std::uint32_t slot = *pd.stale_slot;
+  Dg& dg = dgs_.at(*pd.dg_id);
+  if (!dg.array) return make_error(Errc::kUnsupported, "dg {} is offline: {}", dg.id, dg.message);
+  if (!pd.device)
+    return make_error(Errc::kUnsupported, "pd {} ({}) is not available: {}", pd.id, pd.path,
+                      pd.message.empty() ? "missing" : pd.message);
+  auto role = dg.array->member_slot(slot);
+  if (!role.is_ok()) return role.status();
+  if (role->state != MemberSlotState::kFailed && role->state != MemberSlotState::kRemoved) {
+    return make_error(Errc::kUnsupported,
+                      "pd {}'s place in dg {} (slot {}) has been taken (a spare or a "
+                      "replacement): it cannot come back while the dg runs (delete pd {} takes it "
+                      "out of the dg)",
+                      pd.id, dg.id, slot, pd.id);
+  }
+  // The same drive (reopen() made sure of its identity): its own superblock decides how much is
+  // rebuilt (Array::readd_device).
+  auto plan = dg.array->readd_device(slot, std::move(pd.device));
+  if (!plan) {
+    reopen(pd);
+    return plan.status();
+  }
+  pd.slot = slot;
+  pd.stale_slot.reset();
+  pd.marker_offline = false;
+  pd.message.clear();
+  update_slot_map(dg);
+  events_.add("pd_online", dg.id, pd.id, std::nullopt,
+              fmt::format("back in slot {} after a restart; {}", slot, plan->description));
   if (auto s = save(); !s) return s;
   return pd_json(pd);
 }
@@ -300,9 +405,24 @@ Result<json> Registry::replace_pd(const json& args) {
   if (!new_pd.is_ok()) return new_pd.status();
   Pd& from = **old_pd;
   Pd& to = **new_pd;
-  if (&from == &to) return make_error(Errc::kInvalidArgument, "pd {} cannot replace itself", to.id);
-  if (from.dg_id != dg.id || !from.slot || *from.slot >= dg.array->member_count())
+  if (&from == &to) {
+    return make_error(Errc::kInvalidArgument, "pd {} cannot replace itself{}", to.id,
+                      from.stale_slot ? fmt::format(" (graidctl edit pd {} marker online takes it "
+                                                    "back into its slot)",
+                                                    from.id)
+                                      : std::string());
+  }
+  // A PD that assembly found stale in its role (not held by the array) is replaced in that role
+  // while it is failed, as a failed member is.
+  const std::optional<std::uint32_t> from_slot = from.slot ? from.slot : from.stale_slot;
+  if (from.dg_id != dg.id || !from_slot || *from_slot >= dg.array->member_count())
     return make_error(Errc::kInvalidArgument, "pd {} is not a member of dg {}", from.id, dg.id);
+  if (!from.slot && dg.array->member_health(*from_slot) != MemberHealth::kFailed) {
+    return make_error(Errc::kInvalidArgument,
+                      "pd {}'s slot {} in dg {} has been taken by another drive: there is "
+                      "nothing of it to replace (delete pd {} takes it out of the dg)",
+                      from.id, *from_slot, dg.id, from.id);
+  }
   if (to.dg_id)
     return make_error(Errc::kInvalidArgument, "pd {} already belongs to dg {}", to.id, *to.dg_id);
   if (!to.device)
@@ -310,7 +430,7 @@ Result<json> Registry::replace_pd(const json& args) {
                       to.message.empty() ? "missing" : to.message);
   auto signatures = check_signatures(to.path, arg_bool(args, "force"));
   if (!signatures.is_ok()) return signatures.status();
-  const std::uint32_t slot = *from.slot;
+  const std::uint32_t slot = *from_slot;
   if (dg.array->member_health(slot) != MemberHealth::kFailed)
     return hot_replace(dg, from, to, *signatures);
   if (*signatures) GRAID_RETURN_IF_ERROR(wipe_signatures_of(to.path, to.id));
@@ -320,6 +440,13 @@ Result<json> Registry::replace_pd(const json& args) {
     return st;
   }
   from.slot.reset();
+  if (from.stale_slot) {
+    from.stale_slot.reset();
+    from.message = fmt::format(
+        "replaced by pd {} in slot {} of dg {}; still carries the dg's old superblock (delete pd "
+        "{} takes it out of the dg)",
+        to.id, slot, dg.id, from.id);
+  }
   to.global_spare = false;
   to.dg_id = dg.id;
   to.slot = slot;

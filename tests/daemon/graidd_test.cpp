@@ -245,7 +245,7 @@ TEST_F(GraiddTest, BadInputsChangeNothing) {
       {{"delete", "dg", "0"}, 2, "--confirm"},
       {{"delete", "dg", "0", "--confirm"}, 1, "still has 1 VD"},
       {{"delete", "vd", "0", "0"}, 2, "--confirm"},
-      {{"delete", "pd", "1"}, 1, "belongs to dg 0"},
+      {{"delete", "pd", "1"}, 1, "is an active member of dg 0 (slot 1): take it out"},
       {{"delete", "pd", "42"}, 3, "pd 42"},
       {{"edit", "dg", "0", "rebuild_speed", "warp"}, 2, "warp"},
       {{"edit", "dg", "0", "colour", "red"}, 2, "colour"},
