@@ -627,8 +627,8 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
   }
   if ((verb == "delete" || verb == "unexport") && object == "vd") {
     sub->add_flag("--force", in.force,
-                  "remove its ublk device even while mounted or open: syncs, then removes it; "
-                  "unwritten data of its users is lost");
+                  "also while in use: disconnects its NBD clients, and removes its ublk device "
+                  "even while mounted or open (syncs first; unwritten data of its users is lost)");
   }
   if (verb == "delete" && object == "dg") {
     sub->add_flag("--force", in.force,

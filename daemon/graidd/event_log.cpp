@@ -2,7 +2,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include <ctime>
+
 namespace graid::daemon {
+
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03}Z", buf, ms.count() % 1000);
+}
 
 std::uint64_t EventLog::add(std::string kind, std::optional<std::uint32_t> dg_id,
                             std::optional<std::uint32_t> pd_id, std::optional<std::uint32_t> vd_id,

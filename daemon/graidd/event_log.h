@@ -15,6 +15,10 @@
 
 namespace graid::daemon {
 
+// A time as graidctl prints times: RFC 3339 in UTC with milliseconds
+// ("2026-12-07T19:59:42.877Z").
+std::string rfc3339(std::chrono::system_clock::time_point t);
+
 // The events kept: the last 10,000 (documented in docs/daemon.md).
 inline constexpr std::size_t kMaxEvents = 10000;
 

@@ -192,4 +192,13 @@ std::optional<NbdExportInfo> NbdExports::find(std::uint32_t dg_id, std::uint32_t
   return info;
 }
 
+std::vector<nbd::NbdClientInfo> NbdExports::clients(std::uint32_t dg_id,
+                                                    std::uint32_t vd_id) const {
+  auto it = exports_.find(Key{dg_id, vd_id});
+  if (it == exports_.end() || !it->second.server) return {};
+  std::vector<nbd::NbdClientInfo> out;
+  threads_.call(it->second.thread, [&](IoContext&) { out = it->second.server->clients(); });
+  return out;
+}
+
 }  // namespace graid::daemon

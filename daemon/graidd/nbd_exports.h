@@ -79,6 +79,8 @@ class NbdExports {
   void remove_all();
 
   std::optional<NbdExportInfo> find(std::uint32_t dg_id, std::uint32_t vd_id) const;
+  // The clients using the VD's export now (connections past their handshake); none without one.
+  std::vector<nbd::NbdClientInfo> clients(std::uint32_t dg_id, std::uint32_t vd_id) const;
 
  private:
   struct Entry {

@@ -254,6 +254,10 @@ class Registry {
                                                 std::optional<std::uint32_t> vd_id, bool force,
                                                 std::string_view why);
   nlohmann::json held_json(std::uint32_t dg_id) const;  // registry_json.cpp
+  // unexport vd / delete vd of a VD whose NBD export has clients (connections past their
+  // handshake): kBusy naming each (peer, since when) unless `force`, changing nothing.
+  Status refuse_nbd_clients(const Dg& dg, std::uint32_t vd_id, std::string_view what,
+                            bool force) const;
   // Drops a VD's exports (of `kind`, or all) from what the state dir restores at start.
   void forget_exports(std::uint32_t dg_id, std::uint32_t vd_id, std::string_view kind = {});
   // The smallest id not in use: ids go 0, 1, 2... in order of creation and are never reused

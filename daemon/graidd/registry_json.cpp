@@ -281,7 +281,12 @@ json Registry::vd_json(const Dg& dg, const VdInfo& vd) const {
   j["state"] = dg.array ? std::string(array_health_name(dg.array->health())) : "offline";
   json exports = json::array();
   if (auto e = nbd_.find(dg.id, vd.id)) {
+    // Who uses it: connections past their handshake (unexport and delete refuse while any do).
+    json clients = json::array();
+    for (const auto& c : nbd_.clients(dg.id, vd.id))
+      clients.push_back({{"peer", c.peer}, {"since", rfc3339(c.since)}});
     exports.push_back({{"kind", "nbd"},
+                       {"clients", std::move(clients)},
                        {"address", e->address},
                        {"name", e->name},
                        {"read_only", e->read_only},

@@ -14,16 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string rfc3339(std::chrono::system_clock::time_point t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
-  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03}Z", buf, ms.count() % 1000);
-}
-
 json opt(const std::optional<std::uint32_t>& v) {
   return v ? json(*v) : json(nullptr);
 }

@@ -109,6 +109,9 @@ Result<json> Registry::delete_vd(const json& args) {
   if (!arg_bool(args, "confirm"))
     return make_error(Errc::kInvalidArgument,
                       "deleting vd {} of dg {} drops its data: add --confirm", vd->id, dg.id);
+  GRAID_RETURN_IF_ERROR(refuse_nbd_clients(dg, vd->id,
+                                           fmt::format("vd {} of dg {} not deleted", vd->id, dg.id),
+                                           arg_bool(args, "force")));
   if (auto gone = unexport_ublk(dg, vd->id, "vd deleted", arg_bool(args, "force")); !gone.is_ok())
     return make_error(gone.status().code(), "vd {} of dg {} not deleted: {}", vd->id, dg.id,
                       gone.status().message());
@@ -253,6 +256,20 @@ Status Registry::export_nbd(Dg& dg, const ExportEntry& e, bool restoring) {
   return {};
 }
 
+Status Registry::refuse_nbd_clients(const Dg& dg, std::uint32_t vd_id, std::string_view what,
+                                    bool force) const {
+  const std::vector<nbd::NbdClientInfo> clients = nbd_.clients(dg.id, vd_id);
+  if (clients.empty() || force) return Status::ok();
+  std::vector<std::string> who;
+  for (const auto& c : clients)
+    who.push_back(fmt::format("{} since {}", c.peer, rfc3339(c.since)));
+  return make_error(Errc::kBusy,
+                    "{}: {} NBD client{} connected ({}); add --force to disconnect {} (requests in "
+                    "flight are answered first)",
+                    what, clients.size(), clients.size() == 1 ? " is" : "s are",
+                    fmt::join(who, "; "), clients.size() == 1 ? "it" : "them");
+}
+
 Result<json> Registry::unexport_vd(const json& args) {
   const bool want_nbd = arg_bool(args, "nbd");
   const bool want_ublk = arg_bool(args, "ublk");
@@ -307,6 +324,11 @@ Result<json> Registry::unexport_vd(const json& args) {
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} has no nbd export", vd->id, dg.id);
   if (all && !has_nbd && !has_ublk && !has_held)
     return make_error(Errc::kInvalidArgument, "vd {} of dg {} is not exported", vd->id, dg.id);
+  if ((all || want_nbd) && has_nbd) {
+    GRAID_RETURN_IF_ERROR(refuse_nbd_clients(
+        dg, vd->id, fmt::format("the nbd export of vd {} of dg {} not stopped", vd->id, dg.id),
+        force));
+  }
   if (all || want_ublk) {
     auto gone = unexport_ublk(dg, vd->id, "unexported", force);
     if (!gone.is_ok()) return gone.status();

@@ -24,6 +24,7 @@ void NbdSession::handshake_sent() {
       return read_into(hs_in_, Recv::kOptionHeader);
     case AfterSend::kTransmission:
       phase_ = Phase::kTransmission;
+      serving_ = std::chrono::system_clock::now();
       ++shared_.stats->connections;
       return read_next_header();
     case AfterSend::kClose:

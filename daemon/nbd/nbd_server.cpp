@@ -225,6 +225,13 @@ NbdServer::~NbdServer() {
   if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
 }
 
+std::vector<NbdClientInfo> NbdServer::clients() const {
+  std::vector<NbdClientInfo> out;
+  for (const auto& session : sessions_)
+    if (auto c = session->client()) out.push_back(std::move(*c));
+  return out;
+}
+
 void NbdServer::start() {
   if (started_) return;
   started_ = true;

@@ -102,6 +102,12 @@ struct NbdServerStats {
   std::uint64_t errors = 0;       // requests answered with an error
 };
 
+// A client using an export (NbdServer::clients): a connection past its handshake.
+struct NbdClientInfo {
+  std::string peer;  // "tcp 192.0.2.7:51234", "unix (pid 4242, uid 1000)"
+  std::chrono::system_clock::time_point since;  // when it began using the export
+};
+
 class NbdSession;
 struct ServedExport;
 
@@ -132,6 +138,8 @@ class NbdServer final : private SocketOpOwner {
   const std::string& unix_path() const noexcept { return unix_path_; }
   const NbdServerStats& stats() const noexcept { return stats_; }
   std::size_t sessions() const noexcept { return sessions_.size(); }
+  // The connections past their handshake, using an export now (on the owning thread).
+  std::vector<NbdClientInfo> clients() const;
 
   // Internal: what sessions use.
   struct Shared;

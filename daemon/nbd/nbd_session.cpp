@@ -3,6 +3,8 @@
 // nbd_requests.cpp.
 #include "nbd/nbd_session.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,7 +13,39 @@
 
 namespace graid::nbd {
 
-NbdSession::NbdSession(NbdServer::Shared& shared, int fd) : shared_(shared), fd_(fd) {
+namespace {
+
+// The other end of `fd`, in words: the address and port of a TCP peer, the process and user of
+// a unix socket peer (SO_PEERCRED).
+std::string describe_peer(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "unknown peer";
+  char host[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    return fmt::format("tcp {}:{}", host, ntohs(in->sin_port));
+  }
+  if (addr.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    return fmt::format("tcp [{}]:{}", host, ntohs(in6->sin6_port));
+  }
+  if (addr.ss_family == AF_UNIX) {
+    ucred cred{};
+    socklen_t clen = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+      return fmt::format("unix (pid {}, uid {})", cred.pid, cred.uid);
+    return "unix";
+  }
+  return "unknown peer";
+}
+
+}  // namespace
+
+NbdSession::NbdSession(NbdServer::Shared& shared, int fd)
+    : shared_(shared), fd_(fd), peer_(describe_peer(fd)) {
   const std::uint32_t n = shared.options.max_requests_per_connection;
   slots_.reserve(n);
   free_slots_.reserve(n);
@@ -24,6 +58,11 @@ NbdSession::NbdSession(NbdServer::Shared& shared, int fd) : shared_(shared), fd_
     free_slots_.push_back(n - 1 - i);
   }
   tls_control_.control = true;
+}
+
+std::optional<NbdClientInfo> NbdSession::client() const {
+  if (phase_ != Phase::kTransmission || finished_) return std::nullopt;
+  return NbdClientInfo{peer_, serving_};
 }
 
 NbdSession::~NbdSession() {

@@ -99,6 +99,9 @@ class NbdSession final : private SocketOpOwner {
   void tick(std::chrono::steady_clock::time_point now);
   // The server's data buffer budget has room again: a connection waiting for it retries.
   void budget_released();
+  // Who is connected, once the session is past its handshake (NBD_OPT_GO or EXPORT_NAME, after
+  // TLS where it is required): a client using the export. nullopt before.
+  std::optional<NbdClientInfo> client() const;
 
  private:
   struct Slot;
@@ -197,6 +200,8 @@ class NbdSession final : private SocketOpOwner {
   SocketOp send_op_{*this};
   SocketOp cancel_op_{*this};  // abort(): cancels recv_op_ and send_op_
   Phase phase_ = Phase::kHandshake;
+  std::string peer_;                               // the other end, for client()
+  std::chrono::system_clock::time_point serving_;  // when the transmission phase began
 
   // Receiving.
   std::span<std::byte> recv_dst_;

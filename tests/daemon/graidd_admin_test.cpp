@@ -8,6 +8,7 @@
 
 #include "graidd_harness.h"
 #include "nbd_harness.h"
+#include "nbd_test_client.h"
 #include "superblock_bytes.h"
 
 namespace graid::testing {
@@ -280,6 +281,54 @@ TEST_F(GraiddTest, FailedAndStaleMembersAreReplacedAndRemovedWhileTheDgRuns) {
   dg = ok({"describe", "dg", "0"});
   EXPECT_EQ(dg["state"], "optimal") << dg.dump();
   EXPECT_EQ(dg["spare_count"], 0) << dg.dump();
+}
+
+// Item 6: unexport vd and delete vd of a VD whose NBD export has a client refuse (kBusy), naming
+// each client (who, since when) and changing nothing, unless --force; a connection still in its
+// handshake is not a client. describe vd lists the clients.
+TEST_F(GraiddTest, UnexportAndDeleteOfAVdInUseOverNbdNameItsClients) {
+  make_pds(3);
+  ok({"create", "dg", "raid5", "0-2", "--strip", "16K"});
+  ok({"create", "vd", "0", "--size", "8M"});
+  ok({"create", "vd", "0", "--size", "8M"});
+  const std::string sock0 = dir_.file("vd0.sock"), sock1 = dir_.file("vd1.sock");
+  ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock0});
+  ok({"export", "vd", "0", "1", "--nbd", "unix:" + sock1});
+  // One client of vd 0 past NBD_OPT_GO; one connection to vd 1 still in its handshake.
+  NbdTestClient client;
+  ASSERT_TRUE(client.connect_unix(sock0));
+  ASSERT_TRUE(client.handshake("", /*structured=*/true));
+  NbdTestClient greeting;
+  ASSERT_TRUE(greeting.connect_unix(sock1));
+  json vd = ok({"describe", "vd", "0", "0"});
+  ASSERT_EQ(vd["exports"][0]["clients"].size(), 1u) << vd.dump();
+  const std::string peer = vd["exports"][0]["clients"][0]["peer"];
+  EXPECT_NE(peer.find("unix (pid " + std::to_string(::getpid())), std::string::npos) << peer;
+  EXPECT_TRUE(ok({"describe", "vd", "0", "1"})["exports"][0]["clients"].empty());
+
+  const json before = snapshot();
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"unexport", "vd", "0", "0"},
+                                             {"unexport", "vd", "0", "0", "--nbd"},
+                                             {"delete", "vd", "0", "0", "--confirm"}}) {
+    const CtlRun r = d_->ctl(args);
+    EXPECT_EQ(r.exit, 1) << describe(r);
+    const std::string m = error_of(r);
+    EXPECT_NE(m.find("1 NBD client is connected (" + peer + " since 20"), std::string::npos) << m;
+    EXPECT_NE(m.find("add --force"), std::string::npos) << m;
+  }
+  EXPECT_EQ(snapshot(), before);
+  // The client is still served.
+  ASSERT_TRUE(client.send_request(nbd::kCmdRead, 0, 1, 0, 4096, {}));
+  auto reply = client.recv_reply([](std::uint64_t) { return 4096; });
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->error, 0u);
+  // A connection that never finished its handshake is nobody's: vd 1 goes.
+  ok({"unexport", "vd", "0", "1"});
+  // --force disconnects the client.
+  ok({"delete", "vd", "0", "0", "--confirm", "--force"});
+  EXPECT_TRUE(client.sees_eof());
+  EXPECT_EQ(d_->ctl({"describe", "vd", "0", "0"}).exit, 3);
 }
 
 }  // namespace
