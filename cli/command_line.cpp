@@ -333,7 +333,8 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       if (!in.confirm) {
         return usage(fmt::format(
             "refusing to delete dg {} without --confirm; add --confirm (or --confirm-to-delete) "
-            "to destroy it and every vd in it",
+            "to stop it and erase its members' superblocks (a dg that still has VDs is refused: "
+            "delete them first)",
             *id));
       }
       args["confirm"] = true;

@@ -78,6 +78,12 @@ int run_stats(const Command& cmd, std::ostream& out, std::ostream& err) {
     if (e->code == "interrupted") return control::kExitOk;
     return report(*e, cmd.format, out, err);
   }
+  if (Status st = check_selection(std::get<json>(previous), cmd.stats); !st) {
+    const bool missing = st.code() == Errc::kNotFound;
+    return report(CallError{missing ? "not_found" : "internal", st.message(),
+                            missing ? control::kExitNotFound : control::kExitInternal},
+                  cmd.format, out, err);
+  }
   for (bool first = true;; first = false) {
     if (!sleep_unless_interrupted(period)) return control::kExitOk;
     CallResult current = client.call("stats", "", json::object());

@@ -19,7 +19,8 @@ std::string dump(const json& value) {
 
 // Fields of a block printed as sizes.
 bool is_size_key(std::string_view key) {
-  return key == "size" || key == "capacity" || key == "free" || key == "strip" || key == "start";
+  return key == "size" || key == "capacity" || key == "free" || key == "strip" || key == "start" ||
+         key == "previous_size";
 }
 
 // A value (not a field) as table text.
@@ -31,6 +32,28 @@ std::string value_text(const json& v) {
   }
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
   return dump(v);
+}
+
+// A duration as a person reads it: "39 s", "4 min 12 s", "2 h 03 min".
+std::string duration_text(double seconds) {
+  const auto s = static_cast<std::uint64_t>(std::max(0.0, seconds) + 0.5);
+  if (s < 60) return fmt::format("{} s", s);
+  if (s < 3600) return fmt::format("{} min {:02} s", s / 60, s % 60);
+  return fmt::format("{} h {:02} min", s / 3600, s % 3600 / 60);
+}
+
+// A field's value as table text: rates, ETAs and percentages in human units (the JSON keeps the
+// exact numbers), sizes as sizes, the rest as value_text().
+std::string field_value_text(const json& object, const std::string& key, const json& v) {
+  if (is_size_key(key)) return size_text(object, key);
+  if (v.is_number() && !v.is_boolean()) {
+    const double d = v.get<double>();
+    if (key == "bytes_per_second") return fmt::format("{:.1f} MB/s", d / 1e6);
+    if (key == "eta_seconds") return duration_text(d);
+    if (key == "percent") return fmt::format("{:.1f} %", d);
+    if (v.is_number_float()) return fmt::format("{:.2f}", d);
+  }
+  return value_text(v);
 }
 
 // key: value lines for an object's scalar fields, `first` in that order and then the rest
@@ -48,8 +71,7 @@ void add_block(TextTable& table, const json& object, const std::vector<std::stri
       add_block(table, *it, {}, prefix + key + ".");
       continue;
     }
-    table.add_row(
-        {prefix + key + ":", is_size_key(key) ? size_text(object, key) : value_text(*it)});
+    table.add_row({prefix + key + ":", field_value_text(object, key, *it)});
   }
 }
 
@@ -270,8 +292,16 @@ std::string describe_dg(const json& dg) {
 }
 
 std::string describe_vd(const json& vd) {
-  std::string out = block(vd, {"dg_id", "vd_id", "name", "start", "size", "state"});
+  std::string out =
+      block(vd, {"dg_id", "vd_id", "name", "start", "size", "previous_size", "state"});
   out += "\nexports:\n" + export_table(array_field(vd, "exports"));
+  // What each export's users see after edit vd size.
+  const json& notes = array_field(vd, "notes");
+  if (!notes.empty()) {
+    out += "\nnotes:\n";
+    for (const json& n : notes)
+      out += "  " + value_text(n) + "\n";
+  }
   return out;
 }
 

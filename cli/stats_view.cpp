@@ -180,6 +180,35 @@ Result<StatsInterval> compute_interval(const json& before, const json& after,
   return interval;
 }
 
+Status check_selection(const json& sample, const StatsSelection& selection) {
+  auto dgs = read_rows(sample, "dgs", false);
+  if (!dgs.is_ok()) return dgs.status();
+  auto vds = read_rows(sample, "vds", true);
+  if (!vds.is_ok()) return vds.status();
+  const auto has_dg = [&](std::uint32_t id) {
+    return std::any_of(dgs->begin(), dgs->end(), [&](const Counters& c) { return c.dg_id == id; });
+  };
+  for (const std::uint32_t id : selection.dg_ids) {
+    if (!has_dg(id))
+      return make_error(Errc::kNotFound, "dg {} does not exist (graidctl list dg shows the DGs)",
+                        id);
+  }
+  if (selection.vd_dg) {
+    if (!has_dg(*selection.vd_dg))
+      return make_error(Errc::kNotFound, "dg {} does not exist (graidctl list dg shows the DGs)",
+                        *selection.vd_dg);
+    for (const std::uint32_t id : selection.vd_ids) {
+      const bool found = std::any_of(vds->begin(), vds->end(), [&](const Counters& c) {
+        return c.dg_id == *selection.vd_dg && c.vd_id == id;
+      });
+      if (!found)
+        return make_error(Errc::kNotFound, "vd {} of dg {} does not exist (graidctl list vd {})",
+                          id, *selection.vd_dg, *selection.vd_dg);
+    }
+  }
+  return Status::ok();
+}
+
 json interval_to_json(const StatsInterval& interval) {
   json out = json::object();
   out["interval_s"] = interval.interval_s;

@@ -50,6 +50,10 @@ struct StatsInterval {
 Result<StatsInterval> compute_interval(const nlohmann::json& before, const nlohmann::json& after,
                                        const StatsSelection& selection);
 
+// Refuses (Errc::kNotFound, naming it) a DG or VD that `selection` names and `sample` (a `stats`
+// result) does not have: `stats dg 7` of a missing DG is an error, not an empty table.
+Status check_selection(const nlohmann::json& sample, const StatsSelection& selection);
+
 // The interval as graidctl prints it with --format json:
 // {"interval_s":..,"dgs":[{"dg_id","read_iops","write_iops","read_bps","write_bps","p50_us",
 // "p99_us"}],"vds":[{"dg_id","vd_id",...}]}; a percentile without requests is null.

@@ -476,10 +476,12 @@ Result<json> Registry::hot_replace(Dg& dg, Pd& from, Pd& to, bool wipe) {
   to.slot.reset();
   to.replacing = true;
   to.replacing_from = from.id;
+  const bool degraded = dg.array->health() != ArrayHealth::kOptimal;
   events_.add("pd_replacing", dg.id, to.id, std::nullopt,
-              fmt::format("copies pd {} (slot {}) and then takes its place; the dg keeps its "
-                          "redundancy meanwhile",
-                          from.id, slot));
+              fmt::format("copies pd {} (slot {}) and then takes its place; {}", from.id, slot,
+                          degraded ? "the dg stays degraded meanwhile: the copy does not stand "
+                                     "in for its failed member (replace pd that one to rebuild it)"
+                                   : "the dg keeps its redundancy meanwhile"));
   if (auto s = save(); !s) return s;
   return dg_json(dg, true);
 }

@@ -158,10 +158,14 @@ Result<json> Registry::edit_vd(const json& args) {
     return j;
   };
   if (grown->size == vd->size) return answer();  // nothing to do
+  // What each export's users see now: the size it was made (or last resized) with, which a
+  // second edit in a row does not change (not the VD's previous size).
+  const auto ublk_before = ublk_.find(dg.id, vd->id);
+  const std::uint64_t ublk_seen = ublk_before ? ublk_before->device.size_bytes : vd->size;
   auto ublk = ublk_.resize(dg.id, vd->id, grown->size);
   if (!ublk.is_ok()) {
     notes.push_back(fmt::format("its ublk device keeps {} bytes until it is exported again: {}",
-                                vd->size, ublk.status().message()));
+                                ublk_seen, ublk.status().message()));
     spdlog::error("dg {} vd {}: {}", dg.id, vd->id, notes.back());
   } else if (*ublk && **ublk) {
     notes.push_back(fmt::format("its ublk device now has {} bytes", grown->size));
@@ -169,13 +173,13 @@ Result<json> Registry::edit_vd(const json& args) {
     notes.push_back(fmt::format(
         "its ublk device keeps {} bytes until it is exported again (this kernel cannot resize a "
         "live ublk device: UPDATE_SIZE is Linux 6.16+)",
-        vd->size));
+        ublk_seen));
   }
-  if (nbd_.find(dg.id, vd->id)) {
+  if (const auto nbd = nbd_.find(dg.id, vd->id)) {
     notes.push_back(fmt::format(
         "its NBD export keeps telling clients {} bytes until it is exported again (NBD has no "
         "message for a new size)",
-        vd->size));
+        nbd->size));
   }
   std::string summary = fmt::format("{} -> {} bytes", vd->size, grown->size);
   for (const auto& n : notes)

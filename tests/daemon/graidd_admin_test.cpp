@@ -331,5 +331,42 @@ TEST_F(GraiddTest, UnexportAndDeleteOfAVdInUseOverNbdNameItsClients) {
   EXPECT_EQ(d_->ctl({"describe", "vd", "0", "0"}).exit, 3);
 }
 
+// Item 8: messages that said the wrong thing.
+TEST_F(GraiddTest, MessagesSayWhatHappens) {
+  make_pds(6);
+  ok({"create", "dg", "raid5", "0-3", "--strip", "16K"});
+  ok({"create", "vd", "0", "--size", "8M"});
+  // delete dg without --confirm promised to destroy "every vd in it"; it refuses while VDs exist.
+  CtlRun r = d_->ctl({"delete", "dg", "0"}, /*json=*/false);
+  EXPECT_EQ(r.exit, 2) << describe(r);
+  EXPECT_EQ(r.err.find("every vd in it"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a dg that still has VDs is refused"), std::string::npos) << r.err;
+  // stats of a DG or VD that does not exist: exit 3, not an empty table.
+  r = d_->ctl({"stats", "dg", "7"});
+  EXPECT_EQ(r.exit, 3) << describe(r);
+  EXPECT_NE(error_of(r).find("dg 7 does not exist"), std::string::npos) << error_of(r);
+  r = d_->ctl({"stats", "vd", "0", "9"});
+  EXPECT_EQ(r.exit, 3) << describe(r);
+  EXPECT_NE(error_of(r).find("vd 9 of dg 0 does not exist"), std::string::npos) << error_of(r);
+  EXPECT_EQ(d_->ctl({"stats", "dg", "0"}).exit, 0);
+  // A second edit vd size: the note names the size the NBD clients see, the first one.
+  const std::string sock = dir_.file("vd.sock");
+  ok({"export", "vd", "0", "0", "--nbd", "unix:" + sock});
+  ok({"edit", "vd", "0", "0", "size", "12M"});
+  const json second = ok({"edit", "vd", "0", "0", "size", "16M"});
+  const std::string notes = second["notes"].dump();
+  EXPECT_NE(notes.find("keeps telling clients 8388608 bytes"), std::string::npos) << notes;
+  EXPECT_EQ(second["previous_size"], 12u << 20);
+  // A hot replace on a degraded DG does not claim it keeps its redundancy.
+  ok({"edit", "pd", "0", "marker", "offline"});
+  ok({"replace", "pd", "0", "1", "4"});
+  std::string replacing;
+  const json events = ok({"list", "event"})["events"];  // a copy: ok()'s result is a temporary
+  for (const auto& e : events)
+    if (e["kind"] == "pd_replacing") replacing = e["message"];
+  EXPECT_EQ(replacing.find("keeps its redundancy"), std::string::npos) << replacing;
+  EXPECT_NE(replacing.find("stays degraded"), std::string::npos) << replacing;
+}
+
 }  // namespace
 }  // namespace graid::testing

@@ -111,6 +111,32 @@ TEST(RenderTest, DgListAndDescribe) {
   EXPECT_EQ(render_result("edit", "dg", kDg), block);
 }
 
+// Issue 47 item 8: a job's rate, ETA and percentage in human units in tables (the JSON keeps the
+// exact numbers), and edit vd size's notes printed, not dropped.
+TEST(RenderTest, RatesEtasAndPercentagesReadAsUnitsAndNotesAreShown) {
+  json dg = kDg;
+  dg["state"] = "rebuilding";
+  dg["rebuild"] = {{"slot", 1},
+                   {"pd_id", 4},
+                   {"percent", 69.4444},
+                   {"bytes_per_second", 182634256.74667132},
+                   {"eta_seconds", 39.2}};
+  const std::string block = render_result("describe", "dg", dg);
+  EXPECT_TRUE(has(line_with(block, "rebuild.bytes_per_second:"), "182.6 MB/s")) << block;
+  EXPECT_TRUE(has(line_with(block, "rebuild.eta_seconds:"), "39 s")) << block;
+  EXPECT_TRUE(has(line_with(block, "rebuild.percent:"), "69.4 %")) << block;
+  EXPECT_FALSE(has(block, "182634256")) << block;
+  dg["rebuild"]["eta_seconds"] = 252.0;
+  EXPECT_TRUE(has(render_result("describe", "dg", dg), "4 min 12 s"));
+
+  json vd = kVd;
+  vd["previous_size"] = 8388608;
+  vd["notes"] = {"its NBD export keeps telling clients 8388608 bytes until it is exported again"};
+  const std::string text = render_result("edit", "vd", vd);
+  EXPECT_TRUE(has(text, "notes:\n  its NBD export keeps telling clients 8388608 bytes")) << text;
+  EXPECT_TRUE(has(line_with(text, "previous_size:"), "8 MiB")) << text;
+}
+
 TEST(RenderTest, HeldUblkDevicesAreShownWhereThereAreAny) {
   // docs/ublk.md, "Owned-device discovery": a device held for an offline DG.
   json offline = json::parse(R"({"dg_id":2,"uuid":"u","state":"offline","members":[],"vds":[],
