@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "forwarding_member.h"
 #include "graid/member.h"
 
 namespace graid::testing {
@@ -95,40 +96,25 @@ class MetadataGate {
 
 inline constexpr std::uint64_t kFlushOffset = ~std::uint64_t{0};
 
-class GateMember final : public MemberDevice {
+class GateMember final : public ForwardingMember {
  public:
   GateMember(std::unique_ptr<MemberDevice> inner, std::shared_ptr<MetadataGate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+      : ForwardingMember(std::move(inner)), gate_(std::move(gate)) {}
 
-  const std::string& path() const noexcept override { return inner_->path(); }
-  std::uint64_t size() const noexcept override { return inner_->size(); }
-  bool direct_io() const noexcept override { return inner_->direct_io(); }
-  DeviceIdentity identity() const noexcept override { return inner_->identity(); }
-  bool reads_zeroes(std::uint64_t offset, std::uint64_t len) override {
-    return inner_->reads_zeroes(offset, len);
-  }
-  Status zero_range(std::uint64_t offset, std::uint64_t len) override {
-    return inner_->zero_range(offset, len);
-  }
-  void submit(IoContext& ctx, MemberRequest& req) override { inner_->submit(ctx, req); }
-  Status read_sync(std::uint64_t offset, std::span<std::byte> buf) override {
-    return inner_->read_sync(offset, buf);
-  }
   Status write_sync(std::uint64_t offset, std::span<const std::byte> buf) override {
     const bool held = gate_->pass(offset);
-    Status s = inner_->write_sync(offset, buf);
+    Status s = inner().write_sync(offset, buf);
     if (held) gate_->returned();
     return s;
   }
   Status flush_sync() override {
     const bool held = gate_->pass(kFlushOffset);
-    Status s = inner_->flush_sync();
+    Status s = inner().flush_sync();
     if (held) gate_->returned();
     return s;
   }
 
  private:
-  std::unique_ptr<MemberDevice> inner_;
   std::shared_ptr<MetadataGate> gate_;
 };
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "forwarding_member.h"
 #include "graid/array.h"
 #include "graid/member.h"
 #include "graid/parity.h"
@@ -92,38 +93,6 @@ inline void cut_power(const std::vector<FaultyMember*>& members, std::uint64_t s
     ASSERT_TRUE(undone.is_ok()) << undone.status().to_string();
   }
 }
-
-// A member that forwards to a device the test shares: the device outlives an array (or a failed
-// assembly) that closes its member, so another thread may still poke it (cut_power).
-class SharedMember final : public MemberDevice {
- public:
-  explicit SharedMember(std::shared_ptr<MemberDevice> inner) : inner_(std::move(inner)) {}
-  const std::string& path() const noexcept override { return inner_->path(); }
-  std::uint64_t size() const noexcept override { return inner_->size(); }
-  bool direct_io() const noexcept override { return inner_->direct_io(); }
-  MemberIoMode io_mode() const noexcept override { return inner_->io_mode(); }
-  std::uint32_t logical_block_size() const noexcept override {
-    return inner_->logical_block_size();
-  }
-  DeviceIdentity identity() const noexcept override { return inner_->identity(); }
-  bool reads_zeroes(std::uint64_t offset, std::uint64_t len) override {
-    return inner_->reads_zeroes(offset, len);
-  }
-  Status zero_range(std::uint64_t offset, std::uint64_t len) override {
-    return inner_->zero_range(offset, len);
-  }
-  void submit(IoContext& ctx, MemberRequest& req) override { inner_->submit(ctx, req); }
-  Status read_sync(std::uint64_t offset, std::span<std::byte> buf) override {
-    return inner_->read_sync(offset, buf);
-  }
-  Status write_sync(std::uint64_t offset, std::span<const std::byte> buf) override {
-    return inner_->write_sync(offset, buf);
-  }
-  Status flush_sync() override { return inner_->flush_sync(); }
-
- private:
-  std::shared_ptr<MemberDevice> inner_;
-};
 
 // Members on files in a temp dir, each behind a FaultyMember the test can poke.
 struct ArrayFiles {

@@ -419,7 +419,7 @@ TEST_P(ArrayRestartReaddTest, PowerCutsDuringDegradedAssembliesNeverLetAnOldReco
       std::vector<std::unique_ptr<MemberDevice>> members;
       for (auto& d : *devs) {
         kept.push_back(std::move(d));
-        members.push_back(std::make_unique<SharedMember>(kept.back()));
+        members.push_back(std::make_unique<ForwardingMember>(kept.back()));
       }
       std::vector<FaultyMember*> faulty = files_.faulty;
       const auto delay = std::chrono::microseconds(rng() % 20'000);
