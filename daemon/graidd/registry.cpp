@@ -408,10 +408,19 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
       const auto own = own_slot.find(pd);
       if (own != own_slot.end() && own->second < dg.array->member_count()) {
         pd->stale_slot = own->second;
-        pd->message = fmt::format(
-            "stale: out of dg {} (slot {}) when it last stopped; graidctl edit pd {} marker online "
-            "takes it back, delete pd {} takes it out",
-            dg_id, own->second, pd->id, pd->id);
+        const auto role = dg.array->member_slot(own->second);
+        const bool open =
+            role.is_ok() && role->path.empty() &&
+            (role->state == MemberSlotState::kFailed || role->state == MemberSlotState::kRemoved);
+        pd->message = open
+                          ? fmt::format(
+                                "stale: out of dg {} (slot {}) when it last stopped; graidctl edit "
+                                "pd {} marker online takes it back, delete pd {} takes it out",
+                                dg_id, own->second, pd->id, pd->id)
+                          : fmt::format(
+                                "stale: out of dg {}, whose slot {} another drive has taken; "
+                                "graidctl delete pd {} takes it out of the dg",
+                                dg_id, own->second, pd->id);
       } else {
         pd->message = "stale superblock: not used by the drive group";
       }

@@ -266,6 +266,13 @@ TEST_F(GraiddTest, FailedAndStaleMembersAreReplacedAndRemovedWhileTheDgRuns) {
   EXPECT_EQ(ok({"describe", "pd", "6"})["slot"], 2);
   r = d_->ctl({"edit", "pd", "2", "marker", "online"});
   EXPECT_NE(error_of(r).find("has been taken"), std::string::npos) << error_of(r);
+  // After another restart it is stale with its slot taken: the message points at delete pd.
+  EXPECT_EQ(d_->stop(SIGTERM), 0);
+  ASSERT_TRUE(d_->start()) << d_->log();
+  const json pd2 = ok({"describe", "pd", "2"});
+  EXPECT_NE(pd2["message"].get<std::string>().find("slot 2 another drive has taken"),
+            std::string::npos)
+      << pd2.dump();
   ok({"delete", "pd", "2"});
 
   // A DG's hot spare goes too, blank again: registering it needs no --force.
