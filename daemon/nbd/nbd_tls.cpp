@@ -1,11 +1,16 @@
 #include "nbd/nbd_tls.h"
 
+#include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 
 namespace graid::nbd {
 
@@ -25,18 +30,98 @@ int hex_value(char c) {
 
 }  // namespace
 
+namespace {
+
+// The largest key file read: a psktool file holds a line per client.
+constexpr std::size_t kMaxKeyFileBytes = 1u << 20;
+
+bool trusted_owner(uid_t uid) {
+  return uid == 0 || uid == ::geteuid();
+}
+
+// Every directory from `dir` up to "/" (`dir` resolved: no links) is owned by root or graidd's
+// user, and no other user can change what is in it: not writable by group or other, unless it is
+// sticky and root's (/tmp, /dev/shm: others cannot rename or remove what they do not own there).
+Status check_directories(const std::string& file, std::string dir) {
+  for (;;) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0)
+      return make_error(Errc::kNotFound, "the PSK file {}: cannot stat {}: {}", file, dir,
+                        std::strerror(errno));
+    if (!trusted_owner(st.st_uid))
+      return make_error(Errc::kInvalidArgument,
+                        "the PSK file {} is in {}, which uid {} owns: only root or graidd's user "
+                        "may own the directories above a key file",
+                        file, dir, st.st_uid);
+    const bool shared = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    if (shared && !((st.st_mode & S_ISVTX) != 0 && st.st_uid == 0))
+      return make_error(Errc::kInvalidArgument,
+                        "the PSK file {} is in {}, which is writable by group or other users "
+                        "(mode {:o}): they could replace the file; chmod go-w it",
+                        file, dir, st.st_mode & 07777);
+    if (dir == "/") return Status::ok();
+    const auto slash = dir.rfind('/');
+    dir = slash == 0 ? "/" : dir.substr(0, slash);
+  }
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const TlsPskKeys>> TlsPskKeys::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(Errc::kNotFound, "cannot open the PSK file {}", path);
+  // The file itself, through a descriptor: no link followed, no open that blocks (a FIFO), and
+  // what is checked is what is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      return make_error(Errc::kInvalidArgument,
+                        "the PSK file {} is a symbolic link: name the file itself", path);
+    return make_error(Errc::kNotFound, "cannot open the PSK file {}: {}", path,
+                      std::strerror(errno));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
+  if (::fstat(fd, &st) != 0)
     return make_error(Errc::kNotFound, "cannot stat the PSK file {}: {}", path,
                       std::strerror(errno));
-  if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0)
+  if (!S_ISREG(st.st_mode))
+    return make_error(Errc::kInvalidArgument, "the PSK file {} is not a regular file", path);
+  if (!trusted_owner(st.st_uid))
     return make_error(Errc::kInvalidArgument,
-                      "the PSK file {} is readable or writable by every user (mode {:o}): "
-                      "chmod o-rw it",
+                      "the PSK file {} is owned by uid {}: only root or graidd's user (uid {}) "
+                      "may own a key file",
+                      path, st.st_uid, ::geteuid());
+  if ((st.st_mode & 077) != 0)
+    return make_error(Errc::kInvalidArgument,
+                      "the PSK file {} gives group or other users access (mode {:o}): chmod 600 "
+                      "it",
                       path, st.st_mode & 07777);
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxKeyFileBytes)
+    return make_error(Errc::kInvalidArgument, "the PSK file {} is larger than {} bytes", path,
+                      kMaxKeyFileBytes);
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr)
+    return make_error(Errc::kNotFound, "the PSK file {}: {}", path, std::strerror(errno));
+  std::string dir = resolved;
+  dir = dir.substr(0, std::max<std::size_t>(dir.rfind('/'), 1));
+  GRAID_RETURN_IF_ERROR(check_directories(path, dir));
+  // Read it whole (bounded: a file that grows meanwhile is refused).
+  std::string text;
+  std::array<char, 65536> chunk{};
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return make_error(Errc::kIoError, "reading the PSK file {}: {}", path, std::strerror(errno));
+    if (n == 0) break;
+    text.append(chunk.data(), static_cast<std::size_t>(n));
+    if (text.size() > kMaxKeyFileBytes)
+      return make_error(Errc::kInvalidArgument, "the PSK file {} is larger than {} bytes", path,
+                        kMaxKeyFileBytes);
+  }
+  std::istringstream in(text);
   auto keys = std::make_shared<TlsPskKeys>();
   std::string line;
   int number = 0;

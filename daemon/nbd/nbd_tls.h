@@ -22,9 +22,12 @@ namespace graid::nbd {
 
 class TlsPskKeys {
  public:
-  // Reads `path`. kInvalidArgument, naming the line, for a file that is not in the format above
-  // or holds no key, and for one that other users may read or write (as ssh refuses such keys);
-  // kNotFound when it cannot be opened.
+  // Reads `path`, as ssh reads a private key: opened without following a link or blocking, the
+  // descriptor checked (a regular file of at most 1 MiB, owned by root or graidd's effective uid,
+  // no group or other access), and every directory above it owned by root or that uid and not
+  // writable by group or other users (a sticky directory of root's, /tmp, passes).
+  // kInvalidArgument, naming the rule or the line, for a file that breaks one, is not in the
+  // format above or holds no key; kNotFound when it cannot be opened.
   static Result<std::shared_ptr<const TlsPskKeys>> load(const std::string& path);
   // The key of `identity`, or nullptr.
   const std::vector<std::uint8_t>* find(const std::string& identity) const;

@@ -59,8 +59,8 @@ TEST(TlsPskKeysTest, LoadsPsktoolFilesAndRefusesBadOnes) {
                        Bad{"alice:00112233445566778899aabbccddeef", 0600, "16 bytes or more"},
                        Bad{"a:00112233445566778899aabbccddeeff\na:00112233445566778899aabbccddeeff",
                            0600, "repeats"},
-                       Bad{"alice:00112233445566778899aabbccddeeff", 0644, "every user"},
-                       Bad{"alice:00112233445566778899aabbccddeeff", 0602, "every user"}}) {
+                       Bad{"alice:00112233445566778899aabbccddeeff", 0644, "group or other"},
+                       Bad{"alice:00112233445566778899aabbccddeeff", 0602, "group or other"}}) {
     SCOPED_TRACE(b.text);
     auto r = nbd::TlsPskKeys::load(write_file(dir, "bad.psk", b.text, b.mode));
     ASSERT_FALSE(r.is_ok());
@@ -68,6 +68,50 @@ TEST(TlsPskKeysTest, LoadsPsktoolFilesAndRefusesBadOnes) {
     EXPECT_NE(r.status().message().find(b.why), std::string::npos) << r.status().message();
   }
   EXPECT_EQ(nbd::TlsPskKeys::load(dir.file("none.psk")).status().code(), Errc::kNotFound);
+}
+
+// Issue 48 item 4: the key file rule is ssh's. Opened without following a link and without
+// blocking; the descriptor is what is checked: a regular file of at most 1 MiB, owned by root or
+// graidd's user, with no group or other access, in directories that only root or that user can
+// change. Before, a file was refused only when every user could read or write it, checked by
+// name after it was opened: 0640, 0660, another user's 0600 file and one in a 0777 directory
+// were taken, a FIFO blocked the control thread and /dev/zero was read without end.
+TEST(TlsPskKeysTest, TheKeyFileRuleIsSshs) {
+  TempDir dir;
+  const std::string line = std::string("alice:") + kKey + "\n";
+  const auto refused = [](const std::string& path, const char* why) {
+    SCOPED_TRACE(path);
+    auto r = nbd::TlsPskKeys::load(path);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), Errc::kInvalidArgument) << r.status().to_string();
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+  };
+  refused(write_file(dir, "g.psk", line, 0640), "group or other");
+  refused(write_file(dir, "gw.psk", line, 0660), "group or other");
+  // Another user's file.
+  const std::string theirs = write_file(dir, "theirs.psk", line, 0600);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0) << "the tests run as root";
+  refused(theirs, "owned by uid 65534");
+  // A directory others may write to (not sticky): they could swap the file.
+  const std::string open_dir = dir.file("open");
+  ASSERT_EQ(::mkdir(open_dir.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(open_dir.c_str(), 0777), 0);
+  refused(write_file(dir, "open/k.psk", line, 0600), "writable by group or other users");
+  // Not regular files: a FIFO (its open would block), a device, a link.
+  const std::string fifo = dir.file("fifo.psk");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  refused(fifo, "not a regular file");
+  refused("/dev/zero", "not a regular file");
+  const std::string good = write_file(dir, "good.psk", line, 0600);
+  const std::string link = dir.file("link.psk");
+  ASSERT_EQ(::symlink(good.c_str(), link.c_str()), 0);
+  refused(link, "a symbolic link");
+  // At most 1 MiB.
+  refused(write_file(dir, "big.psk", line + std::string(1u << 20, '#'), 0600), "larger than");
+  // The temp dir's parent is sticky and root's (/dev/shm, /tmp): others cannot swap what is in
+  // it, so a file there is fine.
+  auto ok = nbd::TlsPskKeys::load(good);
+  EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
 }
 
 class NbdTlsTest : public ::testing::Test {
