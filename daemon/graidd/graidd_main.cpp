@@ -40,6 +40,10 @@ struct Options {
   std::string ublk_batch = "off";
   std::uint32_t nbd_handshake_timeout_s = 10;
   std::uint32_t nbd_idle_timeout_s = 0;
+  std::uint32_t nbd_io_timeout_s = 30;
+  std::uint32_t nbd_max_clients = 64;
+  std::uint32_t nbd_max_handshakes = 16;
+  std::uint32_t nbd_max_handshakes_per_peer = 8;
   std::uint64_t speed_limit_max_mb = 0;
 };
 
@@ -138,9 +142,13 @@ int run(const Options& o) {
   ro.ublk.pin_to_queue = o.ublk_affinity == "queue";
   ro.ublk.spread = o.ublk_spread == "on";
   ro.ublk.batch = o.ublk_batch == "on";
-  ro.nbd_handshake_timeout = std::chrono::seconds(o.nbd_handshake_timeout_s);
+  ro.nbd.handshake_timeout = std::chrono::seconds(o.nbd_handshake_timeout_s);
   set_speed_limit_max(o.speed_limit_max_mb * 1'000'000);
-  ro.nbd_idle_timeout = std::chrono::seconds(o.nbd_idle_timeout_s);
+  ro.nbd.idle_timeout = std::chrono::seconds(o.nbd_idle_timeout_s);
+  ro.nbd.io_timeout = std::chrono::seconds(o.nbd_io_timeout_s);
+  ro.nbd.max_clients = o.nbd_max_clients;
+  ro.nbd.max_handshakes = o.nbd_max_handshakes;
+  ro.nbd.max_handshakes_per_peer = o.nbd_max_handshakes_per_peer;
   auto registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
     spdlog::error("cannot start: {}", st.to_string());
@@ -237,6 +245,25 @@ int main(int argc, char** argv) {
                  "seconds an NBD connection may go without a request before it is closed; 0 "
                  "(default): never, as the kernel's NBD client under a mounted filesystem "
                  "expects")
+      ->capture_default_str();
+  app.add_option("--nbd-io-timeout", o.nbd_io_timeout_s,
+                 "seconds an NBD request's data may stop arriving, or a client leave its "
+                 "replies unread, before its connection is closed (what it held goes back to "
+                 "the others); 0: no limit")
+      ->capture_default_str();
+  app.add_option("--nbd-max-clients", o.nbd_max_clients,
+                 "NBD clients (connections past their handshake) each export serves at most")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
+  app.add_option("--nbd-max-handshakes", o.nbd_max_handshakes,
+                 "NBD connections still in their handshake each export keeps at most: a newer "
+                 "one closes the oldest")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
+  app.add_option("--nbd-max-handshakes-per-peer", o.nbd_max_handshakes_per_peer,
+                 "of those, from one peer (a TCP address, a unix socket's uid): a newer one "
+                 "closes that peer's oldest")
+      ->check(CLI::Range(1u, 4096u))
       ->capture_default_str();
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

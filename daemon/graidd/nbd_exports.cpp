@@ -97,8 +97,12 @@ Status NbdExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, V
   }
   nbd::NbdServerOptions options;
   options.tls = std::move(keys);
-  options.handshake_timeout = access.handshake_timeout;
-  options.idle_timeout = access.idle_timeout;
+  options.handshake_timeout = access.limits.handshake_timeout;
+  options.idle_timeout = access.limits.idle_timeout;
+  options.io_timeout = access.limits.io_timeout;
+  options.max_connections = access.limits.max_clients;
+  options.max_handshakes = access.limits.max_handshakes;
+  options.max_handshakes_per_peer = access.limits.max_handshakes_per_peer;
   if (addr->tcp) {
     options.tcp = true;
     options.tcp_address = addr->host;

@@ -31,15 +31,24 @@ struct NbdAddress {
 };
 Result<NbdAddress> parse_nbd_address(std::string_view text);
 
+// The limits of every NBD server graidd runs (graidd options; docs/nbd.md, "Limits"): what
+// NbdServerOptions of the same names say.
+struct NbdLimits {
+  std::chrono::milliseconds handshake_timeout{10000};
+  std::chrono::milliseconds idle_timeout{0};
+  std::chrono::milliseconds io_timeout{30000};
+  std::uint32_t max_clients = 64;  // NbdServerOptions::max_connections
+  std::uint32_t max_handshakes = 16;
+  std::uint32_t max_handshakes_per_peer = 8;
+};
+
 // How an export is reached and who may use it (export vd --nbd ... [--tls-psk FILE]
 // [--insecure-tcp]; docs/nbd.md, "TLS").
 struct NbdAccess {
   std::string address;        // unix:PATH or tcp:ADDR:PORT
   std::string tls_psk;        // a PSK file: clients must start TLS with one of its keys
   bool insecure_tcp = false;  // TCP without TLS, asked for explicitly
-  // The server's limits (graidd options).
-  std::chrono::milliseconds handshake_timeout{10000};
-  std::chrono::milliseconds idle_timeout{0};
+  NbdLimits limits;           // the server's limits (graidd options)
 };
 // Refuses what the access does not allow: TCP without TLS unless insecure_tcp, insecure_tcp
 // with TLS or with a unix socket. kInvalidArgument saying what to give instead.

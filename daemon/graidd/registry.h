@@ -53,8 +53,7 @@ struct RegistryOptions {
   ParityChoice parity;
   std::string version;
   UblkExportOptions ublk;
-  std::chrono::milliseconds nbd_handshake_timeout{10000};  // NbdServerOptions, per export
-  std::chrono::milliseconds nbd_idle_timeout{0};
+  NbdLimits nbd;  // every NBD server's limits
 };
 
 class Registry {

@@ -233,8 +233,7 @@ Status Registry::export_nbd(Dg& dg, const ExportEntry& e, bool restoring) {
   access.address = e.address;
   access.tls_psk = e.tls_psk;
   access.insecure_tcp = e.insecure_tcp;
-  access.handshake_timeout = options_.nbd_handshake_timeout;
-  access.idle_timeout = options_.nbd_idle_timeout;
+  access.limits = options_.nbd;
   GRAID_RETURN_IF_ERROR(check_nbd_access(access));
   auto handle = dg.array->open_vd(e.vd_id);
   if (!handle.is_ok()) return handle.status();

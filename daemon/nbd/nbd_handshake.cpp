@@ -36,10 +36,8 @@ void NbdSession::handshake_sent() {
 
 void NbdSession::on_client_flags() {
   auto flags = parse_client_flags(std::span(hs_in_).first(kClientFlagsSize));
-  if (!flags) {
-    spdlog::info("nbd: closing a connection: {}", flags.status().to_string());
-    return hard_close();
-  }
+  if (!flags)
+    return fail_handshake(NbdServer::Shared::HandshakeEnd::kProtocol, flags.status().message());
   fixed_newstyle_ = (*flags & kFlagFixedNewstyle) != 0;
   no_zeroes_ = (*flags & kFlagNoZeroes) != 0;
   read_into(hs_in_, Recv::kOptionHeader);
@@ -52,10 +50,7 @@ void NbdSession::on_option_header() {
     return send_handshake(encode_option_error(option_.option, kRepErrTooBig, s.message()),
                           AfterSend::kClose);
   }
-  if (!s) {
-    spdlog::info("nbd: closing a connection: {}", s.to_string());
-    return hard_close();
-  }
+  if (!s) return fail_handshake(NbdServer::Shared::HandshakeEnd::kProtocol, s.message());
   option_data_.resize(option_.length);
   if (option_.length == 0) return on_option_data();
   read_into(option_data_, Recv::kOptionData);
@@ -69,10 +64,14 @@ void NbdSession::on_option_data() {
   const std::uint32_t opt = option_.option;
   const bool tls_required = shared_.options.tls != nullptr && !tls_;
   if (opt == kOptExportName) {
-    if (tls_required) return hard_close();  // no way to say "TLS first" to EXPORT_NAME
+    // No way to say why to EXPORT_NAME: the connection is closed.
+    if (tls_required)
+      return fail_handshake(NbdServer::Shared::HandshakeEnd::kProtocol, "EXPORT_NAME before TLS");
     auto name = parse_export_name(option_data_);
     export_ = name ? shared_.find(*name) : nullptr;
-    if (export_ == nullptr || shared_.stopping) return hard_close();  // cannot say why
+    if (export_ == nullptr || shared_.stopping)
+      return fail_handshake(NbdServer::Shared::HandshakeEnd::kProtocol, "EXPORT_NAME of no export");
+    if (!admit_client()) return hard_close();
     return send_handshake(
         encode_export_name_reply(export_->vd.size, flags_for(*export_), no_zeroes_),
         AfterSend::kTransmission);
@@ -153,6 +152,13 @@ void NbdSession::handle_info_or_go() {
   // Always: requests must be aligned to the minimum, whether or not the client asked.
   add(encode_info_block_size(opt, e->limits.block, e->preferred_block, e->limits.max_payload));
   add(encode_option_reply(opt, kRepAck));
+  if (opt == kOptGo && !admit_client()) {
+    return send_handshake(
+        encode_option_error(opt, kRepErrPolicy,
+                            fmt::format("the server serves its maximum of {} clients",
+                                        shared_.options.max_connections)),
+        AfterSend::kClose);
+  }
   if (opt == kOptGo) export_ = e;
   send_handshake(std::move(out), opt == kOptGo ? AfterSend::kTransmission : AfterSend::kReadOption);
 }

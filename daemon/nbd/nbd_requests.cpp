@@ -26,7 +26,7 @@ void NbdSession::on_request_header() {
   auto h = parse_request_header(req_in_);
   if (!h) {
     // The stream is out of step (or hostile): nothing after this can be trusted.
-    spdlog::info("nbd: closing a connection: {}", h.status().to_string());
+    spdlog::info("nbd: {}: closing a connection: {}", peer_, h.status().to_string());
     return hard_close();
   }
   ++shared_.stats->requests;
@@ -47,12 +47,19 @@ void NbdSession::admit() {
   const bool needs_buffer =
       check.error == 0 && (r.type == kCmdRead || r.type == kCmdWrite) && r.length > 0;
   const std::uint64_t buffer_bytes = needs_buffer ? BufferPool::class_bytes(r.length) : 0;
-  // The server's budget: another connection's release() wakes this one (budget_released()).
+  // The server's budget, shared fairly: a connection that holds no buffer may always take one
+  // request of any size; one that holds some waits while the next would take it past its share
+  // (the budget over the clients served) or the server past the budget. So no client pins what
+  // another needs for its one request (nbd_server.h, max_bytes_total). Its own release() or
+  // another connection's (budget_released()) calls admit() again.
+  const NbdServerOptions& o = shared_.options;
+  const bool holds_none = bytes_in_use_ == 0;
+  const std::uint64_t share = std::min<std::uint64_t>(
+      o.max_bytes_per_connection, o.max_bytes_total / std::max<std::uint32_t>(1, shared_.serving));
   const bool over_total =
-      buffer_bytes > 0 && shared_.bytes_in_use + buffer_bytes > shared_.options.max_bytes_total;
-  if (free_slots_.empty() || over_total ||
-      (slots_in_use_ > 0 &&
-       bytes_in_use_ + buffer_bytes > shared_.options.max_bytes_per_connection)) {
+      buffer_bytes > 0 && !holds_none && shared_.bytes_in_use + buffer_bytes > o.max_bytes_total;
+  const bool over_share = buffer_bytes > 0 && !holds_none && bytes_in_use_ + buffer_bytes > share;
+  if (free_slots_.empty() || over_total || over_share) {
     waiting_ = true;  // a release() calls admit() again; the socket is not read meanwhile
     if (over_total && !waiting_budget_) {
       waiting_budget_ = true;
@@ -88,6 +95,7 @@ void NbdSession::admit() {
     if (r.type == kCmdWrite && r.length > 0) {
       // Refused, but its data follows: read and drop it to stay in step.
       receiving_ = &s;
+      recv_progress_ = std::chrono::steady_clock::now();
       drain_left_ = r.length;
       drain_buf_.resize(kDrainChunk);
       return read_into(std::span(drain_buf_).first(std::min<std::size_t>(drain_left_, kDrainChunk)),
@@ -98,6 +106,7 @@ void NbdSession::admit() {
   }
   if (r.type == kCmdWrite && r.length > 0) {
     receiving_ = &s;
+    recv_progress_ = std::chrono::steady_clock::now();  // io_timeout counts from here
     return read_into(std::span(s.data.data(), r.length), Recv::kPayload);
   }
   submit(s);

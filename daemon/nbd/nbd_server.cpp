@@ -139,6 +139,26 @@ Result<int> listen_tcp(const std::string& address, std::uint16_t port, std::uint
 
 }  // namespace
 
+void NbdServer::Shared::handshake_ended(HandshakeEnd how, const std::string& peer,
+                                        std::string_view why) {
+  spdlog::debug("nbd: {}: closing a connection in its handshake: {}", peer, why);
+  switch (how) {
+    case HandshakeEnd::kTlsFailed:
+      ++summary.tls_failed;
+      break;
+    case HandshakeEnd::kProtocol:
+      ++summary.protocol;
+      break;
+    case HandshakeEnd::kTimedOut:
+      ++summary.timed_out;
+      break;
+    case HandshakeEnd::kDropped:
+      ++summary.dropped;
+      break;
+  }
+  summary.last_peer = peer;
+}
+
 const ServedExport* NbdServer::Shared::find(std::string_view name) const {
   if (name.empty() && exports.size() == 1) return &exports.front();
   for (const ServedExport& e : exports) {
@@ -155,11 +175,12 @@ Result<std::unique_ptr<NbdServer>> NbdServer::create(IoContext& ctx, std::vector
   if (options.unix_path.empty() && !options.tcp)
     return make_error(Errc::kInvalidArgument, "nbd: neither a unix socket nor TCP to listen on");
   if (options.max_requests_per_connection == 0 || options.max_connections == 0 ||
+      options.max_handshakes == 0 || options.max_handshakes_per_peer == 0 ||
       options.max_bytes_per_connection < kMaxPayload ||
       options.max_bytes_total < BufferPool::class_bytes(kMaxPayload))
     return make_error(Errc::kInvalidArgument,
                       "nbd: limits must allow a request ({} bytes per connection and per server "
-                      "at least)",
+                      "at least) and a connection and a handshake at least",
                       BufferPool::class_bytes(kMaxPayload));
   auto server = std::make_unique<NbdServer>(Key(), ctx);
   auto shared = std::make_unique<Shared>(ctx, options);
@@ -225,6 +246,10 @@ NbdServer::~NbdServer() {
   if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
 }
 
+std::uint32_t NbdServer::serving() const noexcept {
+  return shared_ ? shared_->serving : 0;
+}
+
 std::vector<NbdClientInfo> NbdServer::clients() const {
   std::vector<NbdClientInfo> out;
   for (const auto& session : sessions_)
@@ -267,6 +292,7 @@ bool NbdServer::finished() const noexcept {
 void NbdServer::begin_stop() {
   if (shared_->stopping) return;
   shared_->stopping = true;
+  log_summary(std::chrono::steady_clock::now(), /*force=*/true);
   // New connections are refused from now on: remove the socket file at once.
   if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
   for (auto& l : listeners_)
@@ -278,15 +304,18 @@ void NbdServer::begin_stop() {
 }
 
 void NbdServer::on_socket_op(SocketOp& /*stop_clock*/, std::int32_t /*res*/) {
-  if (sessions_.empty()) return;  // finished in time (or being reaped): no more ticks
+  const auto now = std::chrono::steady_clock::now();
   if (!shared_->stopping) {
-    // Handshake and idle timeouts.
-    const auto now = std::chrono::steady_clock::now();
+    log_summary(now, /*force=*/false);
+    // No connection and nothing left to summarise: no more ticks until the next accept.
+    if (sessions_.empty() && shared_->summary.total() == 0) return;
+    // Handshake, io and idle timeouts.
     for (auto& s : sessions_)
       s->tick(now);
     stop_clock_.wait(ctx_, kTick);
     return;
   }
+  if (sessions_.empty()) return;  // finished in time (or being reaped): no more ticks
   if (!aborted_ && std::chrono::steady_clock::now() >= stop_deadline_) {
     aborted_ = true;
     spdlog::warn(
@@ -300,7 +329,7 @@ void NbdServer::on_socket_op(SocketOp& /*stop_clock*/, std::int32_t /*res*/) {
 }
 
 void NbdServer::on_accept(Listener& listener, int fd) {
-  if (shared_->stopping || sessions_.size() >= shared_->options.max_connections) {
+  if (shared_->stopping) {
     ++stats_.refused;
     ::close(fd);
     return;
@@ -309,9 +338,60 @@ void NbdServer::on_accept(Listener& listener, int fd) {
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   }
-  sessions_.push_back(std::make_unique<NbdSession>(*shared_, fd));
+  auto session = std::make_unique<NbdSession>(*shared_, fd);
+  // Connections still in their handshake have a pool of their own, where the oldest makes room
+  // for a newcomer: whoever can reach the socket cannot keep a key holder out by connecting and
+  // saying nothing. One peer's oldest first, once it has its share.
+  std::uint32_t handshaking = 0, of_peer = 0;
+  for (const auto& s : sessions_) {
+    if (!s->handshaking()) continue;
+    ++handshaking;
+    if (s->peer_key() == session->peer_key()) ++of_peer;
+  }
+  if (of_peer >= shared_->options.max_handshakes_per_peer) {
+    drop_oldest_handshake(session->peer_key());
+    --handshaking;
+  }
+  if (handshaking >= shared_->options.max_handshakes) drop_oldest_handshake({});
+  sessions_.push_back(std::move(session));
   sessions_.back()->start();
   if (!stop_clock_.busy()) stop_clock_.wait(ctx_, kTick);
+}
+
+void NbdServer::drop_oldest_handshake(std::string_view peer) {
+  for (auto& s : sessions_) {  // in the order they were accepted
+    if (s->handshaking() && (peer.empty() || s->peer_key() == peer)) {
+      s->drop_for_newcomer();
+      return;
+    }
+  }
+}
+
+void NbdServer::log_summary(std::chrono::steady_clock::time_point now, bool force) {
+  auto& sum = shared_->summary;
+  if (sum.total() == 0) {
+    sum.since = now;
+    return;
+  }
+  if (!force && now - sum.since < shared_->options.log_summary_interval) return;
+  const std::string where =
+      !unix_path_.empty() ? unix_path_ : fmt::format("tcp port {}", tcp_port_);
+  std::vector<std::string> what;
+  if (sum.tls_failed > 0) what.push_back(fmt::format("{} TLS handshakes failed", sum.tls_failed));
+  if (sum.protocol > 0)
+    what.push_back(fmt::format("{} broke the protocol in their handshake", sum.protocol));
+  if (sum.timed_out > 0)
+    what.push_back(fmt::format("{} did not finish their handshake in time", sum.timed_out));
+  if (sum.dropped > 0)
+    what.push_back(
+        fmt::format("{} still in their handshake were closed for newer ones", sum.dropped));
+  spdlog::info(
+      "nbd {}: in the last {:.1f} s, {} connections ended in their handshake: {} (last from "
+      "{}; each at debug level)",
+      where, std::chrono::duration<double>(now - sum.since).count(), sum.total(),
+      fmt::join(what, ", "), sum.last_peer);
+  sum = NbdServer::Shared::HandshakeSummary{};
+  sum.since = now;
 }
 
 void NbdServer::session_finished(NbdSession& session) {

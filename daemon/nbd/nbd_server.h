@@ -69,8 +69,15 @@ struct NbdServerOptions {
   bool tcp = false;
   std::string tcp_address = "127.0.0.1";
   std::uint16_t tcp_port = 10809;
-  // Connections beyond this are accepted and closed at once.
+  // Clients: connections past their handshake (NBD_OPT_GO or EXPORT_NAME, after TLS where it is
+  // required). A GO beyond this is refused (NBD_REP_ERR_POLICY, saying why) and the connection
+  // closed. Connections still in their handshake do not count here (max_handshakes).
   std::uint32_t max_connections = 64;
+  // Connections still in their handshake, at most: a newcomer beyond this closes the oldest one
+  // (so sockets that connect and say nothing cannot keep a key holder out), and beyond
+  // max_handshakes_per_peer from one peer (a TCP address; a unix socket's uid), that peer's oldest.
+  std::uint32_t max_handshakes = 16;
+  std::uint32_t max_handshakes_per_peer = 8;
   // Per connection: requests in flight, and bytes of data buffers they hold.
   std::uint32_t max_requests_per_connection = 16;
   std::uint64_t max_bytes_per_connection = 64u << 20;
@@ -89,15 +96,28 @@ struct NbdServerOptions {
   // never (the default: a kernel NBD client under a mounted filesystem is idle for long
   // stretches and does not reconnect).
   std::chrono::milliseconds idle_timeout{0};
-  // Data buffers all the server's connections hold together, at most: one client's many
-  // connections cannot pin more. At least one largest request's buffer.
+  // A connection whose request data stops arriving, or whose replies it does not read (a send
+  // that makes no progress), for this long is closed at once: what it held (buffers of the
+  // server's budget) goes back. 0: never.
+  std::chrono::milliseconds io_timeout{30000};
+  // Handshakes that failed (TLS, protocol), timed out or were dropped for newcomers are logged
+  // one by one at debug level only, and as one summary line per this interval at info level,
+  // naming the last peer: a flood of them cannot flood the log.
+  std::chrono::milliseconds log_summary_interval{60000};
+  // Data buffers the server's connections hold together, shared fairly: a connection may hold
+  // at most its share (this over the clients being served) and its next request waits while it
+  // would go past that or past this total; but a connection holding none may always take one
+  // request of any size, so no client can starve another. So the total stays below this plus
+  // one largest request per client. At least one largest request's buffer.
   std::uint64_t max_bytes_total = 256u << 20;
 };
 
 // What the server has done (read on the server's thread, or after run() returned).
 struct NbdServerStats {
   std::uint64_t connections = 0;  // accepted and served
-  std::uint64_t refused = 0;      // accepted and closed (limit, stopping)
+  std::uint64_t refused = 0;      // accepted and closed (stopping), or a GO past max_connections
+  std::uint64_t dropped = 0;      // handshakes closed for newcomers (max_handshakes[_per_peer])
+  std::uint64_t timed_out = 0;    // closed for the handshake, idle or io timeout
   std::uint64_t requests = 0;     // transmission requests received
   std::uint64_t errors = 0;       // requests answered with an error
 };
@@ -140,6 +160,8 @@ class NbdServer final : private SocketOpOwner {
   std::size_t sessions() const noexcept { return sessions_.size(); }
   // The connections past their handshake, using an export now (on the owning thread).
   std::vector<NbdClientInfo> clients() const;
+  // Clients served now (and GOs accepted, their reply on its way): what max_connections counts.
+  std::uint32_t serving() const noexcept;
 
   // Internal: what sessions use.
   struct Shared;
@@ -173,8 +195,12 @@ class NbdServer final : private SocketOpOwner {
   // deadline, the connections left are closed at once.
   void on_socket_op(SocketOp& op, std::int32_t res) override;
   void on_accept(Listener& listener, int fd);
+  // Closes the oldest handshake of `peer` (any peer: empty) to make room for a newcomer.
+  void drop_oldest_handshake(std::string_view peer);
   void session_finished(NbdSession& session);
   void reap();
+  // The log summary of failed, timed out and dropped handshakes (NbdServerOptions), when due.
+  void log_summary(std::chrono::steady_clock::time_point now, bool force);
 
   IoContext& ctx_;
   std::unique_ptr<Shared> shared_;

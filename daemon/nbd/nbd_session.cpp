@@ -15,37 +15,46 @@ namespace graid::nbd {
 
 namespace {
 
-// The other end of `fd`, in words: the address and port of a TCP peer, the process and user of
-// a unix socket peer (SO_PEERCRED).
-std::string describe_peer(int fd) {
+// The other end of `fd`: in words (the address and port of a TCP peer, the process and user of a
+// unix socket peer, from SO_PEERCRED), and as a key that groups one peer's connections (the
+// address without the port; the uid).
+struct Peer {
+  std::string text = "unknown peer";
+  std::string key = "unknown";
+};
+
+Peer describe_peer(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "unknown peer";
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return {};
   char host[INET6_ADDRSTRLEN] = {};
   if (addr.ss_family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
     ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    return fmt::format("tcp {}:{}", host, ntohs(in->sin_port));
+    return {fmt::format("tcp {}:{}", host, ntohs(in->sin_port)), host};
   }
   if (addr.ss_family == AF_INET6) {
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
     ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    return fmt::format("tcp [{}]:{}", host, ntohs(in6->sin6_port));
+    return {fmt::format("tcp [{}]:{}", host, ntohs(in6->sin6_port)), host};
   }
   if (addr.ss_family == AF_UNIX) {
     ucred cred{};
     socklen_t clen = sizeof cred;
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
-      return fmt::format("unix (pid {}, uid {})", cred.pid, cred.uid);
-    return "unix";
+      return {fmt::format("unix (pid {}, uid {})", cred.pid, cred.uid),
+              fmt::format("uid {}", cred.uid)};
+    return {"unix", "unix"};
   }
-  return "unknown peer";
+  return {};
 }
 
 }  // namespace
 
-NbdSession::NbdSession(NbdServer::Shared& shared, int fd)
-    : shared_(shared), fd_(fd), peer_(describe_peer(fd)) {
+NbdSession::NbdSession(NbdServer::Shared& shared, int fd) : shared_(shared), fd_(fd) {
+  Peer peer = describe_peer(fd);
+  peer_ = std::move(peer.text);
+  peer_key_ = std::move(peer.key);
   const std::uint32_t n = shared.options.max_requests_per_connection;
   slots_.reserve(n);
   free_slots_.reserve(n);
@@ -82,20 +91,65 @@ void NbdSession::start() {
 void NbdSession::tick(std::chrono::steady_clock::time_point now) {
   if (finished_ || broken_) return;
   const NbdServerOptions& o = shared_.options;
-  if (phase_ == Phase::kHandshake) {
+  if (phase_ == Phase::kHandshake && !admitted_) {
     if (o.handshake_timeout.count() > 0 && now - accepted_at_ > o.handshake_timeout) {
-      spdlog::info("nbd: closing a connection still in its handshake after {} ms",
-                   o.handshake_timeout.count());
+      ++shared_.stats->timed_out;
+      shared_.handshake_ended(
+          NbdServer::Shared::HandshakeEnd::kTimedOut, peer_,
+          fmt::format("still in its handshake after {} ms", o.handshake_timeout.count()));
       abort();
     }
     return;
   }
+  // A request whose data stops arriving, or replies the client does not read, hold buffers of
+  // the server's budget: past io_timeout the connection goes, and they come back.
+  if (o.io_timeout.count() > 0) {
+    const char* stalled = nullptr;
+    if (receiving_ != nullptr && now - recv_progress_ > o.io_timeout) {
+      stalled = "a request's data stopped arriving";
+    } else if (send_op_.busy() && now - send_progress_ > o.io_timeout) {
+      stalled = "it does not read its replies";
+    }
+    if (stalled != nullptr) {
+      ++shared_.stats->timed_out;
+      spdlog::info("nbd: {}: closing a connection: {} for {} ms", peer_, stalled,
+                   o.io_timeout.count());
+      abort();
+      return;
+    }
+  }
   if (o.idle_timeout.count() > 0 && slots_in_use_ == 0 && receiving_ == nullptr && !waiting_ &&
       now - last_request_ > o.idle_timeout) {
-    spdlog::info("nbd: closing a connection idle for {} s",
+    ++shared_.stats->timed_out;
+    spdlog::info("nbd: {}: closing a connection idle for {} s", peer_,
                  std::chrono::duration_cast<std::chrono::seconds>(o.idle_timeout).count());
     stop();
   }
+}
+
+void NbdSession::drop_for_newcomer() {
+  ++shared_.stats->dropped;
+  shared_.handshake_ended(NbdServer::Shared::HandshakeEnd::kDropped, peer_,
+                          "dropped for a newer connection (max_handshakes)");
+  abort();
+}
+
+void NbdSession::fail_handshake(NbdServer::Shared::HandshakeEnd how, std::string_view why) {
+  shared_.handshake_ended(how, peer_, why);
+  hard_close();
+}
+
+bool NbdSession::admit_client() {
+  if (admitted_) return true;
+  if (shared_.serving >= shared_.options.max_connections) {
+    ++shared_.stats->refused;
+    spdlog::info("nbd: {}: refused: the server serves its maximum of {} clients", peer_,
+                 shared_.options.max_connections);
+    return false;
+  }
+  admitted_ = true;
+  ++shared_.serving;
+  return true;
 }
 
 void NbdSession::budget_released() {
@@ -161,6 +215,7 @@ void NbdSession::on_recv(std::int32_t res) {
     if (phase_ == Phase::kHandshake) hard_close();
     return;
   }
+  if (res > 0) recv_progress_ = std::chrono::steady_clock::now();
   if (tls_) return tls_on_recv(res > 0 ? static_cast<std::size_t>(res) : 0);
   if (res > 0) recv_got_ += static_cast<std::size_t>(res);
   if (recv_got_ < recv_dst_.size()) {
@@ -202,7 +257,10 @@ void NbdSession::queue_send(OutMessage& m) {
     send_head_ = &m;
   }
   send_tail_ = &m;
-  if (!send_op_.busy()) start_send();
+  if (!send_op_.busy()) {
+    send_progress_ = std::chrono::steady_clock::now();  // io_timeout counts from here
+    start_send();
+  }
 }
 
 void NbdSession::start_send() {
@@ -225,6 +283,7 @@ void NbdSession::on_send(std::int32_t res) {
     return;
   }
   std::size_t left = res > 0 ? static_cast<std::size_t>(res) : 0;
+  if (left > 0) send_progress_ = std::chrono::steady_clock::now();
   if (tls_) {
     if (tls_sent(*m, left) && !broken_) return start_send();
     left = 0;
@@ -319,6 +378,7 @@ void NbdSession::maybe_finish() {
       slots_in_use_ != 0)
     return;
   finished_ = true;
+  if (admitted_) --shared_.serving;
   std::erase(shared_.budget_waiters, this);
   ::close(fd_);
   fd_ = -1;

@@ -67,6 +67,11 @@ struct NbdServer::Shared {
   // The export `name` selects: that name, or for "" the only export. nullptr if none.
   const ServedExport* find(std::string_view name) const;
 
+  // A connection that ended its handshake badly (nbd_server.cpp): one debug line, counted into
+  // the summary the server logs once per options.log_summary_interval.
+  enum class HandshakeEnd : std::uint8_t { kTlsFailed, kProtocol, kTimedOut, kDropped };
+  void handshake_ended(HandshakeEnd how, const std::string& peer, std::string_view why);
+
   IoContext& ctx;
   NbdServerOptions options;
   std::vector<ServedExport> exports;
@@ -79,6 +84,15 @@ struct NbdServer::Shared {
   std::vector<NbdSession*> budget_waiters;
   NbdServerStats* stats = nullptr;
   NbdServer* server = nullptr;
+  // The summary's counts since it was last logged, and the last peer named in it.
+  struct HandshakeSummary {
+    std::uint64_t tls_failed = 0, protocol = 0, timed_out = 0, dropped = 0;
+    std::string last_peer;
+    std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+    std::uint64_t total() const noexcept { return tls_failed + protocol + timed_out + dropped; }
+  } summary;
+  // Clients served and GOs accepted (NbdServer::serving()).
+  std::uint32_t serving = 0;
 };
 
 class NbdSession final : private SocketOpOwner {
@@ -102,6 +116,16 @@ class NbdSession final : private SocketOpOwner {
   // Who is connected, once the session is past its handshake (NBD_OPT_GO or EXPORT_NAME, after
   // TLS where it is required): a client using the export. nullopt before.
   std::optional<NbdClientInfo> client() const;
+  // Still in its handshake, and not closing: what max_handshakes counts.
+  bool handshaking() const noexcept {
+    return phase_ == Phase::kHandshake && !admitted_ && !broken_;
+  }
+  // Who the peer is, for max_handshakes_per_peer: a TCP address without its port, or a unix
+  // socket's uid.
+  const std::string& peer_key() const noexcept { return peer_key_; }
+  const std::string& peer() const noexcept { return peer_; }
+  // Closes a connection still in its handshake to make room for a newcomer (counted as dropped).
+  void drop_for_newcomer();
 
  private:
   struct Slot;
@@ -200,8 +224,20 @@ class NbdSession final : private SocketOpOwner {
   SocketOp send_op_{*this};
   SocketOp cancel_op_{*this};  // abort(): cancels recv_op_ and send_op_
   Phase phase_ = Phase::kHandshake;
-  std::string peer_;                               // the other end, for client()
+  std::string peer_;                               // the other end, in words (describe_peer)
+  std::string peer_key_;                           // the same without a TCP port (peer_key())
   std::chrono::system_clock::time_point serving_;  // when the transmission phase began
+  // A GO (or EXPORT_NAME) was accepted and counted in Shared::serving: its reply is on its way,
+  // then the transmission phase. Uncounted when the session finishes.
+  bool admitted_ = false;
+  // The last time a payload being read got bytes, and a send in flight sent some (io_timeout).
+  std::chrono::steady_clock::time_point recv_progress_{};
+  std::chrono::steady_clock::time_point send_progress_{};
+  // Counts this session as a client (GO, EXPORT_NAME) unless max_connections are served: false
+  // then, and the caller refuses.
+  bool admit_client();
+  // Ends the handshake of a connection that failed it: logged and counted (HandshakeEnd), closed.
+  void fail_handshake(NbdServer::Shared::HandshakeEnd how, std::string_view why);
 
   // Receiving.
   std::span<std::byte> recv_dst_;

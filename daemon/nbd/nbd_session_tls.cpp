@@ -17,7 +17,7 @@ constexpr std::size_t kTlsChunk = 256 * 1024;
 void NbdSession::tls_start() {
   auto tls = TlsServerSession::create(shared_.options.tls);
   if (!tls.is_ok()) {
-    spdlog::warn("nbd: closing a connection: {}", tls.status().to_string());
+    spdlog::warn("nbd: {}: closing a connection: {}", peer_, tls.status().to_string());
     return hard_close();
   }
   tls_ = std::move(*tls);
@@ -39,8 +39,8 @@ void NbdSession::tls_handshake_step() {
       recv_op_.recv_some(shared_.ctx, fd_, tls_->input_space());
       return;
     case TlsServerSession::Progress::kFailed:
-      spdlog::info("nbd: closing a connection: TLS handshake failed: {}", tls_->error());
-      return hard_close();
+      return fail_handshake(NbdServer::Shared::HandshakeEnd::kTlsFailed,
+                            "TLS handshake failed: " + tls_->error());
   }
 }
 
@@ -69,7 +69,10 @@ void NbdSession::tls_pump_read() {
       case TlsServerSession::ReadResult::State::kClosed:
         return on_recv(0);  // as a socket the client closed
       case TlsServerSession::ReadResult::State::kFailed:
-        spdlog::info("nbd: closing a connection: TLS: {}", tls_->error());
+        if (phase_ == Phase::kHandshake)
+          return fail_handshake(NbdServer::Shared::HandshakeEnd::kTlsFailed,
+                                "TLS: " + tls_->error());
+        spdlog::info("nbd: {}: closing a connection: TLS: {}", peer_, tls_->error());
         return hard_close();
     }
   }
@@ -95,7 +98,7 @@ void NbdSession::tls_start_send(OutMessage& m) {
         const std::size_t take = std::min(v.iov_len, budget);
         if (take > 0) {
           if (Status st = tls_->write({static_cast<const std::byte*>(v.iov_base), take}); !st) {
-            spdlog::info("nbd: closing a connection: {}", st.to_string());
+            spdlog::info("nbd: {}: closing a connection: {}", peer_, st.to_string());
             return hard_close();
           }
         }

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -43,6 +44,39 @@ class NbdTestClient {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     set_timeout();
     return ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  // From local address `source` (another loopback address, 127.0.0.2...: another peer).
+  bool connect_tcp_from(std::uint16_t port, const char* source) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &local.sin_addr);
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) return false;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    set_timeout();
+    return ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  // How long a read or send may wait from now on.
+  void set_timeout(std::chrono::milliseconds limit) {
+    timeval tv{static_cast<time_t>(limit.count() / 1000),
+               static_cast<suseconds_t>(limit.count() % 1000 * 1000)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
+  // True when the server has closed the connection by now: nothing more to read and EOF (data
+  // not yet read is read and dropped). Does not wait.
+  bool closed_now() {
+    std::byte b[4096];
+    for (;;) {
+      const ssize_t r = ::recv(fd_, b, sizeof(b), MSG_DONTWAIT);
+      if (r > 0) continue;
+      if (r == 0) return true;
+      if (errno == EINTR) continue;
+      return errno == ECONNRESET;
+    }
   }
   void close() {
     if (fd_ >= 0) ::close(fd_);
