@@ -45,6 +45,20 @@ std::unique_ptr<NbdTestClient> silent_from(std::uint16_t port, const char* sourc
   return c;
 }
 
+// How many of `clients` the server has not closed, once that number settles at `expect` (the
+// server's thread accepts them in its own time; up to 5 s), or what it is then.
+int still_open(std::vector<std::unique_ptr<NbdTestClient>>& clients, int expect) {
+  int open = 0;
+  for (int tries = 0; tries < 100; ++tries) {
+    open = 0;
+    for (auto& c : clients)
+      open += c->closed_now() ? 0 : 1;
+    if (open == expect) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  return open;
+}
+
 nbd::NbdServerOptions tcp_options() {
   nbd::NbdServerOptions o;
   o.tcp = true;
@@ -64,11 +78,7 @@ TEST(NbdLimitsTest, ConnectionsThatSayNothingCannotLockAClientOut) {
   std::vector<std::unique_ptr<NbdTestClient>> silent;
   for (int i = 0; i < 64; ++i)
     silent.push_back(silent_from(server.port(), "127.0.0.1"));
-  std::this_thread::sleep_for(100ms);
-  int open = 0;
-  for (auto& c : silent)
-    open += c->closed_now() ? 0 : 1;
-  EXPECT_EQ(open, 8) << "one peer keeps at most 8 handshakes";
+  EXPECT_EQ(still_open(silent, 8), 8) << "one peer keeps at most 8 handshakes";
   NbdTestClient mine;
   ASSERT_TRUE(mine.connect_tcp_from(server.port(), "127.0.0.1"));
   EXPECT_TRUE(serves(mine)) << "a client from the same address gets in";
@@ -80,11 +90,7 @@ TEST(NbdLimitsTest, ConnectionsThatSayNothingCannotLockAClientOut) {
     for (int i = 0; i < 8; ++i)
       silent.push_back(silent_from(server.port(), source.c_str()));
   }
-  std::this_thread::sleep_for(100ms);
-  open = 0;
-  for (auto& c : silent)
-    open += c->closed_now() ? 0 : 1;
-  EXPECT_EQ(open, 16) << "at most 16 handshakes at once";
+  EXPECT_EQ(still_open(silent, 16), 16) << "at most 16 handshakes at once";
   NbdTestClient other;
   ASSERT_TRUE(other.connect_tcp_from(server.port(), "127.0.0.10"));
   EXPECT_TRUE(serves(other)) << "a client from yet another address gets in";
@@ -149,7 +155,7 @@ TEST(NbdLimitsTest, StalledRequestsAndUnreadRepliesCannotStarveOthers) {
   TestArray a(RaidLevel::kRaid5, 3, 40 << 20, kBig);
   nbd::NbdServerOptions o = tcp_options();
   o.max_bytes_total = 2 * nbd::BufferPool::class_bytes(kBig);
-  o.io_timeout = 1500ms;
+  o.io_timeout = 2500ms;
   ServerThread server(exports_of(export_of(a)), o);
   ASSERT_TRUE(server.status().is_ok()) << server.status().to_string();
   // Two connections, each a write header of 32 MiB and no data: the whole budget.
@@ -172,16 +178,16 @@ TEST(NbdLimitsTest, StalledRequestsAndUnreadRepliesCannotStarveOthers) {
   // Another client is served at once all the same.
   NbdTestClient other;
   ASSERT_TRUE(other.connect_tcp(server.port()));
-  other.set_timeout(1000ms);
+  other.set_timeout(2000ms);  // before the io timeout could have freed anything
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(serves(other));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1000ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2000ms);
   // The stalled ones are closed after the io timeout.
   for (auto& c : stalled) {
     c->set_timeout(5000ms);
     EXPECT_TRUE(c->sees_eof());
   }
-  std::this_thread::sleep_for(2000ms);
+  std::this_thread::sleep_for(3000ms);  // the client that does not read, too
   server.stop();
   EXPECT_GE(server.stats().timed_out, 3u) << "two stalled writes and the client that did not read";
 }
