@@ -24,7 +24,7 @@ namespace graid::daemon {
 namespace {
 
 RegistryOptions with_ublk_owner(RegistryOptions o) {
-  o.ublk.instance = state_dir_tag(o.state_dir);
+  o.ublk.legacy_instance = state_dir_tag(o.state_dir);  // the instance id is read at start()
   return o;
 }
 
@@ -280,6 +280,10 @@ Status Registry::start() {
     return make_error(Errc::kBusy, "state dir {} is in use by another graidd", options_.state_dir);
   auto loaded = load_state(options_.state_dir);
   if (!loaded.is_ok()) return loaded.status();
+  // The id every ublk device this graidd adds carries (graidd/ublk_owner.h).
+  auto instance = load_or_make_instance_id(options_.state_dir);
+  if (!instance.is_ok()) return instance.status();
+  ublk_.set_instance(*instance);
   std::map<std::string, std::uint32_t> dg_by_uuid;
   for (const auto& d : loaded->dgs)
     dg_by_uuid[d.uuid] = d.dg_id;

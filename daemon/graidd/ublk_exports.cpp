@@ -107,9 +107,32 @@ Status UblkExports::add(std::uint32_t dg_id, std::uint32_t vd_id, Array& array, 
   o.quiesce = (features_ & ublk::kFlagQuiesce) != 0;
   o.batch = options_.batch && (features_ & ublk::kFlagBatchIo) != 0;
   Result<std::unique_ptr<ublk::UblkDevice>> dev = make_error(Errc::kNotFound, "");
+  // Only a device this graidd made for this VD is ever taken back: the id the state dir records
+  // may name another server's device by now (ublk del, then another server took the id).
+  const auto ours = [this, dg_id, vd_id](const ublk::DevInfo& info) -> Status {
+    GRAID_RETURN_IF_ERROR(ublk_device_may_be_ours(info, ::geteuid()));
+    const auto owner =
+        ublk_owner_of(info.ublksrv_flags, options_.instance, options_.legacy_instance);
+    if (!owner) return make_error(Errc::kBusy, "its owner tag is another server's");
+    if (*owner != UblkOwner{dg_id, vd_id})
+      return make_error(Errc::kBusy, "it is this graidd's device for vd {} of dg {}", owner->vd_id,
+                        owner->dg_id);
+    return Status::ok();
+  };
+  if (dev_id) {
+    if (auto info = control_->dev_info(*dev_id); info.is_ok()) {
+      if (Status st = ours(*info); !st) {
+        // Someone else's now: left alone, and this VD gets a device of its own.
+        spdlog::warn("dg {} vd {}: {} is not ours any more ({}): left alone; a new device is made",
+                     dg_id, vd_id, ublk::block_device_path(*dev_id), st.message());
+        dev_id.reset();
+      }
+    }
+  }
   if (dev_id) {
     // A killed graidd leaves its devices waiting for a server (user recovery): take them back,
     // so applications that had them open never see them go.
+    o.recover_only_if = ours;
     dev = ublk::UblkDevice::recover(*control_, thread_call(), array, std::move(handle), *dev_id, o);
     if (dev.is_ok()) {
       spdlog::info("dg {} vd {}: re-attached {} (user recovery)", dg_id, vd_id,
@@ -141,7 +164,9 @@ std::vector<HeldUblk> UblkExports::discover() {
     if (served) continue;
     auto info = control_->dev_info(id);
     if (!info.is_ok()) continue;  // deleted meanwhile
-    const auto owner = ublk_owner_of(info->ublksrv_flags, options_.instance);
+    if (!ublk_device_may_be_ours(*info, ::geteuid())) continue;
+    const auto owner =
+        ublk_owner_of(info->ublksrv_flags, options_.instance, options_.legacy_instance);
     if (!owner) continue;
     // A killed graidd's device stays live until the kernel has torn its rings down.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -42,9 +42,11 @@ struct UblkExportOptions {
   bool batch = false;
   std::string control_path = ublk::kControlPath;
   std::string sys_root = "/sys";  // where the ublk devices are listed (class ublk-char)
-  // This graidd's state dir tag (graidd/ublk_owner.h): every device it adds carries it, and
-  // discover() takes only devices that do.
-  std::uint16_t instance = 0;
+  // This graidd's instance id (graidd/ublk_owner.h): every device it adds carries it, and a
+  // device is recovered or discovered only when its tag carries it (or the previous build's tag
+  // carries `legacy_instance`, the state dir's path hash) and graidd's user made it.
+  std::uint32_t instance = 0;
+  std::uint16_t legacy_instance = 0;
 };
 
 // A device of this graidd's that it does not serve (discover()): left by a graidd that was
@@ -76,6 +78,9 @@ class UblkExports {
 
   // Why ublk devices cannot be made here ("" when they can).
   std::string unavailable() const;
+  // This graidd's instance id (UblkExportOptions::instance), once read from its state dir:
+  // before any device is added or discovered.
+  void set_instance(std::uint32_t instance) noexcept { options_.instance = instance; }
 
   // Serves `handle` (an open VD of `array`) as a ublk device. `dev_id`: the device it had before
   // a restart: re-attached if a killed graidd left it waiting (user recovery), else asked for

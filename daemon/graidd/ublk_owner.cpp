@@ -1,17 +1,59 @@
 #include "graidd/ublk_owner.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/random.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 namespace graid::daemon {
 
 namespace {
 
-constexpr std::uint64_t kMagic = 0x4752;  // "GR"
+constexpr std::uint64_t kMagic = 0x6ad;          // 12 bits
+constexpr std::uint64_t kLegacyMagic = 0x4752;   // "GR", 16 bits: the previous build's
+constexpr std::uint64_t kDgMask = 0x3fff;        // 14 bits
+constexpr std::uint64_t kVdMask = 0x3f;          // 6 bits
+constexpr std::uint64_t kLegacyIdMask = 0xffff;  // 16 bits each
+constexpr const char* kInstanceFile = "instance-id";
 
 }  // namespace
+
+Result<std::uint32_t> load_or_make_instance_id(const std::string& state_dir) {
+  const std::string path = state_dir + "/" + kInstanceFile;
+  {
+    std::ifstream in(path);
+    if (in) {
+      std::string text;
+      std::getline(in, text);
+      std::uint32_t id = 0;
+      const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
+      if (err != std::errc() || end != text.data() + text.size() || text.size() != 8)
+        return make_error(Errc::kCorrupt, "{} does not hold an instance id (8 hex digits)", path);
+      return id;
+    }
+  }
+  std::uint32_t id = 0;
+  if (::getrandom(&id, sizeof id, 0) != static_cast<ssize_t>(sizeof id))
+    return make_error(Errc::kIoError, "getrandom: {}", std::strerror(errno));
+  const std::string tmp = path + ".new";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error(Errc::kIoError, "{}: {}", tmp, std::strerror(errno));
+  const std::string text = fmt::format("{:08x}\n", id);
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                       ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0)
+    return make_error(Errc::kIoError, "writing {}: {}", path, std::strerror(errno));
+  return id;
+}
 
 std::uint16_t state_dir_tag(const std::string& state_dir) {
   std::error_code ec;
@@ -26,18 +68,37 @@ std::uint16_t state_dir_tag(const std::string& state_dir) {
   return static_cast<std::uint16_t>((h >> 16) ^ (h & 0xffff));
 }
 
-std::uint64_t ublk_owner_flags(std::uint16_t instance, UblkOwner owner) {
-  const std::uint64_t dg = std::min<std::uint32_t>(owner.dg_id, kUnrecordedId);
-  const std::uint64_t vd = std::min<std::uint32_t>(owner.vd_id, kUnrecordedId);
-  return kMagic << 48 | std::uint64_t{instance} << 32 | dg << 16 | vd;
+std::uint64_t ublk_owner_flags(std::uint32_t instance, UblkOwner owner) {
+  const std::uint64_t dg = owner.dg_id <= kMaxTaggedDg ? owner.dg_id : kDgMask;
+  const std::uint64_t vd = owner.vd_id <= kMaxTaggedVd ? owner.vd_id : kVdMask;
+  return kMagic << 52 | std::uint64_t{instance} << 20 | dg << 6 | vd;
 }
 
-std::optional<UblkOwner> ublk_owner_of(std::uint64_t flags, std::uint16_t instance) {
-  if (flags >> 48 != kMagic || ((flags >> 32) & 0xffff) != instance) return std::nullopt;
-  UblkOwner o{static_cast<std::uint32_t>((flags >> 16) & 0xffff),
-              static_cast<std::uint32_t>(flags & 0xffff)};
-  if (o.dg_id == kUnrecordedId || o.vd_id == kUnrecordedId) return std::nullopt;
-  return o;
+std::optional<UblkOwner> ublk_owner_of(std::uint64_t flags, std::uint32_t instance,
+                                       std::uint16_t legacy_instance) {
+  if (flags >> 52 == kMagic) {
+    if (((flags >> 20) & 0xffffffff) != instance) return std::nullopt;
+    const UblkOwner o{static_cast<std::uint32_t>((flags >> 6) & kDgMask),
+                      static_cast<std::uint32_t>(flags & kVdMask)};
+    if (o.dg_id == kDgMask || o.vd_id == kVdMask) return std::nullopt;
+    return o;
+  }
+  if (flags >> 48 == kLegacyMagic) {
+    if (((flags >> 32) & 0xffff) != legacy_instance) return std::nullopt;
+    const UblkOwner o{static_cast<std::uint32_t>((flags >> 16) & kLegacyIdMask),
+                      static_cast<std::uint32_t>(flags & kLegacyIdMask)};
+    if (o.dg_id == kLegacyIdMask || o.vd_id == kLegacyIdMask) return std::nullopt;
+    return o;
+  }
+  return std::nullopt;
+}
+
+Status ublk_device_may_be_ours(const ublk::DevInfo& info, uid_t euid) {
+  if ((info.flags & ublk::kFlagUnprivileged) != 0)
+    return make_error(Errc::kBusy, "it is an unprivileged device (uid {}'s)", info.owner_uid);
+  if (info.owner_uid != euid)
+    return make_error(Errc::kBusy, "uid {} made it, not graidd's uid {}", info.owner_uid, euid);
+  return Status::ok();
 }
 
 std::vector<std::uint32_t> list_ublk_devices(const std::string& sys_root) {

@@ -6,21 +6,34 @@
 // cannot assemble now, which holds its users' I/O until someone releases it (docs/ublk.md,
 // "Owned-device discovery").
 //
-// The tag, 64 bits: a magic (16) so that other ublk servers' devices are never taken for ours,
-// the state dir's tag (16) so that two graidd instances on one host (each with its own state
-// dir) leave each other's devices alone, and the DG and VD ids (16 each).
+// The tag, 64 bits: a magic (12) so that other ublk servers' devices are never taken for ours,
+// this graidd's instance id (32: random, kept in its state dir), so that two graidd instances
+// leave each other's devices alone even where their state dirs have the same path (two
+// containers with /var/lib/graid), and the DG (14) and VD (6) ids. Besides the tag, a device is
+// only ever taken for ours when graidd's own user made it and it is not an unprivileged device
+// (ublk_device_may_be_ours).
+//
+// The previous build's tag (magic 16 bits, a 16-bit hash of the state dir's path, DG and VD 16
+// bits each) is still read, with that hash, so that its devices are taken back after an upgrade.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "graid/status.h"
+#include "ublk/ublk_uapi.h"
+
 namespace graid::daemon {
 
-// An id that does not fit the tag's 16 bits (DG ids are the smallest free, VD ids below
-// meta::kMaxVds: in practice never) is recorded as this, and such a device is not attributed.
-inline constexpr std::uint32_t kUnrecordedId = 0xffff;
+// Ids beyond what the tag's fields hold (DG ids are the smallest free, VD ids below
+// meta::kMaxVds: in practice never) are recorded as all ones, and such a device is not
+// attributed.
+inline constexpr std::uint32_t kMaxTaggedDg = 0x3ffe;
+inline constexpr std::uint32_t kMaxTaggedVd = 0x3e;
 
 struct UblkOwner {
   std::uint32_t dg_id = 0;
@@ -28,14 +41,26 @@ struct UblkOwner {
   bool operator==(const UblkOwner&) const = default;
 };
 
-// The state dir's 16-bit tag: a hash of its canonical path (the path as given where it cannot be
-// resolved).
+// This graidd's instance id: read from `<state_dir>/instance-id`, made there at first start
+// (32 random bits, written atomically, mode 0600). kIoError when the file cannot be read or
+// made; kCorrupt when it does not hold one.
+Result<std::uint32_t> load_or_make_instance_id(const std::string& state_dir);
+
+// The previous build's instance tag: a hash of the state dir's canonical path (the path as given
+// where it cannot be resolved).
 std::uint16_t state_dir_tag(const std::string& state_dir);
-// The ublksrv_flags of a device serving `owner` for the graidd whose state dir tag is `instance`.
-std::uint64_t ublk_owner_flags(std::uint16_t instance, UblkOwner owner);
-// The owner of a device whose ublksrv_flags are `flags`, when it is this graidd's (magic and
-// instance match) and both ids were recorded; nullopt otherwise.
-std::optional<UblkOwner> ublk_owner_of(std::uint64_t flags, std::uint16_t instance);
+
+// The ublksrv_flags of a device serving `owner` for the graidd whose instance id is `instance`.
+std::uint64_t ublk_owner_flags(std::uint32_t instance, UblkOwner owner);
+// The owner of a device whose ublksrv_flags are `flags` when they are this graidd's: its tag
+// with `instance`, or the previous build's with `legacy_instance` (state_dir_tag()); and both ids
+// recorded. nullopt otherwise.
+std::optional<UblkOwner> ublk_owner_of(std::uint64_t flags, std::uint32_t instance,
+                                       std::uint16_t legacy_instance);
+// Whether the device `info` describes may be this graidd's at all, whatever its tag says: made
+// by graidd's effective user (`euid`) and not an unprivileged device (UBLK_F_UNPRIVILEGED_DEV:
+// another user's, who may set any tag). kBusy saying why not.
+Status ublk_device_may_be_ours(const ublk::DevInfo& info, uid_t euid);
 
 // The ids of the ublk devices the kernel has now (sysfs class ublk-char: ublkcN), ascending.
 // Empty when there are none or the class does not exist (no ublk_drv).

@@ -227,6 +227,11 @@ Result<std::unique_ptr<UblkDevice>> UblkDevice::recover(UblkControl& control, Th
   if (!vd) return make_error(Errc::kInvalidArgument, "no VD to export");
   auto info = control.dev_info(dev_id);
   if (!info.is_ok()) return info.status();
+  if (options.recover_only_if) {
+    if (Status ours = options.recover_only_if(*info); !ours)
+      return make_error(Errc::kBusy, "{} is not ours to take back: {}", block_device_path(dev_id),
+                        ours.message());
+  }
   if (info->state == kStateLive)
     return make_error(Errc::kBusy, "{} is live, served by process {}", block_device_path(dev_id),
                       info->ublksrv_pid);

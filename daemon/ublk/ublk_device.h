@@ -69,6 +69,10 @@ struct UblkDeviceOptions {
   bool batch = false;
   // stop(): how long the queues get to finish after STOP_DEV before it answers kBusy.
   std::chrono::milliseconds drain_timeout{30000};
+  // recover(): whether the device is the caller's to take back (graidd: its owner tag, and its
+  // user made it). Asked of the device info recover() reads, so that a device another server
+  // took the id of meanwhile is never recovered. Empty: any device.
+  std::function<Status(const DevInfo&)> recover_only_if;
 };
 
 struct UblkDeviceInfo {
@@ -113,8 +117,8 @@ class UblkDevice {
                                                     Array& array, VdHandle vd,
                                                     const UblkDeviceOptions& options);
   // Re-attaches device `dev_id`, left QUIESCED by a killed graidd, to `vd`. kNotFound when it
-  // does not exist, kBusy when it is live (another server has it), kInvalidArgument when its
-  // size is not the VD's.
+  // does not exist, kBusy when it is live (another server has it) or not the caller's
+  // (options.recover_only_if says why), kInvalidArgument when its size is not the VD's.
   static Result<std::unique_ptr<UblkDevice>> recover(UblkControl& control, ThreadCall call,
                                                      Array& array, VdHandle vd,
                                                      std::uint32_t dev_id,
