@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "array_harness.h"
+#include "forwarding_member.h"
 #include "gate_member.h"
 #include "meta/superblock.h"
 
@@ -21,32 +22,20 @@ constexpr std::uint64_t kDataOffset = 1u << 20;
 // A drive that applies the writes it is handed together in the opposite order (as an NVMe
 // drive with several queues, or io-wq workers, may): writes are held and passed on, newest
 // first, when the submitting thread next polls.
-class ReorderingMember final : public MemberDevice {
+class ReorderingMember final : public ForwardingMember {
  public:
-  explicit ReorderingMember(std::unique_ptr<MemberDevice> inner) : inner_(std::move(inner)) {
+  explicit ReorderingMember(std::unique_ptr<MemberDevice> inner)
+      : ForwardingMember(std::move(inner)) {
     flush_task_.owner = this;
   }
-  const std::string& path() const noexcept override { return inner_->path(); }
-  std::uint64_t size() const noexcept override { return inner_->size(); }
-  DeviceIdentity identity() const noexcept override { return inner_->identity(); }
-  bool reads_zeroes(std::uint64_t o, std::uint64_t n) override {
-    return inner_->reads_zeroes(o, n);
-  }
   void submit(IoContext& ctx, MemberRequest& req) override {
-    if (req.op != MemberOp::kWrite) return inner_->submit(ctx, req);
+    if (req.op != MemberOp::kWrite) return inner().submit(ctx, req);
     held_.push_back(&req);
     if (held_.size() == 1) {
       ctx_ = &ctx;
       ctx.defer(flush_task_);
     }
   }
-  Status read_sync(std::uint64_t o, std::span<std::byte> b) override {
-    return inner_->read_sync(o, b);
-  }
-  Status write_sync(std::uint64_t o, std::span<const std::byte> b) override {
-    return inner_->write_sync(o, b);
-  }
-  Status flush_sync() override { return inner_->flush_sync(); }
 
  private:
   struct FlushTask final : Task {
@@ -55,10 +44,9 @@ class ReorderingMember final : public MemberDevice {
       std::vector<MemberRequest*> held;
       held.swap(owner->held_);
       for (auto it = held.rbegin(); it != held.rend(); ++it)
-        owner->inner_->submit(*owner->ctx_, **it);
+        owner->inner().submit(*owner->ctx_, **it);
     }
   } flush_task_;
-  std::unique_ptr<MemberDevice> inner_;
   IoContext* ctx_ = nullptr;
   std::vector<MemberRequest*> held_;
 };
