@@ -129,6 +129,10 @@ bool Array::State::bare_updates_drained() const {
   });
 }
 
+void Array::wait_for_events() const {
+  state_->events.wait_delivered();
+}
+
 ArrayStats Array::stats() const {
   return state_->stats();
 }

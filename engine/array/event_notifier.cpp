@@ -26,8 +26,17 @@ void EventNotifier::emit(ArrayEvent event) {
       return;
     }
     queue_.push_back(std::move(event));
+    ++queued_total_;
   }
   wake_.notify_one();
+}
+
+void EventNotifier::wait_delivered() {
+  if (!thread_.joinable() || std::this_thread::get_id() == thread_.get_id()) return;
+  UniqueLock lock(mutex_);
+  const std::uint64_t target = queued_total_;
+  while (delivered_total_ < target && !stopping_)
+    lock.wait(delivered_cv_);
 }
 
 void EventNotifier::shutdown() {
@@ -50,12 +59,17 @@ void EventNotifier::loop() {
   for (;;) {
     while (!stopping_ && queue_.empty())
       lock.wait(wake_);
-    if (queue_.empty()) return;  // stopping, and everything delivered
+    if (queue_.empty()) {
+      delivered_cv_.notify_all();
+      return;  // stopping, and everything delivered
+    }
     ArrayEvent event = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
     observer_->on_event(event);
     lock.lock();
+    ++delivered_total_;
+    delivered_cv_.notify_all();
   }
 }
 

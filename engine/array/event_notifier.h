@@ -37,6 +37,9 @@ class EventNotifier {
   // Queues `event`, filling in the array's name, uuid and the time. Never blocks on the
   // observer; safe from any thread.
   void emit(ArrayEvent event) EXCLUDES(mutex_);
+  // Returns once every event emitted before the call has been delivered (the observer returned
+  // from it), or at once without an observer, after shutdown, or on the notifier thread itself.
+  void wait_delivered() EXCLUDES(mutex_);
   // Delivers what is queued, then stops the thread. Idempotent.
   void shutdown() EXCLUDES(mutex_);
   std::uint64_t dropped() const EXCLUDES(mutex_);
@@ -48,7 +51,10 @@ class EventNotifier {
   std::string name_, uuid_;
   mutable Mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable delivered_cv_;
   std::deque<ArrayEvent> queue_ GUARDED_BY(mutex_);
+  std::uint64_t queued_total_ GUARDED_BY(mutex_) = 0;     // events ever queued
+  std::uint64_t delivered_total_ GUARDED_BY(mutex_) = 0;  // of those, delivered
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::uint64_t dropped_ GUARDED_BY(mutex_) = 0;
   std::thread thread_;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "graid/checksum.h"
+
 namespace graid::meta {
 
 std::uint32_t crc32c_extend(std::uint32_t crc, std::span<const std::byte> data) noexcept {
@@ -27,3 +29,11 @@ std::uint32_t crc32c(std::span<const std::byte> data) noexcept {
 }
 
 }  // namespace graid::meta
+
+namespace graid {
+
+std::uint32_t crc32c(std::span<const std::byte> data) noexcept {
+  return meta::crc32c(data);
+}
+
+}  // namespace graid

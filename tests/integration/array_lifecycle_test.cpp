@@ -177,6 +177,48 @@ TEST_F(ArrayLifecycleTest, ObserverSeesFailuresAndHealthOffTheIoThread) {
   }
 }
 
+// An observer that takes its time with each event (graidd's writes each to disk).
+class SlowObserver final : public ArrayObserver {
+ public:
+  void on_event(const ArrayEvent& event) override {
+    std::this_thread::sleep_for(50ms);
+    std::lock_guard guard(mu_);
+    kinds_.push_back(event.kind);
+  }
+  std::vector<ArrayEventKind> kinds() const {
+    std::lock_guard guard(mu_);
+    return kinds_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<ArrayEventKind> kinds_;
+};
+
+// Array::wait_for_events(): once it returns, the observer has been given every event raised
+// before the call (graidd logs a failure before it answers the command that caused it).
+TEST_F(ArrayLifecycleTest, WaitForEventsReturnsOnceTheObserverHasTheEventsRaisedBefore) {
+  SlowObserver observer;
+  auto array = make(RaidLevel::kRaid5, 4, &observer);
+  ASSERT_TRUE(array.is_ok()) << array.status().to_string();
+  (*array)->wait_for_events();
+  const std::size_t before = observer.kinds().size();
+  ASSERT_TRUE((*array)->fail_member(2, "pulled").is_ok());
+  (*array)->wait_for_events();
+  const auto kinds = observer.kinds();
+  ASSERT_GT(kinds.size(), before);
+  EXPECT_NE(std::find(kinds.begin() + static_cast<std::ptrdiff_t>(before), kinds.end(),
+                      ArrayEventKind::kMemberFailed),
+            kinds.end());
+  EXPECT_NE(std::find(kinds.begin() + static_cast<std::ptrdiff_t>(before), kinds.end(),
+                      ArrayEventKind::kHealthChanged),
+            kinds.end());
+  // Nothing raised since: it returns at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  (*array)->wait_for_events();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 40ms);
+}
+
 TEST_F(ArrayLifecycleTest, ObserverSeesResyncAfterAnUncleanStopWithItsCounts) {
   {
     auto array = make(RaidLevel::kRaid5, 4);

@@ -852,6 +852,11 @@ class Array {
   // counters of queues busy meanwhile are read as they stand (relaxed), each one whole.
   ArrayStats stats() const;
 
+  // Returns once the observer has been given every event raised before the call (graidd: the
+  // events a command raised are logged before it answers). Returns at once without an observer;
+  // a no-op when called from the observer itself.
+  void wait_for_events() const;
+
   // Marks a member failed (as an I/O error does) and records it on the survivors.
   Status fail_member(std::uint32_t member, std::string_view reason);
 
