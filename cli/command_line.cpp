@@ -39,7 +39,8 @@ struct Inputs {
   bool ublk_flag = false;              // unexport/export/create vd --ublk
   bool no_ublk_flag = false;           // create vd --no-ublk
   bool repair = false;                 // start check --repair
-  std::optional<std::string> strip, spare, name, size, nbd, since, watch;
+  bool follow = false;                 // list event --follow
+  std::optional<std::string> strip, spare, name, size, nbd, since, watch, wait;
 };
 
 // One verb/object pair graidctl knows. `usage` is its synopsis without "graidctl".
@@ -194,6 +195,11 @@ Status want_words(const Inputs& in, std::size_t min, std::size_t max, const Leaf
 
 constexpr std::size_t kMany = ~std::size_t{0};
 
+// `graidctl events`: list event under a name of its own, which also takes `events test`.
+constexpr Leaf kEvents = {"list", "event", "list event [--since SEQ] [--wait SECONDS | --follow]"};
+// list event --wait: at most this many seconds (graidd's limit).
+constexpr std::uint64_t kMaxEventWait = 300;
+
 // Builds the request args for one leaf from what CLI11 collected. Fills cmd.args (and, for
 // stats, cmd.stats and cmd.watch_s).
 Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Command& cmd) {
@@ -281,12 +287,37 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
       }
       return Status::ok();
     }
+    if (object == "event" && !in.words.empty() && in.words[0] == "test" && &leaf == &kEvents) {
+      // graidctl events test [MESSAGE]
+      if (in.since || in.wait || in.follow)
+        return usage(
+            "events test takes no --since, --wait or --follow; see graidctl events --help");
+      cmd.verb = "test";
+      std::string message;
+      for (std::size_t i = 1; i < in.words.size(); ++i)
+        message += (i > 1 ? " " : "") + in.words[i];
+      if (!message.empty()) args["message"] = message;
+      return Status::ok();
+    }
     GRAID_RETURN_IF_ERROR(want_words(in, 0, 0, leaf));
     if (object == "event" && in.since) {
       auto since = parse_count("--since", *in.since);
       if (!since.is_ok()) return since.status();
       args["since"] = *since;
     }
+    if (object == "event" && in.wait && in.follow)
+      return usage(
+          "--wait and --follow do not go together (--follow waits by itself); see "
+          "graidctl events --help");
+    if (object == "event" && in.wait) {
+      auto wait = parse_count("--wait", *in.wait);
+      if (!wait.is_ok() || *wait > kMaxEventWait) {
+        return usage(fmt::format("bad --wait \"{}\": want seconds from 0 to {}; write --wait 30",
+                                 *in.wait, kMaxEventWait));
+      }
+      args["wait"] = *wait;
+    }
+    if (object == "event" && in.follow) cmd.action = Action::kFollowEvents;
     return Status::ok();
   }
   if (verb == "describe" && object == "controller") return want_words(in, 0, 0, leaf);
@@ -500,6 +531,14 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     return usage(fmt::format("stats does not take \"{}\" (usage: graidctl {}); {}", what,
                              leaf.usage, see_help("stats", "")));
   }
+  if (verb == "status") {
+    if (!in.words.empty()) {
+      return usage(
+          fmt::format("status does not take \"{}\"; {}", in.words[0], see_help("status", "")));
+    }
+    cmd.action = Action::kStatus;
+    return Status::ok();
+  }
   if (verb == "version") {
     if (!in.words.empty()) {
       return usage(
@@ -519,7 +558,7 @@ constexpr Leaf kLeaves[] = {
     {"list", "pd", "list pd"},
     {"list", "dg", "list dg"},
     {"list", "vd", "list vd [<dg>]"},
-    {"list", "event", "list event [--since SEQ]"},
+    {"list", "event", "list event [--since SEQ] [--wait SECONDS | --follow]"},
     {"describe", "pd", "describe pd <id>"},
     {"describe", "dg", "describe dg <id> [--watch SECONDS]"},
     {"describe", "vd", "describe vd <dg> <vd>"},
@@ -540,6 +579,7 @@ constexpr Leaf kLeaves[] = {
     {"start", "check", "start check <dg> [--repair]"},
     {"stop", "check", "stop check <dg>"},
     {"stats", "", "stats [dg [<dg ids>] | vd [<dg> [<vd ids>]]] [--watch SECONDS]"},
+    {"status", "", "status"},
     {"version", "", "version"},
 };
 
@@ -560,6 +600,8 @@ constexpr VerbSpec kVerbs[] = {
     {"start", "", "start a dg's consistency check"},
     {"stop", "", "stop a dg's consistency check (it resumes where it stopped)"},
     {"stats", "", "I/O rates and latency of dgs and vds"},
+    {"status", "",
+     "every dg's health on one screen; exits 0 optimal, 1 degraded, 2 failed, 4 no graidd"},
     {"version", "", "graidd's version and control API"},
 };
 
@@ -622,7 +664,12 @@ void add_leaf_options(CLI::App* sub, const Leaf& leaf, Inputs& in) {
     sub->add_flag("--ublk", in.ublk_flag, "export it as /dev/ublkbN (default where ublk exists)");
     sub->add_flag("--no-ublk", in.no_ublk_flag, "do not export it as a ublk device");
   }
-  if (verb == "list" && object == "event") text("--since", in.since, "first sequence number");
+  if (verb == "list" && object == "event") {
+    text("--since", in.since, "list the events after this sequence number");
+    text("--wait", in.wait,
+         "when there is none yet, wait up to SECONDS (at most 300) for one to come");
+    sub->add_flag("--follow,-f", in.follow, "print events as they come, until interrupted");
+  }
   if (verb == "delete" && object != "pd") {
     sub->add_flag("--confirm,--confirm-to-delete", in.confirm, "yes, destroy the data");
   }
@@ -723,11 +770,12 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args, const
       leaves.emplace_back(&leaf, sub);
     }
   }
-  // `graidctl events` = `graidctl list event`.
-  static constexpr Leaf kListEvent = {"list", "event", "list event [--since SEQ]"};
-  events = app.add_subcommand("events", "graidctl events [--since SEQ] (= list event)");
-  add_leaf_options(events, kListEvent, in);
-  leaves.emplace_back(&kListEvent, events);
+  // `graidctl events` = `graidctl list event`, and `graidctl events test`.
+  events = app.add_subcommand("events",
+                              "graidctl events [--since SEQ] [--wait SECONDS | --follow] (= list "
+                              "event) | graidctl events test [MESSAGE]");
+  add_leaf_options(events, kEvents, in);
+  leaves.emplace_back(&kEvents, events);
 
   try {
     std::vector<const char*> argv;

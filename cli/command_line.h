@@ -23,11 +23,13 @@ enum class OutputFormat { kTable, kJson };
 
 // What graidctl does with a command line that parsed.
 enum class Action {
-  kRequest,  // send `verb object args` once and print its result
-  kStats,    // sample `stats {}` twice (or forever with --watch) and print rates
-  kWatchDg,  // describe dg --watch: a progress line per sample until no job runs
-  kHelp,     // print help_text on stdout, exit 0; no daemon needed
-  kVersion,  // print graidctl's own version, exit 0; no daemon needed
+  kRequest,       // send `verb object args` once and print its result
+  kStats,         // sample `stats {}` twice (or forever with --watch) and print rates
+  kWatchDg,       // describe dg --watch: a progress line per sample until no job runs
+  kFollowEvents,  // list event --follow: long polls (--wait 30) printing events until SIGINT
+  kStatus,        // status: list dg, describe dg each, list pd; exit code by status_view.h
+  kHelp,          // print help_text on stdout, exit 0; no daemon needed
+  kVersion,       // print graidctl's own version, exit 0; no daemon needed
 };
 
 // Which rows `stats` prints. Both flags set: every DG and every VD.

@@ -5,12 +5,15 @@
 
 #include <chrono>
 #include <csignal>
+#include <limits>
+#include <optional>
 #include <utility>
 
 #include "control/control_protocol.h"
 #include "control_client.h"
 #include "render_table.h"
 #include "stats_view.h"
+#include "status_view.h"
 
 #ifndef GRAIDCTL_VERSION
 #define GRAIDCTL_VERSION "unknown"
@@ -131,6 +134,91 @@ int run_watch_dg(const Command& cmd, std::ostream& out, std::ostream& err) {
   }
 }
 
+// list event --follow: long polls of 30 s, each event printed as it comes (a line, or a compact
+// JSON object per line), until SIGINT (exit 0). graidd going away is waited out: its sequence
+// numbers continue across restarts.
+int run_follow_events(const Command& cmd, std::ostream& out, std::ostream& err) {
+  catch_interrupt();
+  ControlClient client(cmd.socket, kDefaultCallTimeout, &g_interrupted);
+  std::optional<std::uint64_t> since;
+  if (cmd.args.contains("since")) since = cmd.args["since"].get<std::uint64_t>();
+  bool waiting_for_graidd = false;
+  while (g_interrupted == 0) {
+    json args = json::object();
+    // Without --since, the first call only learns where the log stands: new events from there.
+    args["since"] = since.value_or(std::numeric_limits<std::uint64_t>::max());
+    if (since) args["wait"] = 30;
+    CallResult result = client.call("list", "event", args);
+    if (auto* e = std::get_if<CallError>(&result)) {
+      if (e->code == "interrupted") return control::kExitOk;
+      if (e->exit_code != control::kExitUnreachable) return report(*e, cmd.format, out, err);
+      if (!waiting_for_graidd)
+        err << "graidctl: " << e->message << "; waiting for graidd to come back\n" << std::flush;
+      waiting_for_graidd = true;
+      if (!sleep_unless_interrupted(1.0)) return control::kExitOk;
+      continue;
+    }
+    if (waiting_for_graidd) err << "graidctl: graidd is back\n" << std::flush;
+    waiting_for_graidd = false;
+    const json& value = std::get<json>(result);
+    const std::uint64_t next = value.value("next_seq", std::uint64_t{1});
+    if (!since) {
+      since = next - 1;
+      continue;
+    }
+    if (next <= *since) {
+      // A log that went back (its files were removed): follow it from its start.
+      err << "graidctl: graidd's event log restarted at " << next << "\n" << std::flush;
+      since = 0;
+      continue;
+    }
+    if (const std::uint64_t dropped = value.value("dropped", std::uint64_t{0}); dropped > 0)
+      err << "graidctl: " << dropped << " events were dropped before these\n" << std::flush;
+    for (const json& e : value.value("events", json::array())) {
+      if (cmd.format == OutputFormat::kJson) {
+        out << dump(e, -1) << '\n';
+      } else {
+        out << event_line(e);
+      }
+      since = e.value("seq", *since);
+    }
+    out << std::flush;
+  }
+  return control::kExitOk;
+}
+
+// status: every DG described, the PDs' reasons, one screen; exits with status_view.h's codes
+// (graidd unreachable or failing to answer: 4, "unknown").
+int run_status(const Command& cmd, std::ostream& out, std::ostream& err) {
+  ControlClient client(cmd.socket);
+  auto unknown = [&](const CallError& e) {
+    CallError as_unknown = e;
+    as_unknown.exit_code = kStatusUnknown;
+    return report(as_unknown, cmd.format, out, err);
+  };
+  CallResult listed = client.call("list", "dg", json::object());
+  if (auto* e = std::get_if<CallError>(&listed)) return unknown(*e);
+  json dgs = json::array();
+  for (const json& dg : std::get<json>(listed)) {
+    CallResult described = client.call("describe", "dg", {{"dg_id", dg.value("dg_id", 0)}});
+    if (auto* e = std::get_if<CallError>(&described)) {
+      if (e->code == "not_found") continue;  // deleted meanwhile
+      return unknown(*e);
+    }
+    dgs.push_back(std::get<json>(described));
+  }
+  CallResult pds = client.call("list", "pd", json::object());
+  if (auto* e = std::get_if<CallError>(&pds)) return unknown(*e);
+  const StatusReport status = build_status(dgs, std::get<json>(pds));
+  if (cmd.format == OutputFormat::kJson) {
+    out << dump(status_to_json(status), 2) << '\n';
+  } else {
+    out << render_status(status);
+  }
+  out << std::flush;
+  return status.exit_code;
+}
+
 }  // namespace
 
 int run_graidctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
@@ -155,6 +243,10 @@ int run_graidctl(const std::vector<std::string>& args, const Environment& env, s
       return run_stats(cmd, out, err);
     case Action::kWatchDg:
       return run_watch_dg(cmd, out, err);
+    case Action::kFollowEvents:
+      return run_follow_events(cmd, out, err);
+    case Action::kStatus:
+      return run_status(cmd, out, err);
     case Action::kRequest:
       break;
   }

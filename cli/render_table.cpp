@@ -34,14 +34,6 @@ std::string value_text(const json& v) {
   return dump(v);
 }
 
-// A duration as a person reads it: "39 s", "4 min 12 s", "2 h 03 min".
-std::string duration_text(double seconds) {
-  const auto s = static_cast<std::uint64_t>(std::max(0.0, seconds) + 0.5);
-  if (s < 60) return fmt::format("{} s", s);
-  if (s < 3600) return fmt::format("{} min {:02} s", s / 60, s % 60);
-  return fmt::format("{} h {:02} min", s / 3600, s % 3600 / 60);
-}
-
 // A field's value as table text: rates, ETAs and percentages in human units (the JSON keeps the
 // exact numbers), sizes as sizes, the rest as value_text().
 std::string field_value_text(const json& object, const std::string& key, const json& v) {
@@ -264,12 +256,18 @@ std::string held_table(const json& held, bool with_dg) {
 }
 
 std::string event_table(const json& events) {
-  TextTable t(
-      {{"SEQ", true}, {"TIME"}, {"KIND"}, {"DG", true}, {"PD", true}, {"VD", true}, {"MESSAGE"}});
+  TextTable t({{"SEQ", true},
+               {"TIME"},
+               {"SEVERITY"},
+               {"KIND"},
+               {"DG", true},
+               {"PD", true},
+               {"VD", true},
+               {"MESSAGE"}});
   for (const json& e : events) {
-    t.add_row({field_text(e, "seq"), field_text(e, "time"), field_text(e, "kind"),
-               field_text(e, "dg_id"), field_text(e, "pd_id"), field_text(e, "vd_id"),
-               field_text(e, "message")});
+    t.add_row({field_text(e, "seq"), field_text(e, "time"), field_text(e, "severity"),
+               field_text(e, "kind"), field_text(e, "dg_id"), field_text(e, "pd_id"),
+               field_text(e, "vd_id"), field_text(e, "message")});
   }
   return t.render();
 }
@@ -371,6 +369,24 @@ std::string TextTable::render() const {
   return out;
 }
 
+std::string event_line(const json& e) {
+  std::string where;
+  for (const auto& [key, name] : {std::pair{"dg_id", "dg"}, {"vd_id", "vd"}, {"pd_id", "pd"}}) {
+    if (e.is_object() && e.contains(key) && !e[key].is_null())
+      where += fmt::format(" {} {}", name, field_text(e, key));
+  }
+  return fmt::format("{} {} {} {}{}: {}\n", field_text(e, "seq"), field_text(e, "time"),
+                     field_text(e, "severity"), field_text(e, "kind"), where,
+                     field_text(e, "message"));
+}
+
+std::string duration_text(double seconds) {
+  const auto s = static_cast<std::uint64_t>(std::max(0.0, seconds) + 0.5);
+  if (s < 60) return fmt::format("{} s", s);
+  if (s < 3600) return fmt::format("{} min {:02} s", s / 60, s % 60);
+  return fmt::format("{} h {:02} min", s / 3600, s % 3600 / 60);
+}
+
 std::string field_text(const json& object, std::string_view key) {
   if (!object.is_object()) return "-";
   auto it = object.find(key);
@@ -400,6 +416,10 @@ std::string render_result(std::string_view verb, std::string_view object, const 
       for (const auto& why : *kept)
         if (why.is_string()) out += fmt::format("  not erased: {}\n", why.get<std::string>());
     return out;
+  }
+  if (verb == "test" && object == "event" && result.is_object()) {
+    return fmt::format("test event {} logged (severity warning: alert hooks run for it)\n",
+                       field_text(result, "seq"));
   }
   if (verb == "list") {
     if (object == "event" && result.is_object()) {

@@ -34,6 +34,12 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// A duration as a person reads it: "39 s", "4 min 12 s", "2 h 03 min".
+std::string duration_text(double seconds);
+
+// One event as one line, for `events --follow`: "SEQ TIME SEVERITY KIND dg N pd N: MESSAGE".
+std::string event_line(const nlohmann::json& event);
+
 // A field of a JSON object as table text: strings as they are ("-" when empty), numbers, bools
 // as yes/no, null or absent as "-".
 std::string field_text(const nlohmann::json& object, std::string_view key);

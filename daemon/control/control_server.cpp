@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "control/control_protocol.h"
 
@@ -22,6 +23,7 @@ struct ControlServer::Client {
   PeerCred peer;
   bool allowed = false;
   std::string buffer;
+  std::optional<Deferred> deferred;  // a request waiting for its answer
   ~Client() {
     if (fd >= 0) ::close(fd);
   }
@@ -174,14 +176,24 @@ bool ControlServer::read_client(Client& c, const Handler& handler) {
   if (n == 0) return false;
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   c.buffer.append(chunk, static_cast<std::size_t>(n));
+  return answer_lines(c, handler);
+}
+
+bool ControlServer::answer_lines(Client& c, const Handler& handler) {
   std::size_t start = 0;
-  for (;;) {
+  while (!c.deferred) {
     const std::size_t nl = c.buffer.find('\n', start);
     if (nl == std::string::npos) break;
     const std::string_view line(c.buffer.data() + start, nl - start + 1);
     std::string response;
     if (c.allowed) {
-      response = handler(line, c.peer);
+      Reply reply = handler(line, c.peer);
+      if (reply.deferred) {
+        c.deferred = std::move(reply.deferred);
+        start = nl + 1;
+        break;
+      }
+      response = std::move(reply.line);
     } else {
       RequestId id;
       (void)parse_request(line, &id);
@@ -194,8 +206,9 @@ bool ControlServer::read_client(Client& c, const Handler& handler) {
     start = nl + 1;
   }
   c.buffer.erase(0, start);
-  // A line this long can never be valid: answer once and drop the connection.
-  if (c.buffer.size() > kMaxRequestLine + 2) {
+  // A line this long can never be valid: answer once and drop the connection. (A client whose
+  // request is deferred is not read meanwhile, so its buffer stays within one read of this.)
+  if (!c.deferred && c.buffer.size() > kMaxRequestLine + 2) {
     send_all(c, format_response_error(
                     std::monostate{}, ErrorCode::kBadRequest,
                     fmt::format("request line is over the {}-byte limit", kMaxRequestLine)));
@@ -204,41 +217,83 @@ bool ControlServer::read_client(Client& c, const Handler& handler) {
   return true;
 }
 
+bool ControlServer::retry_deferred(Client& c, const Handler& handler, bool last) {
+  std::optional<std::string> response = c.deferred->retry(last);
+  if (!response) return true;
+  c.deferred.reset();
+  if (!send_all(c, *response)) return false;
+  return answer_lines(c, handler);
+}
+
 void ControlServer::serve(const Handler& handler, int stop_fd, int wake_fd,
                           const std::function<void()>& on_wake) {
+  ServeOptions o;
+  o.stop_fd = stop_fd;
+  if (wake_fd >= 0) {
+    o.watches.push_back({wake_fd, [wake_fd, &on_wake] {
+                           std::uint64_t count = 0;
+                           (void)!::read(wake_fd, &count, sizeof count);
+                           if (on_wake) on_wake();
+                         }});
+  }
+  serve(handler, o);
+}
+
+void ControlServer::serve(const Handler& handler, const ServeOptions& o) {
+  using Clock = std::chrono::steady_clock;
   std::vector<pollfd> fds;
+  auto next_tick = Clock::now() + o.tick;
+  const std::size_t first_client = 2 + o.watches.size();
   for (;;) {
     fds.clear();
-    fds.push_back({stop_fd, POLLIN, 0});
+    fds.push_back({o.stop_fd, POLLIN, 0});
     fds.push_back({fd_, POLLIN, 0});
-    fds.push_back({wake_fd, POLLIN, 0});  // poll() ignores a negative fd
+    for (const Watch& w : o.watches)
+      fds.push_back({w.fd, POLLIN, 0});  // poll() ignores a negative fd
+    // A client whose request waits is not read (its lines stay in the socket, in order); a hang
+    // up still shows.
     for (const auto& c : clients_)
-      fds.push_back({c->fd, POLLIN, 0});
-    const int rc = ::poll(fds.data(), fds.size(), -1);
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      return;
+      fds.push_back({c->fd, static_cast<short>(c->deferred ? 0 : POLLIN), 0});
+    std::optional<Clock::time_point> wake_at;
+    if (o.tick.count() > 0) wake_at = next_tick;
+    for (const auto& c : clients_)
+      if (c->deferred && (!wake_at || c->deferred->deadline < *wake_at))
+        wake_at = c->deferred->deadline;
+    int timeout_ms = -1;
+    if (wake_at) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(*wake_at - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::clamp<std::int64_t>(left, 0, 60'000));
     }
-    if (fds[0].revents != 0) return;
-    if (fds[2].revents != 0) {
-      std::uint64_t count = 0;
-      (void)!::read(wake_fd, &count, sizeof count);
-      if (on_wake) on_wake();
+    const int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (rc < 0 && errno != EINTR) return;
+    if (rc > 0 && fds[0].revents != 0) return;
+    if (rc > 0) {
+      for (std::size_t i = 0; i < o.watches.size(); ++i)
+        if (fds[2 + i].revents != 0 && o.watches[i].on_ready) o.watches[i].on_ready();
     }
-    // Clients first (indexes match clients_ as it was when fds was built).
+    const auto now = Clock::now();
+    if (o.tick.count() > 0 && now >= next_tick) {
+      if (o.on_tick) o.on_tick();
+      next_tick = now + o.tick;
+    }
+    // Clients (indexes match clients_ as it was when fds was built): new lines first, then the
+    // requests that wait, each retried once per wake.
     std::vector<bool> drop(clients_.size(), false);
     for (std::size_t i = 0; i < clients_.size(); ++i) {
-      const short ev = fds[i + 3].revents;
-      if (ev == 0) continue;
+      Client& c = *clients_[i];
+      const short ev = rc > 0 ? fds[first_client + i].revents : 0;
       if ((ev & POLLIN) != 0) {
-        if (!read_client(*clients_[i], handler)) drop[i] = true;
+        if (!read_client(c, handler)) drop[i] = true;
       } else if ((ev & (POLLHUP | POLLERR | POLLNVAL)) != 0) {
         drop[i] = true;
       }
+      if (!drop[i] && c.deferred && !retry_deferred(c, handler, now >= c.deferred->deadline))
+        drop[i] = true;
     }
     for (std::size_t i = clients_.size(); i-- > 0;)
       if (drop[i]) clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i));
-    if (fds[1].revents != 0) accept_clients();
+    if (rc > 0 && fds[1].revents != 0) accept_clients();
   }
 }
 

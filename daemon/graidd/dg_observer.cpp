@@ -117,7 +117,15 @@ void DgObserver::on_event(const ArrayEvent& e) {
       kind = "lost_range_rewritten";
       break;
   }
-  log_.add(kind, dg_id_, pd, std::nullopt, message);
+  Event event;
+  event.severity = severity_of(kind);
+  event.kind = std::move(kind);
+  event.dg_id = dg_id_;
+  event.pd_id = pd;
+  event.slot = e.member;
+  event.message = std::move(message);
+  // On disk before the rebuild or spare takeover it wakes starts (EventLog::add).
+  log_.add(std::move(event));
   MutexLock lock(wake_mutex_);
   if (wake_) wake_(e.kind);
 }

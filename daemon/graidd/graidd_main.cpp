@@ -13,6 +13,7 @@
 
 #include "control/control_server.h"
 #include "graidd/dispatcher.h"
+#include "graidd/event_hooks.h"
 #include "graidd/event_log.h"
 #include "graidd/io_threads.h"
 #include "graidd/job_pace.h"
@@ -45,6 +46,8 @@ struct Options {
   std::uint32_t nbd_max_handshakes = 16;
   std::uint32_t nbd_max_handshakes_per_peer = 8;
   std::uint64_t speed_limit_max_mb = 0;
+  std::string event_program;
+  std::uint32_t event_program_timeout_s = 30;
 };
 
 // The parity backends the daemon may own, and the one it uses.
@@ -128,6 +131,21 @@ int run(const Options& o) {
     return 2;
   }
   EventLog events;
+  // Alert hooks before the registry starts: what start-up finds (a member found failed, a DG
+  // that cannot start) is alerted too.
+  std::unique_ptr<EventHooks> hooks;
+  if (!o.event_program.empty()) {
+    EventHookOptions ho;
+    ho.program = o.event_program;
+    ho.socket = o.socket;
+    ho.timeout = std::chrono::seconds(o.event_program_timeout_s);
+    auto started = EventHooks::start(ho, events);
+    if (!started.is_ok()) {
+      spdlog::error("{}", started.status().message());
+      return 2;
+    }
+    hooks = std::move(*started);
+  }
   RegistryOptions ro;
   ro.state_dir = o.state_dir;
   ro.socket_path = o.socket;
@@ -149,21 +167,34 @@ int run(const Options& o) {
   ro.nbd.max_clients = o.nbd_max_clients;
   ro.nbd.max_handshakes = o.nbd_max_handshakes;
   ro.nbd.max_handshakes_per_peer = o.nbd_max_handshakes_per_peer;
+  ro.event_hooks = hooks.get();
   auto registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
     spdlog::error("cannot start: {}", st.to_string());
     return 1;
   }
-  events.add("daemon_started", std::nullopt, std::nullopt, std::nullopt,
-             fmt::format("graidd {} (pid {}), parity {}", GRAID_VERSION, ::getpid(),
-                         parity->choice.backend->name()));
   spdlog::info("ready: control socket {}", o.socket);
   sd_notify("READY=1\nSTATUS=serving");
 
   const std::string version = GRAID_VERSION;
+  control::ServeOptions serve;
+  serve.stop_fd = sigfd;
+  serve.watches.push_back({registry->wake_fd(), [&] {
+                             drain_eventfd(registry->wake_fd());
+                             registry->housekeeping();
+                           }});
+  // An event wakes the loop, which retries the long polls waiting for one (list event --wait).
+  serve.watches.push_back({events.wake_fd(), [&] { drain_eventfd(events.wake_fd()); }});
+  // systemd's watchdog (WatchdogSec= in the unit): pinged from this loop, so a control thread
+  // that stops serving is found out, at half the interval systemd asks for.
+  if (const auto watchdog = watchdog_interval()) {
+    serve.tick = *watchdog / 2;
+    serve.on_tick = [] { sd_notify("WATCHDOG=1"); };
+    spdlog::info("systemd watchdog: pinging every {} ms", serve.tick.count());
+  }
   (*server)->serve([&](std::string_view line,
                        const control::PeerCred&) { return dispatch(*registry, line, version); },
-                   sigfd, registry->wake_fd(), [&] { registry->housekeeping(); });
+                   serve);
 
   signalfd_siginfo info{};
   if (::read(sigfd, &info, sizeof info) == sizeof info)
@@ -264,6 +295,14 @@ int main(int argc, char** argv) {
                  "of those, from one peer (a TCP address, a unix socket's uid): a newer one "
                  "closes that peer's oldest")
       ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
+  app.add_option("--event-program", o.event_program,
+                 "an absolute path: run it for every warning or critical event as PROGRAM KIND "
+                 "DG [PD], with GRAID_EVENT_* in its environment (as mdadm --monitor --program; "
+                 "docs/monitoring.md)");
+  app.add_option("--event-program-timeout", o.event_program_timeout_s,
+                 "seconds an alert hook may run before it is killed with its process group")
+      ->check(CLI::Range(1u, 3600u))
       ->capture_default_str();
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

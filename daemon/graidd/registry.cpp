@@ -269,6 +269,11 @@ const Registry::Pd* Registry::stale_pd_of(std::uint32_t dg_id, std::uint32_t slo
   return nullptr;
 }
 
+void Registry::settle_events() const {
+  for (const auto& [id, dg] : dgs_)
+    if (dg.array) dg.array->wait_for_events();
+}
+
 Status Registry::start() {
   if (::mkdir(options_.state_dir.c_str(), 0700) != 0 && errno != EEXIST)
     return make_error(Errc::kIoError, "mkdir {}: {}", options_.state_dir, std::strerror(errno));
@@ -278,6 +283,16 @@ Status Registry::start() {
     return make_error(Errc::kIoError, "open {}: {}", lock, std::strerror(errno));
   if (::flock(state_lock_fd_, LOCK_EX | LOCK_NB) != 0)
     return make_error(Errc::kBusy, "state dir {} is in use by another graidd", options_.state_dir);
+  // The event log first: what start-up finds is logged after what the last run logged.
+  auto opened = events_.open(options_.state_dir);
+  if (!opened.is_ok()) return opened.status();
+  if (opened->damaged > 0 || opened->cut_tail)
+    spdlog::warn("event log {}/{}: {} damaged line(s) skipped{}", options_.state_dir,
+                 kEventFileName, opened->damaged,
+                 opened->cut_tail ? ", an unfinished last line cut off" : "");
+  events_.add("daemon_started", std::nullopt, std::nullopt, std::nullopt,
+              fmt::format("graidd {} (pid {}), parity {}", options_.version, ::getpid(),
+                          options_.parity.backend ? options_.parity.backend->name() : "none"));
   auto loaded = load_state(options_.state_dir);
   if (!loaded.is_ok()) return loaded.status();
   // The id every ublk device this graidd adds carries (graidd/ublk_owner.h).
@@ -360,6 +375,25 @@ Status Registry::start() {
   claim_held(std::nullopt);
   use_global_spares();  // a DG that came up degraded
   return {};
+}
+
+void Registry::log_failures_found_at_start(const Dg& dg) {
+  // A member the superblocks show failed whose failure the event log lacks (it failed while no
+  // graidd ran, or graidd died between recording it and logging it) is logged now.
+  for (const MemberSlot& s : dg.array->member_slots()) {
+    if (s.slot >= dg.array->member_count()) continue;
+    if (s.state != MemberSlotState::kFailed && s.state != MemberSlotState::kRemoved) continue;
+    if (events_.says_member_failed(dg.id, s.slot)) continue;
+    Event e;
+    e.severity = Severity::kCritical;
+    e.kind = "member_failed";
+    e.dg_id = dg.id;
+    e.slot = s.slot;
+    if (const Pd* pd = stale_pd_of(dg.id, s.slot)) e.pd_id = pd->id;
+    e.message = fmt::format("member slot {} found failed at start ({})", s.slot,
+                            member_slot_state_name(s.state));
+    events_.add(std::move(e));
+  }
 }
 
 std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std::string& uuid,
@@ -475,6 +509,7 @@ std::vector<std::string> Registry::assemble_group(std::uint32_t dg_id, const std
   if (!report.overrides.empty())
     how += fmt::format(", forced: {}", fmt::join(report.overrides, "; "));
   dg.message.clear();
+  log_failures_found_at_start(dg);
   events_.add("dg_assembled", dg_id, std::nullopt, std::nullopt,
               fmt::format("{} {} assembled ({}): {}", raid_level_name(dg.array->geometry().level()),
                           dg.array->name().empty() ? uuid : dg.array->name(),

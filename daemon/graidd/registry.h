@@ -20,6 +20,7 @@
 #include "graid/array.h"
 #include "graid/parity.h"
 #include "graidd/dg_observer.h"
+#include "graidd/event_hooks.h"
 #include "graidd/event_log.h"
 #include "graidd/io_threads.h"
 #include "graidd/job_runner.h"
@@ -53,7 +54,8 @@ struct RegistryOptions {
   ParityChoice parity;
   std::string version;
   UblkExportOptions ublk;
-  NbdLimits nbd;  // every NBD server's limits
+  NbdLimits nbd;                            // every NBD server's limits
+  const EventHooks* event_hooks = nullptr;  // the alert hooks, for describe controller; or none
 };
 
 class Registry {
@@ -89,6 +91,10 @@ class Registry {
   // member fails (graidd's control loop polls it), and what to do then: give global hot spares
   // to DGs that have a failed member and no spare of their own (registry_spares.cpp).
   int wake_fd() const noexcept { return wake_fd_; }
+  // Returns once every running array's observer has logged the events raised so far: called
+  // before a command that changes something is answered, so its events (a member failed) are on
+  // disk by then.
+  void settle_events() const;
   void housekeeping() {
     refresh();
     use_global_spares();
@@ -123,6 +129,9 @@ class Registry {
   Result<nlohmann::json> stop_check(const nlohmann::json& args);
   Result<nlohmann::json> describe_controller(const nlohmann::json& args);
   Result<nlohmann::json> list_event(const nlohmann::json& args);
+  // test event: a `test` event (warning), so an administrator can check alert hooks.
+  Result<nlohmann::json> test_event(const nlohmann::json& args);
+  const EventLog& events() const noexcept { return events_; }
   Result<nlohmann::json> stats(const nlohmann::json& args);
 
  private:
@@ -221,6 +230,9 @@ class Registry {
   // offline with dg.message saying why.
   std::vector<std::string> assemble_group(std::uint32_t dg_id, const std::string& uuid,
                                           std::vector<Pd*> pds, bool force = false);
+  // Logs member_failed for each failed role of a just-assembled DG that the event log does not
+  // show failed (EventLog::says_member_failed): "found failed at start".
+  void log_failures_found_at_start(const Dg& dg);
   // graidctl edit dg <id> force_online [--confirm] (registry_dg.cpp).
   Result<nlohmann::json> force_online(Dg& dg, bool confirm);
   // For force_online of a DG that failed while running: refuses without `confirm` (saying what

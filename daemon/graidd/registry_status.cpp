@@ -76,6 +76,17 @@ Result<json> Registry::describe_controller(const json&) {
   j["batches"] = batches;
   j["jobs"] = jobs;
   j["fallbacks"] = fallbacks;
+  // Alert hooks (docs/monitoring.md): null without --event-program.
+  if (const EventHooks* hooks = options_.event_hooks) {
+    const EventHookStats s = hooks->stats();
+    j["event_hooks"] = {{"program", hooks->program()},
+                        {"ran", s.ran},
+                        {"failed", s.failed},
+                        {"timed_out", s.timed_out},
+                        {"lost", s.lost}};
+  } else {
+    j["event_hooks"] = nullptr;
+  }
   return j;
 }
 
@@ -86,13 +97,22 @@ Result<json> Registry::list_event(const json& args) {
   for (const auto& e : q.events) {
     list.push_back({{"seq", e.seq},
                     {"time", rfc3339(e.time)},
+                    {"severity", severity_name(e.severity)},
                     {"kind", e.kind},
                     {"dg_id", opt(e.dg_id)},
                     {"pd_id", opt(e.pd_id)},
                     {"vd_id", opt(e.vd_id)},
+                    {"slot", opt(e.slot)},
                     {"message", e.message}});
   }
   return json{{"events", list}, {"next_seq", q.next_seq}, {"dropped", q.dropped}};
+}
+
+Result<json> Registry::test_event(const json& args) {
+  const std::string message = arg_string(args, "message", "a test event (graidctl events test)");
+  if (message.size() > 1024) throw BadArguments("message: at most 1024 bytes");
+  const std::uint64_t seq = events_.add("test", std::nullopt, std::nullopt, std::nullopt, message);
+  return json{{"seq", seq}};
 }
 
 Result<json> Registry::stats(const json&) {

@@ -4,7 +4,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -27,6 +29,25 @@ bool sd_notify(std::string_view state) {
                              reinterpret_cast<const sockaddr*>(&addr), addr_len);
   ::close(fd);
   return n == static_cast<ssize_t>(state.size());
+}
+
+std::optional<std::chrono::milliseconds> watchdog_interval() {
+  const char* usec = std::getenv("WATCHDOG_USEC");
+  if (usec == nullptr || usec[0] == '\0') return std::nullopt;
+  if (const char* pid = std::getenv("WATCHDOG_PID"); pid != nullptr && pid[0] != '\0') {
+    long long p = 0;
+    const auto [end, err] = std::from_chars(pid, pid + std::strlen(pid), p);
+    if (err != std::errc() || *end != '\0' || p != ::getpid()) return std::nullopt;
+  }
+  unsigned long long us = 0;
+  const auto [end, err] = std::from_chars(usec, usec + std::strlen(usec), us);
+  if (err != std::errc() || *end != '\0' || us < 2000) return std::nullopt;
+  return std::chrono::milliseconds(us / 1000);
+}
+
+void drain_eventfd(int fd) {
+  std::uint64_t count = 0;
+  (void)!::read(fd, &count, sizeof count);
 }
 
 }  // namespace graid::daemon

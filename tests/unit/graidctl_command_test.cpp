@@ -142,6 +142,10 @@ TEST(GraidctlCommandTest, EveryCommandSendsItsRequest) {
       {"desc cx", "describe", "controller", "{}"},
       {"events", "list", "event", "{}"},
       {"events --since 7", "list", "event", R"({"since":7})"},
+      {"events --since 7 --wait 30", "list", "event", R"({"since":7,"wait":30})"},
+      {"list event --wait 0", "list", "event", R"({"wait":0})"},
+      {"events test", "test", "event", "{}"},
+      {"events test disk 3 pulled", "test", "event", R"({"message":"disk 3 pulled"})"},
       {"list events", "list", "event", "{}"},
       // global options before, between and after
       {"--format json list pd", "list", "pd", "{}"},
@@ -234,6 +238,20 @@ TEST(GraidctlCommandTest, StatsSelectionAndWatch) {
   EXPECT_DOUBLE_EQ(*parsed.command->watch_s, 0.5);
 }
 
+TEST(GraidctlCommandTest, EventsFollow) {
+  for (const char* line : {"events --follow", "events -f", "list event --follow --since 12"}) {
+    SCOPED_TRACE(line);
+    auto parsed = parse_command_line(split(line), test_env());
+    ASSERT_TRUE(parsed.command) << parsed.error;
+    EXPECT_EQ(parsed.command->action, Action::kFollowEvents);
+    EXPECT_EQ(parsed.command->verb, "list");
+    EXPECT_EQ(parsed.command->object, "event");
+  }
+  auto parsed = parse_command_line(split("events -f --since 12"), test_env());
+  ASSERT_TRUE(parsed.command) << parsed.error;
+  EXPECT_EQ(parsed.command->args, json::parse(R"({"since":12})"));
+}
+
 struct Bad {
   const char* line;
   const char* fragment;  // the message must contain it
@@ -309,6 +327,11 @@ TEST(GraidctlCommandTest, RefusesBadCommandLines) {
       {"export vd 1 0 --nbd unix:", "has no socket path"},
       {"list event --since -1", "bad --since"},
       {"list event --since soon", "bad --since"},
+      {"events --wait 301", "bad --wait \"301\""},
+      {"events --wait soon", "bad --wait"},
+      {"events --wait 5 --follow", "--wait and --follow do not go together"},
+      {"events test --since 3", "events test takes no --since"},
+      {"list event test", "list event does not take"},
       {"stats pd", "stats does not take \"pd\""},
       {"stats dg x", "bad dg ids"},
       {"stats --watch 0", "bad --watch \"0\""},
