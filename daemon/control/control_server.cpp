@@ -242,7 +242,9 @@ void ControlServer::serve(const Handler& handler, int stop_fd, int wake_fd,
 void ControlServer::serve(const Handler& handler, const ServeOptions& o) {
   using Clock = std::chrono::steady_clock;
   std::vector<pollfd> fds;
-  auto next_tick = Clock::now() + o.tick;
+  std::vector<Clock::time_point> next_tick;
+  for (const Tick& t : o.ticks)
+    next_tick.push_back(Clock::now() + t.interval);
   const std::size_t first_client = 2 + o.watches.size();
   for (;;) {
     fds.clear();
@@ -255,7 +257,8 @@ void ControlServer::serve(const Handler& handler, const ServeOptions& o) {
     for (const auto& c : clients_)
       fds.push_back({c->fd, static_cast<short>(c->deferred ? 0 : POLLIN), 0});
     std::optional<Clock::time_point> wake_at;
-    if (o.tick.count() > 0) wake_at = next_tick;
+    for (const auto& t : next_tick)
+      if (!wake_at || t < *wake_at) wake_at = t;
     for (const auto& c : clients_)
       if (c->deferred && (!wake_at || c->deferred->deadline < *wake_at))
         wake_at = c->deferred->deadline;
@@ -273,9 +276,10 @@ void ControlServer::serve(const Handler& handler, const ServeOptions& o) {
         if (fds[2 + i].revents != 0 && o.watches[i].on_ready) o.watches[i].on_ready();
     }
     const auto now = Clock::now();
-    if (o.tick.count() > 0 && now >= next_tick) {
-      if (o.on_tick) o.on_tick();
-      next_tick = now + o.tick;
+    for (std::size_t i = 0; i < o.ticks.size(); ++i) {
+      if (now < next_tick[i]) continue;
+      if (o.ticks[i].run) o.ticks[i].run();
+      next_tick[i] = now + std::max(o.ticks[i].interval, std::chrono::milliseconds(1));
     }
     // Clients (indexes match clients_ as it was when fds was built): new lines first, then the
     // requests that wait, each retried once per wake.

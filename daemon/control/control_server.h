@@ -64,12 +64,17 @@ struct Watch {
   std::function<void()> on_ready;
 };
 
+// Work the control loop does every `interval`, between requests (graidd: the systemd watchdog's
+// ping, the metrics server's timeouts).
+struct Tick {
+  std::chrono::milliseconds interval{1000};
+  std::function<void()> run;
+};
+
 struct ServeOptions {
   int stop_fd = -1;  // serve() returns once it is readable (graidd: a signalfd)
   std::vector<Watch> watches;
-  // `on_tick` runs every `tick` (0: never), between requests: graidd's systemd watchdog.
-  std::chrono::milliseconds tick{0};
-  std::function<void()> on_tick;
+  std::vector<Tick> ticks;
 };
 
 class ControlServer {

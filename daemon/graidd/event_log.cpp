@@ -65,6 +65,7 @@ std::uint64_t EventLog::add(Event e) {
   {
     MutexLock lock(mutex_);
     e.seq = seq = next_seq_++;
+    ++added_[static_cast<std::size_t>(e.severity)];
     e.time = std::chrono::system_clock::now();
     if (file_) {
       if (Status st = file_->append(e); !st) {
@@ -116,6 +117,11 @@ bool EventLog::says_member_failed(std::uint32_t dg_id, std::uint32_t slot) const
 void EventLog::set_listener(std::function<void(const Event&)> listener) {
   MutexLock lock(mutex_);
   listener_ = std::move(listener);
+}
+
+std::array<std::uint64_t, 3> EventLog::added_by_severity() const {
+  MutexLock lock(mutex_);
+  return added_;
 }
 
 std::uint64_t EventLog::unsaved() const {

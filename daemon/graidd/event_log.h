@@ -11,6 +11,7 @@
 // alert hooks).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -76,6 +77,9 @@ class EventLog {
 
   // Appends that did not reach the disk (logged as errors; the events are kept in memory).
   std::uint64_t unsaved() const;
+  // Events added since this log was made, by severity (info, warning, critical): the metrics'
+  // graid_events_total.
+  std::array<std::uint64_t, 3> added_by_severity() const;
 
  private:
   const std::size_t capacity_;
@@ -85,6 +89,7 @@ class EventLog {
   std::deque<Event> events_ GUARDED_BY(mutex_);
   std::uint64_t next_seq_ GUARDED_BY(mutex_) = 1;
   std::uint64_t unsaved_ GUARDED_BY(mutex_) = 0;
+  std::array<std::uint64_t, 3> added_ GUARDED_BY(mutex_){};
   std::function<void(const Event&)> listener_ GUARDED_BY(mutex_);
 };
 

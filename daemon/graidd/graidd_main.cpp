@@ -17,6 +17,7 @@
 #include "graidd/event_log.h"
 #include "graidd/io_threads.h"
 #include "graidd/job_pace.h"
+#include "graidd/metrics_server.h"
 #include "graidd/registry.h"
 #include "graidd/sd_notify.h"
 #include "kernels/cuda_backend.h"
@@ -47,6 +48,7 @@ struct Options {
   std::uint32_t nbd_max_handshakes_per_peer = 8;
   std::uint64_t speed_limit_max_mb = 0;
   std::string event_program;
+  std::string metrics_listen;
   std::uint32_t event_program_timeout_s = 30;
 };
 
@@ -168,7 +170,21 @@ int run(const Options& o) {
   ro.nbd.max_handshakes = o.nbd_max_handshakes;
   ro.nbd.max_handshakes_per_peer = o.nbd_max_handshakes_per_peer;
   ro.event_hooks = hooks.get();
-  auto registry = std::make_unique<Registry>(ro, **threads, events);
+  // Prometheus metrics, rendered on the control thread when scraped (graidd/metrics_server.h):
+  // listening before the drives are touched, so an address that cannot be used stops graidd
+  // first. Nothing is scraped before the control loop runs.
+  std::unique_ptr<Registry> registry;
+  std::unique_ptr<MetricsServer> metrics;
+  if (!o.metrics_listen.empty()) {
+    auto started = MetricsServer::start(o.metrics_listen, [&] { return registry->metrics(); });
+    if (!started.is_ok()) {
+      spdlog::error("{}", started.status().message());
+      return 2;
+    }
+    metrics = std::move(*started);
+    ro.metrics_address = metrics->address();
+  }
+  registry = std::make_unique<Registry>(ro, **threads, events);
   if (auto st = registry->start(); !st) {
     spdlog::error("cannot start: {}", st.to_string());
     return 1;
@@ -188,9 +204,12 @@ int run(const Options& o) {
   // systemd's watchdog (WatchdogSec= in the unit): pinged from this loop, so a control thread
   // that stops serving is found out, at half the interval systemd asks for.
   if (const auto watchdog = watchdog_interval()) {
-    serve.tick = *watchdog / 2;
-    serve.on_tick = [] { sd_notify("WATCHDOG=1"); };
-    spdlog::info("systemd watchdog: pinging every {} ms", serve.tick.count());
+    serve.ticks.push_back({*watchdog / 2, [] { sd_notify("WATCHDOG=1"); }});
+    spdlog::info("systemd watchdog: pinging every {} ms", (*watchdog / 2).count());
+  }
+  if (metrics) {
+    serve.watches.push_back({metrics->fd(), [&] { metrics->run(); }});
+    serve.ticks.push_back({std::chrono::seconds(1), [&] { metrics->run(); }});
   }
   (*server)->serve([&](std::string_view line,
                        const control::PeerCred&) { return dispatch(*registry, line, version); },
@@ -304,6 +323,9 @@ int main(int argc, char** argv) {
                  "seconds an alert hook may run before it is killed with its process group")
       ->check(CLI::Range(1u, 3600u))
       ->capture_default_str();
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "ADDR:PORT: serve Prometheus metrics at http://ADDR:PORT/metrics (off by "
+                 "default; bind loopback or a management network: no TLS, no authentication)");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();

@@ -56,6 +56,7 @@ struct RegistryOptions {
   UblkExportOptions ublk;
   NbdLimits nbd;                            // every NBD server's limits
   const EventHooks* event_hooks = nullptr;  // the alert hooks, for describe controller; or none
+  std::string metrics_address;  // where /metrics is served ("" when not), for describe controller
 };
 
 class Registry {
@@ -132,6 +133,8 @@ class Registry {
   // test event: a `test` event (warning), so an administrator can check alert hooks.
   Result<nlohmann::json> test_event(const nlohmann::json& args);
   const EventLog& events() const noexcept { return events_; }
+  // The Prometheus page (graidd/metrics_text.h), from what the verbs above answer.
+  std::string metrics();
   Result<nlohmann::json> stats(const nlohmann::json& args);
 
  private:
@@ -230,6 +233,8 @@ class Registry {
   // offline with dg.message saying why.
   std::vector<std::string> assemble_group(std::uint32_t dg_id, const std::string& uuid,
                                           std::vector<Pd*> pds, bool force = false);
+  // Each member slot's I/O counters (ArrayStats::members) with its PD, for `stats`.
+  nlohmann::json member_io(const ArrayStats& s, const Dg& dg) const;
   // Logs member_failed for each failed role of a just-assembled DG that the event log does not
   // show failed (EventLog::says_member_failed): "found failed at start".
   void log_failures_found_at_start(const Dg& dg);

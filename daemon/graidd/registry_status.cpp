@@ -4,6 +4,7 @@
 
 #include <ctime>
 
+#include "graidd/metrics_text.h"
 #include "graidd/registry.h"
 #include "graidd/request_args.h"
 #include "kernels/cuda_backend.h"
@@ -76,6 +77,9 @@ Result<json> Registry::describe_controller(const json&) {
   j["batches"] = batches;
   j["jobs"] = jobs;
   j["fallbacks"] = fallbacks;
+  j["metrics"] = options_.metrics_address.empty()
+                     ? json(nullptr)
+                     : json(fmt::format("http://{}/metrics", options_.metrics_address));
   // Alert hooks (docs/monitoring.md): null without --event-program.
   if (const EventHooks* hooks = options_.event_hooks) {
     const EventHookStats s = hooks->stats();
@@ -115,6 +119,30 @@ Result<json> Registry::test_event(const json& args) {
   return json{{"seq", seq}};
 }
 
+json Registry::member_io(const ArrayStats& s, const Dg& dg) const {
+  json members = json::array();
+  for (std::uint32_t slot = 0; slot < s.members.size(); ++slot) {
+    const MemberIoStats& m = s.members[slot];
+    std::array<std::uint64_t, kLatencyBuckets> lat{};
+    std::copy(m.latency.begin(), m.latency.end(), lat.begin());
+    const std::optional<std::uint32_t> pd = pd_at_slot(dg.id, slot);
+    members.push_back({{"slot", slot},
+                       {"pd_id", pd ? json(*pd) : json(nullptr)},
+                       {"reads", m.reads},
+                       {"writes", m.writes},
+                       {"flushes", m.flushes},
+                       {"discards", m.discards},
+                       {"read_bytes", m.read_bytes},
+                       {"write_bytes", m.write_bytes},
+                       {"read_errors", m.read_errors},
+                       {"write_errors", m.write_errors},
+                       {"flush_errors", m.flush_errors},
+                       {"discard_errors", m.discard_errors},
+                       {"latency_us_buckets", buckets(lat)}});
+  }
+  return members;
+}
+
 Result<json> Registry::stats(const json&) {
   json dgs = json::array(), vds = json::array();
   for (const auto& [id, dg] : dgs_) {
@@ -123,7 +151,7 @@ Result<json> Registry::stats(const json&) {
     std::uint64_t reads = 0, writes = 0, rbytes = 0, wbytes = 0;
     std::array<std::uint64_t, kLatencyBuckets> lat{};
     for (const auto& vd : dg.array->vds()) {
-      std::uint64_t r = 0, w = 0, rb = 0, wb = 0, fl = 0, err = 0;
+      std::uint64_t r = 0, w = 0, rb = 0, wb = 0, fl = 0, err = 0, lsum = 0;
       std::array<std::uint64_t, kLatencyBuckets> vl{};
       if (auto it = vd_counters_.find({id, vd.id}); it != vd_counters_.end()) {
         const auto& c = *it->second;
@@ -135,6 +163,7 @@ Result<json> Registry::stats(const json&) {
         err = c.errors.load(std::memory_order_relaxed);
         for (std::size_t i = 0; i < kLatencyBuckets; ++i)
           vl[i] = c.latency[i].load(std::memory_order_relaxed);
+        lsum = c.latency_sum_us.load(std::memory_order_relaxed);
       }
       reads += r;
       writes += w;
@@ -142,11 +171,20 @@ Result<json> Registry::stats(const json&) {
       wbytes += wb;
       for (std::size_t i = 0; i < kLatencyBuckets; ++i)
         lat[i] += vl[i];
-      json entry = {{"dg_id", id},   {"vd_id", vd.id},   {"reads", r},
-                    {"writes", w},   {"read_bytes", rb}, {"write_bytes", wb},
-                    {"flushes", fl}, {"errors", err},    {"latency_us_buckets", buckets(vl)}};
+      json entry = {
+          {"dg_id", id},           {"vd_id", vd.id},   {"reads", r},
+          {"writes", w},           {"read_bytes", rb}, {"write_bytes", wb},
+          {"flushes", fl},         {"errors", err},    {"latency_us_buckets", buckets(vl)},
+          {"latency_us_sum", lsum}};
       if (auto u = ublk_.stats(id, vd.id))
         entry["ublk"] = {{"requests", u->requests},
+                         {"reads", u->reads},
+                         {"writes", u->writes},
+                         {"flushes", u->flushes},
+                         {"discards", u->discards},
+                         {"write_zeroes", u->write_zeroes},
+                         {"read_bytes", u->read_bytes},
+                         {"write_bytes", u->write_bytes},
                          {"commits", u->commits},
                          {"errors", u->errors},
                          {"unsupported", u->unsupported},
@@ -172,7 +210,8 @@ Result<json> Registry::stats(const json&) {
                      {"degraded_write", s.totals.degraded_write},
                      {"coalesced", s.totals.coalesced},
                      {"coalesced_waiting", s.totals.coalesced_waiting}}},
-                   {"latency_us_buckets", buckets(lat)}});
+                   {"latency_us_buckets", buckets(lat)},
+                   {"members", member_io(s, dg)}});
   }
   // Each I/O thread's ring counters, read on the thread itself (they are its own, unshared).
   // enters / requests served says how well one system call carries many requests.
@@ -238,6 +277,21 @@ Result<json> Registry::edit_dg(const json& args) {
   events_.add("settings_changed", dg.id, std::nullopt, std::nullopt,
               fmt::format("{} = {}", key, value));
   return dg_json(dg, true);
+}
+
+std::string Registry::metrics() {
+  refresh();
+  MetricsSnapshot s;
+  if (auto cx = describe_controller(json::object()); cx.is_ok()) s.controller = std::move(*cx);
+  if (auto dgs = list_dg(json::object()); dgs.is_ok()) {
+    for (const json& dg : *dgs)
+      if (auto d = describe_dg({{"dg_id", dg["dg_id"]}}); d.is_ok()) s.dgs.push_back(std::move(*d));
+  }
+  if (auto pds = list_pd(json::object()); pds.is_ok()) s.pds = std::move(*pds);
+  if (auto st = stats(json::object()); st.is_ok()) s.stats = std::move(*st);
+  s.events = events_.added_by_severity();
+  s.last_seq = events_.since(std::numeric_limits<std::uint64_t>::max(), 0).next_seq - 1;
+  return render_metrics(s);
 }
 
 }  // namespace graid::daemon

@@ -200,6 +200,7 @@ void NbdSession::count(const Slot& s, bool ok) {
                       std::chrono::steady_clock::now() - s.started)
                       .count();
   add(c->latency[latency_bucket(static_cast<std::uint64_t>(us))], 1);
+  add(c->latency_sum_us, static_cast<std::uint64_t>(us));
 }
 
 void NbdSession::on_array_done(Slot& s, Status status) {

@@ -46,6 +46,7 @@ struct NbdExportCounters {
   // Latency of the requests above, from submission to the engine to its completion, in the
   // engine's buckets (graid::latency_bucket: bucket 0 < 1 us, bucket i [2^(i-1), 2^i) us).
   std::array<std::atomic<std::uint64_t>, kLatencyBuckets> latency{};
+  std::atomic<std::uint64_t> latency_sum_us{0};  // their sum (a Prometheus histogram's _sum)
 };
 
 // One export: a VD of an array under a name.

@@ -97,8 +97,7 @@ class ControlServerTest : public ::testing::Test {
                            (void)!::read(trigger_.get(), &n, sizeof n);
                            ready_ = true;
                          }});
-    o.tick = tick;
-    o.on_tick = [this] { ++ticks_; };
+    if (tick.count() > 0) o.ticks.push_back({tick, [this] { ++ticks_; }});
     thread_ = std::thread([this, o, wait] {
       server_->serve(
           [this, wait](std::string_view line, const control::PeerCred&) -> Reply {

@@ -223,6 +223,69 @@ TEST_F(GraiddMonitoringTest, StatusExitCodesFollowTheWorstDg) {
   EXPECT_EQ(r.exit, 4) << describe(r);
 }
 
+// Issue 49 item 4: --metrics-listen serves /metrics, which Prometheus's own parser reads, during
+// a rebuild whose progress rises from one scrape to the next; other paths and methods are
+// refused.
+TEST_F(GraiddMonitoringTest, MetricsParseAndShowARebuildProgressing) {
+  make_pds(4);
+  d_->stop();
+  // 4 MB/s per member: the rebuild of a 64 MiB member takes about 15 s.
+  ASSERT_TRUE(d_->start({"--metrics-listen", "127.0.0.1:0", "--speed-limit-max", "4"}))
+      << d_->log();
+  const std::string url = ok({"describe", "controller"})["metrics"].get<std::string>();
+  ASSERT_TRUE(url.starts_with("http://127.0.0.1:")) << url;
+  ok({"create", "dg", "raid5", "0-2", "--name", "data", "--assume-clean"});
+  ok({"create", "vd", "0", "--size", "16M", "--no-ublk"});
+  ok({"edit", "pd", "1", "marker", "offline"});
+  ok({"replace", "pd", "0", "1", "3"});
+  wait_for("dg", "0", [](const json& dg) { return dg["state"] == "rebuilding"; });
+  auto scrape = [&] {
+    CtlRun r;
+    r.exit = run_capture({GRAID_SYSTEM_PYTHON, SCRAPE_METRICS_PY, url}, &r.out, &r.err);
+    EXPECT_EQ(r.exit, 0) << describe(r);
+    return json::parse(r.out, nullptr, false);
+  };
+  const json first = scrape();
+  ASSERT_TRUE(first.is_object()) << first;
+  const json& s1 = first["samples"];
+  EXPECT_EQ(s1.value("graid_dg_state{dg=0,name=data,state=rebuilding}", -1.0), 1.0) << s1.dump(1);
+  EXPECT_EQ(s1.value("graid_dg_state{dg=0,name=data,state=optimal}", -1.0), 0.0);
+  EXPECT_EQ(s1.value("graid_dg_members{dg=0,state=rebuilding}", -1.0), 1.0);
+  EXPECT_GE(s1.value("graid_events_total{severity=critical}", -1.0), 1.0);
+  EXPECT_EQ(s1.value("graid_job_running{dg=0,kind=rebuild}", -1.0), 1.0);
+  EXPECT_EQ(first["types"].value("graid_dg_state", ""), "gauge");
+  EXPECT_EQ(first["types"].value("graid_events", ""), "counter");
+  EXPECT_EQ(first["types"].value("graid_vd_request_latency_seconds", ""), "histogram");
+  EXPECT_TRUE(s1.contains("graid_vd_request_latency_seconds_bucket{dg=0,le=+Inf,vd=0}"))
+      << s1.dump(1);
+  const double p1 = s1.value("graid_job_progress_ratio{dg=0,kind=rebuild}", -1.0);
+  ASSERT_GE(p1, 0.0) << s1.dump(1);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const json second = scrape();
+  const double p2 = second["samples"].value("graid_job_progress_ratio{dg=0,kind=rebuild}", -1.0);
+  EXPECT_GT(p2, p1) << "the rebuild's progress did not rise between two scrapes 2 s apart";
+  EXPECT_LT(p2, 1.0);
+  EXPECT_GT(second["samples"].value("graid_job_speed_bytes_per_second{dg=0,kind=rebuild}", 0.0),
+            0.0);
+  // curl, as an administrator would try it: other paths 404, other methods 405.
+  std::string out, err;
+  if (run_capture({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                   url.substr(0, url.size() - 8) + "/"},
+                  &out, &err) == 0) {
+    EXPECT_EQ(out, "404");
+    out.clear();
+    EXPECT_EQ(run_capture({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X",
+                           "POST", url},
+                          &out, &err),
+              0);
+    EXPECT_EQ(out, "405");
+  }
+  // An address that cannot be used stops graidd at start, saying so.
+  d_->stop();
+  EXPECT_FALSE(d_->start({"--metrics-listen", "localhost:9633"}));
+  EXPECT_NE(d_->log().find("is not an IP address"), std::string::npos);
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
