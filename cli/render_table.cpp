@@ -272,9 +272,46 @@ std::string event_table(const json& events) {
   return t.render();
 }
 
+// The NVMe SMART / health log of describe pd in a person's units; the JSON keeps the counts.
+std::string health_text(const json& h) {
+  if (!h.is_object()) return "";
+  if (!h.value("available", false))
+    return fmt::format("health: not available ({})\n", field_text(h, "reason"));
+  auto count = [&](const char* key) -> std::uint64_t {
+    auto it = h.find(key);
+    return it != h.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+  };
+  // Data units are thousands of 512-byte blocks (NVMe base specification, SMART log).
+  auto units = [&](const char* key) { return format_size(count(key) * 512'000); };
+  TextTable t({{"", false}, {"", false}});
+  t.add_row({"  critical warning:", count("critical_warning") == 0
+                                        ? std::string("none")
+                                        : fmt::format("0x{:02x} {}", count("critical_warning"),
+                                                      field_text(h, "critical_warning_text"))});
+  t.add_row({"  temperature:", field_text(h, "temperature_celsius") + " °C"});
+  t.add_row({"  available spare:", fmt::format("{} % (threshold {} %)", count("available_spare"),
+                                               count("available_spare_threshold"))});
+  t.add_row({"  used:", fmt::format("{} % of rated endurance", count("percentage_used"))});
+  t.add_row({"  media errors:", field_text(h, "media_errors")});
+  t.add_row({"  error log entries:", field_text(h, "error_log_entries")});
+  t.add_row({"  unsafe shutdowns:", field_text(h, "unsafe_shutdowns")});
+  t.add_row({"  power on:",
+             fmt::format("{} h, {} power cycles", count("power_on_hours"), count("power_cycles"))});
+  t.add_row({"  data read:", units("data_units_read")});
+  t.add_row({"  data written:", units("data_units_written")});
+  t.add_row({"  read at:",
+             field_text(h, "read_at") + " (controller " + field_text(h, "controller") + ")"});
+  std::string text = t.render();
+  const std::size_t newline = text.find('\n');
+  return "health:\n" + (newline == std::string::npos ? text : text.substr(newline + 1));
+}
+
 std::string describe_pd(const json& pd) {
-  return block(pd, {"pd_id", "path", "state", "dg_id", "slot", "size", "logical_block_size", "kind",
-                    "io_mode", "model", "serial", "superblock", "message"});
+  json rest = pd;
+  if (rest.is_object()) rest.erase("health");
+  return block(rest, {"pd_id", "path", "state", "dg_id", "slot", "size", "logical_block_size",
+                      "kind", "io_mode", "model", "serial", "superblock", "message"}) +
+         (pd.is_object() && pd.contains("health") ? health_text(pd["health"]) : "");
 }
 
 std::string describe_dg(const json& dg) {

@@ -22,6 +22,7 @@ constexpr std::array kNotInfo{
     KindSeverity{"dg_failed", Severity::kCritical},
     KindSeverity{"dg_offline", Severity::kCritical},
     KindSeverity{"data_lost", Severity::kCritical},
+    KindSeverity{"pd_health_critical", Severity::kCritical},
     // Redundancy or service at risk, or something for the administrator to look at.
     KindSeverity{"dg_degraded", Severity::kWarning},
     KindSeverity{"pd_missing", Severity::kWarning},

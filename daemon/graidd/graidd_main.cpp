@@ -49,6 +49,7 @@ struct Options {
   std::uint64_t speed_limit_max_mb = 0;
   std::string event_program;
   std::string metrics_listen;
+  std::uint32_t health_interval_s = 1800;
   std::uint32_t event_program_timeout_s = 30;
 };
 
@@ -170,6 +171,12 @@ int run(const Options& o) {
   ro.nbd.max_handshakes = o.nbd_max_handshakes;
   ro.nbd.max_handshakes_per_peer = o.nbd_max_handshakes_per_peer;
   ro.event_hooks = hooks.get();
+  // Drive health (SMART logs of the NVMe drives), read on a thread of its own.
+  std::unique_ptr<HealthMonitor> health;
+  if (o.health_interval_s > 0) {
+    health = std::make_unique<HealthMonitor>(events, std::chrono::seconds(o.health_interval_s));
+    ro.health = health.get();
+  }
   // Prometheus metrics, rendered on the control thread when scraped (graidd/metrics_server.h):
   // listening before the drives are touched, so an address that cannot be used stops graidd
   // first. Nothing is scraped before the control loop runs.
@@ -189,6 +196,7 @@ int run(const Options& o) {
     spdlog::error("cannot start: {}", st.to_string());
     return 1;
   }
+  registry->refresh();  // the health monitor's first targets
   spdlog::info("ready: control socket {}", o.socket);
   sd_notify("READY=1\nSTATUS=serving");
 
@@ -326,6 +334,11 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", o.metrics_listen,
                  "ADDR:PORT: serve Prometheus metrics at http://ADDR:PORT/metrics (off by "
                  "default; bind loopback or a management network: no TLS, no authentication)");
+  app.add_option("--health-interval", o.health_interval_s,
+                 "seconds between reads of each NVMe drive's SMART / health log (as smartd); 0: "
+                 "none")
+      ->check(CLI::Range(0u, 86400u * 7))
+      ->capture_default_str();
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();

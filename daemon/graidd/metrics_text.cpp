@@ -346,6 +346,53 @@ void pd_families(Page& p, const MetricsSnapshot& s) {
   p.family("graid_pd_size_bytes", "gauge", "A physical drive's size");
   for (const json& pd : pds)
     p.sample("graid_pd_size_bytes", {{"pd", text(pd, "pd_id")}}, count(pd, "size"));
+
+  // Drive health (NVMe SMART / Health Information log), where graidd could read it.
+  auto health_of = [](const json& pd) -> const json* {
+    if (!pd.is_object() || !pd.contains("health") || !pd["health"].is_object()) return nullptr;
+    const json& h = pd["health"];
+    return h.value("available", false) ? &h : nullptr;
+  };
+  p.family("graid_pd_health_available", "gauge",
+           "1 where graidd reads the drive's NVMe health log, else 0");
+  for (const json& pd : pds)
+    p.sample("graid_pd_health_available", {{"pd", text(pd, "pd_id")}},
+             std::uint64_t{health_of(pd) != nullptr ? 1u : 0u});
+  struct HealthSeries {
+    const char* name;
+    const char* type;
+    const char* help;
+    const char* key;
+    double scale;
+  };
+  for (const HealthSeries& f : {
+           HealthSeries{"graid_pd_health_critical_warning", "gauge",
+                        "The NVMe Critical Warning bits (0: none; docs/monitoring.md)",
+                        "critical_warning", 1},
+           HealthSeries{"graid_pd_health_temperature_celsius", "gauge",
+                        "The drive's composite temperature", "temperature_celsius", 1},
+           HealthSeries{"graid_pd_health_available_spare_ratio", "gauge",
+                        "Spare capacity left, 0 to 1", "available_spare", 0.01},
+           HealthSeries{"graid_pd_health_available_spare_threshold_ratio", "gauge",
+                        "The spare level below which the drive warns", "available_spare_threshold",
+                        0.01},
+           HealthSeries{"graid_pd_health_used_ratio", "gauge",
+                        "Of the drive's rated endurance, used (may exceed 1)", "percentage_used",
+                        0.01},
+           HealthSeries{"graid_pd_health_media_errors_total", "counter",
+                        "Media and data integrity errors the drive counted", "media_errors", 1},
+           HealthSeries{"graid_pd_health_unsafe_shutdowns_total", "counter",
+                        "Unsafe shutdowns the drive counted", "unsafe_shutdowns", 1},
+           HealthSeries{"graid_pd_health_error_log_entries_total", "counter",
+                        "Error information log entries", "error_log_entries", 1},
+           HealthSeries{"graid_pd_health_power_on_seconds_total", "counter",
+                        "Power-on time (counted by the drive in hours)", "power_on_hours", 3600},
+       }) {
+    p.family(f.name, f.type, f.help);
+    for (const json& pd : pds)
+      if (const json* h = health_of(pd))
+        p.sample(f.name, {{"pd", text(pd, "pd_id")}}, number(*h, f.key) * f.scale);
+  }
 }
 
 }  // namespace

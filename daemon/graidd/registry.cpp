@@ -143,6 +143,13 @@ void Registry::sync_slots(Dg& dg) {
 void Registry::refresh() {
   for (auto& [id, dg] : dgs_)
     sync_slots(dg);
+  if (options_.health != nullptr) {
+    // The drives the health monitor reads (a changed list is read at once).
+    std::vector<HealthTarget> targets;
+    for (const auto& [id, pd] : pds_)
+      if (!pd.missing) targets.push_back({id, pd.path, pd.dg_id});
+    options_.health->set_targets(std::move(targets));
+  }
 }
 
 void Registry::start_jobs(Dg& dg) {

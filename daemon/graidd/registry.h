@@ -25,6 +25,7 @@
 #include "graidd/io_threads.h"
 #include "graidd/job_runner.h"
 #include "graidd/nbd_exports.h"
+#include "graidd/pd_health.h"
 #include "graidd/pd_probe.h"
 #include "graidd/state_store.h"
 #include "graidd/ublk_exports.h"
@@ -57,6 +58,7 @@ struct RegistryOptions {
   NbdLimits nbd;                            // every NBD server's limits
   const EventHooks* event_hooks = nullptr;  // the alert hooks, for describe controller; or none
   std::string metrics_address;  // where /metrics is served ("" when not), for describe controller
+  HealthMonitor* health = nullptr;  // reads the NVMe drives' health logs (graidd/pd_health.h)
 };
 
 class Registry {
@@ -292,6 +294,8 @@ class Registry {
 
   // JSON views (registry_json.cpp).
   nlohmann::json pd_json(const Pd& pd) const;
+  // A PD's drive health as the monitor last read it (registry_json.cpp).
+  nlohmann::json health_json(const Pd& pd) const;
   std::string pd_state(const Pd& pd) const;
   nlohmann::json dg_json(const Dg& dg, bool detail) const;
   nlohmann::json vd_json(const Dg& dg, const VdInfo& vd) const;

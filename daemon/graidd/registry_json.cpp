@@ -59,7 +59,33 @@ json Registry::pd_json(const Pd& pd) const {
                      {"array_uuid", pd.superblock ? json(pd.sb_uuid) : json(nullptr)},
                      {"dg_id", opt(pd.dg_id)}};
   j["message"] = pd.message;
+  j["health"] = health_json(pd);
   return j;
+}
+
+json Registry::health_json(const Pd& pd) const {
+  if (options_.health == nullptr)
+    return {{"available", false}, {"reason", "graidd reads no health logs (--health-interval 0)"}};
+  const auto h = options_.health->health(pd.id);
+  if (!h) return {{"available", false}, {"reason", "not read yet"}};
+  if (!h->available) return {{"available", false}, {"reason", h->reason}};
+  const NvmeHealth& l = h->log;
+  return {{"available", true},
+          {"controller", h->controller},
+          {"read_at", rfc3339(h->read_at)},
+          {"critical_warning", l.critical_warning},
+          {"critical_warning_text", nvme_critical_warning_text(l.critical_warning)},
+          {"temperature_celsius", static_cast<int>(l.temperature_kelvin) - 273},
+          {"available_spare", l.available_spare},
+          {"available_spare_threshold", l.available_spare_threshold},
+          {"percentage_used", l.percentage_used},
+          {"data_units_read", l.data_units_read},
+          {"data_units_written", l.data_units_written},
+          {"power_cycles", l.power_cycles},
+          {"power_on_hours", l.power_on_hours},
+          {"unsafe_shutdowns", l.unsafe_shutdowns},
+          {"media_errors", l.media_errors},
+          {"error_log_entries", l.error_log_entries}};
 }
 
 json Registry::settings_json(const Dg& dg) const {

@@ -233,6 +233,11 @@ TEST_F(GraiddMonitoringTest, MetricsParseAndShowARebuildProgressing) {
   ASSERT_TRUE(d_->start({"--metrics-listen", "127.0.0.1:0", "--speed-limit-max", "4"}))
       << d_->log();
   const std::string url = ok({"describe", "controller"})["metrics"].get<std::string>();
+  // Files have no health log: describe pd says so once the monitor has looked.
+  const json pd0 = wait_for(
+      "pd", "0", [](const json& pd) { return pd["health"].value("reason", "") != "not read yet"; });
+  EXPECT_EQ(pd0["health"]["available"], false) << pd0.dump(1);
+  EXPECT_EQ(pd0["health"]["reason"], "a file, not an NVMe drive") << pd0.dump(1);
   ASSERT_TRUE(url.starts_with("http://127.0.0.1:")) << url;
   ok({"create", "dg", "raid5", "0-2", "--name", "data", "--assume-clean"});
   ok({"create", "vd", "0", "--size", "16M", "--no-ublk"});

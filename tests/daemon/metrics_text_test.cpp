@@ -40,8 +40,26 @@ MetricsSnapshot snapshot() {
         {"check", {{"running", false}, {"percent", 10.0}}},
         {"lost_ranges", json::array({{{"offset", 0}, {"bytes", 4096}}})},
         {"vds", json::array({{{"vd_id", 0}, {"name", "vol"}, {"size", 600}}})}}});
-  s.pds = json::array({{{"pd_id", 0}, {"path", "/dev/a"}, {"state", "member"}, {"size", 500}},
-                       {{"pd_id", 3}, {"path", "/dev/d"}, {"state", "rebuilding"}, {"size", 500}}});
+  s.pds = json::array({{{"pd_id", 0},
+                        {"path", "/dev/a"},
+                        {"state", "member"},
+                        {"size", 500},
+                        {"health",
+                         {{"available", true},
+                          {"critical_warning", 4},
+                          {"temperature_celsius", 45},
+                          {"available_spare", 90},
+                          {"available_spare_threshold", 10},
+                          {"percentage_used", 3},
+                          {"media_errors", 2},
+                          {"unsafe_shutdowns", 1},
+                          {"error_log_entries", 0},
+                          {"power_on_hours", 10}}}},
+                       {{"pd_id", 3},
+                        {"path", "/dev/d"},
+                        {"state", "rebuilding"},
+                        {"size", 500},
+                        {"health", {{"available", false}, {"reason", "not an NVMe drive"}}}}});
   json buckets = json::array();
   for (int i = 0; i < 32; ++i)
     buckets.push_back(i == 5 ? 10 : i == 7 ? 4 : 0);
@@ -96,6 +114,13 @@ TEST(MetricsTextTest, TheSeriesSayWhatTheVerbsSay) {
            R"(graid_vd_written_bytes_total{dg="0",vd="0",export="ublk"} 8192)",
            R"(graid_pd_state{pd="3",state="rebuilding"} 1)",
            R"(graid_pd_size_bytes{pd="0"} 500)",
+           R"(graid_pd_health_available{pd="0"} 1)",
+           R"(graid_pd_health_available{pd="3"} 0)",
+           R"(graid_pd_health_critical_warning{pd="0"} 4)",
+           R"(graid_pd_health_temperature_celsius{pd="0"} 45)",
+           R"(graid_pd_health_available_spare_ratio{pd="0"} 0.9)",
+           R"(graid_pd_health_media_errors_total{pd="0"} 2)",
+           R"(graid_pd_health_power_on_seconds_total{pd="0"} 36000)",
        }) {
     EXPECT_TRUE(has_line(page, line)) << line << "\n" << page;
   }
@@ -138,6 +163,8 @@ TEST(MetricsTextTest, EveryFamilyIsAnnouncedOnceBeforeItsSamples) {
         << line << " under # TYPE " << current;
   }
   EXPECT_GT(announced.size(), 20u);
+  // A PD without a health log has no health series but "available" 0.
+  EXPECT_EQ(page.find(R"(graid_pd_health_critical_warning{pd="3"})"), std::string::npos);
 }
 
 TEST(MetricsTextTest, LabelValuesAreEscaped) {

@@ -228,6 +228,32 @@ TEST(RenderTest, PdDescribeControllerEventsVersionDelete) {
   EXPECT_EQ(render_result("delete", "dg", json{{"deleted", 3}}), "deleted dg 3\n");
 }
 
+TEST(RenderTest, PdHealthReadsInUnitsOrSaysWhyItIsNotThere) {
+  json pd = kPd;
+  pd["health"] = json::parse(R"({"available":true,"controller":"/dev/nvme0","read_at":
+    "2026-12-07T10:00:00Z","critical_warning":5,"critical_warning_text":
+    "available spare below threshold, NVM subsystem reliability degraded",
+    "temperature_celsius":41,"available_spare":4,"available_spare_threshold":10,
+    "percentage_used":103,"data_units_read":2048,"data_units_written":0,"power_cycles":12,
+    "power_on_hours":9000,"unsafe_shutdowns":3,"media_errors":7,"error_log_entries":21})");
+  std::string text = render_result("describe", "pd", pd);
+  EXPECT_TRUE(has(text, "health:\n")) << text;
+  EXPECT_TRUE(has(line_with(text, "critical warning:"), "0x05 available spare below threshold"))
+      << text;
+  EXPECT_TRUE(has(line_with(text, "temperature:"), "41 °C")) << text;
+  EXPECT_TRUE(has(line_with(text, "available spare:"), "4 % (threshold 10 %)")) << text;
+  EXPECT_TRUE(has(line_with(text, "used:"), "103 % of rated endurance")) << text;
+  EXPECT_TRUE(has(line_with(text, "media errors:"), "7")) << text;
+  EXPECT_TRUE(has(line_with(text, "power on:"), "9000 h, 12 power cycles")) << text;
+  // 2048 data units of 512,000 bytes: 1,048,576,000 bytes.
+  EXPECT_TRUE(has(line_with(text, "data read:"), "1000 MiB")) << text;
+  EXPECT_FALSE(has(text, "health.")) << "flattened as well as rendered:\n" << text;
+
+  pd["health"] = json{{"available", false}, {"reason", "a file, not an NVMe drive"}};
+  text = render_result("describe", "pd", pd);
+  EXPECT_TRUE(has(text, "health: not available (a file, not an NVMe drive)\n")) << text;
+}
+
 TEST(RenderTest, OddResultsDoNotThrow) {
   // Missing and mistyped fields print as "-"; an unexpected shape prints as JSON.
   std::string text = render_result("list", "pd", json::array({json{{"pd_id", "x"}}, 5}));

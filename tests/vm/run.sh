@@ -120,7 +120,7 @@ esac
 # Scenario sets. The order of "all" matters: hot-remove takes a drive away (and puts a blank one
 # back), so it runs last.
 SET_SHORT=(ublk-raid hot-remove)
-SET_ALL=(ublk-raid ublk-spread ublk-batch ublk-zero-copy passthrough kill-recover ublk-busy ublk-held ublk-foreign ublk-resize rebuild-kill nvmet graid-nbd md-compare hot-remove)
+SET_ALL=(ublk-raid ublk-spread ublk-batch ublk-zero-copy passthrough kill-recover ublk-busy ublk-held ublk-foreign ublk-resize rebuild-kill nvmet graid-nbd md-compare nvme-health hot-remove)
 
 scenario_description() { sed -n 's/^# description: //p' "$HERE/scenarios/$1.sh" | head -n 1; }
 

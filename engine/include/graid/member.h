@@ -505,4 +505,35 @@ Result<std::unique_ptr<MemberDevice>> open_member(const std::string& path,
 // made no block device for); kInvalidArgument when `path` cannot be looked at.
 Result<std::string> nvme_sibling_path(const std::string& path);
 
+// An NVMe controller's SMART / Health Information log (Get Log Page 02h, controller-wide), as
+// `describe pd` shows it (docs/cli.md).
+struct NvmeHealth {
+  // Critical Warning bits: 0 available spare below its threshold, 1 a temperature past a
+  // threshold, 2 NVM subsystem reliability degraded (media or internal errors), 3 media placed in
+  // read-only mode, 4 volatile memory backup failed, 5 persistent memory region read-only.
+  std::uint8_t critical_warning = 0;
+  std::uint16_t temperature_kelvin = 0;  // composite temperature
+  std::uint8_t available_spare = 0;      // percent
+  std::uint8_t available_spare_threshold = 0;
+  std::uint8_t percentage_used = 0;  // of the rated endurance (may exceed 100)
+  // 128-bit counters in the log; held here as 64 bits (saturated).
+  std::uint64_t data_units_read = 0, data_units_written = 0;  // thousands of 512-byte units
+  std::uint64_t power_cycles = 0, power_on_hours = 0, unsafe_shutdowns = 0;
+  std::uint64_t media_errors = 0;       // media and data integrity errors
+  std::uint64_t error_log_entries = 0;  // error information log entries
+};
+inline constexpr std::size_t kNvmeSmartLogBytes = 512;
+
+// Decodes a SMART / Health Information log page (at least 512 bytes; kInvalidArgument if
+// shorter).
+Result<NvmeHealth> parse_nvme_smart_log(std::span<const std::byte> page);
+// The names of the Critical Warning bits set in `bits` ("available spare below threshold",
+// ...), for messages.
+std::string nvme_critical_warning_text(std::uint8_t bits);
+// Reads the log from the NVMe device at `path` (a namespace's block device /dev/nvmeXnY, its
+// generic device /dev/ngXnY, or a controller /dev/nvmeX), opened read-only and without O_EXCL so a
+// running array's hold is no obstacle. kUnsupported for a device that is not NVMe; kIoError with
+// the NVMe status or errno otherwise (admin commands need root).
+Result<NvmeHealth> read_nvme_health(const std::string& path);
+
 }  // namespace graid
