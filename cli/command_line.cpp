@@ -531,6 +531,12 @@ Status build_args(const Leaf& leaf, const Inputs& in, const Environment& env, Co
     return usage(fmt::format("stats does not take \"{}\" (usage: graidctl {}); {}", what,
                              leaf.usage, see_help("stats", "")));
   }
+  if (verb == "examine") {
+    GRAID_RETURN_IF_ERROR(want_words(in, 1, kMany, leaf));
+    cmd.args["paths"] = in.words;
+    cmd.action = Action::kExamine;
+    return Status::ok();
+  }
   if (verb == "status") {
     if (!in.words.empty()) {
       return usage(
@@ -580,6 +586,7 @@ constexpr Leaf kLeaves[] = {
     {"stop", "check", "stop check <dg>"},
     {"stats", "", "stats [dg [<dg ids>] | vd [<dg> [<vd ids>]]] [--watch SECONDS]"},
     {"status", "", "status"},
+    {"examine", "", "examine <path>..."},
     {"version", "", "version"},
 };
 
@@ -602,6 +609,9 @@ constexpr VerbSpec kVerbs[] = {
     {"stats", "", "I/O rates and latency of dgs and vds"},
     {"status", "",
      "every dg's health on one screen; exits 0 optimal, 1 degraded, 2 failed, 4 no graidd"},
+    {"examine", "",
+     "read a drive's graid metadata straight from it, without graidd (read-only; as mdadm "
+     "--examine)"},
     {"version", "", "graidd's version and control API"},
 };
 

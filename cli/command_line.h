@@ -28,6 +28,7 @@ enum class Action {
   kWatchDg,       // describe dg --watch: a progress line per sample until no job runs
   kFollowEvents,  // list event --follow: long polls (--wait 30) printing events until SIGINT
   kStatus,        // status: list dg, describe dg each, list pd; exit code by status_view.h
+  kExamine,       // examine PATHS: read each drive's metadata locally (examine.h); no daemon
   kHelp,          // print help_text on stdout, exit 0; no daemon needed
   kVersion,       // print graidctl's own version, exit 0; no daemon needed
 };

@@ -11,6 +11,7 @@
 
 #include "control/control_protocol.h"
 #include "control_client.h"
+#include "examine.h"
 #include "render_table.h"
 #include "stats_view.h"
 #include "status_view.h"
@@ -219,6 +220,26 @@ int run_status(const Command& cmd, std::ostream& out, std::ostream& err) {
   return status.exit_code;
 }
 
+// examine PATHS: each drive's metadata, read here (examine.h); exits 0 when every path holds a
+// superblock this build reads, 1 otherwise (blank, damaged, newer, unreadable).
+int run_examine(const Command& cmd, std::ostream& out) {
+  json all = json::array();
+  bool ok = true;
+  for (const json& path : cmd.args.value("paths", json::array())) {
+    json examined = examine_path(path.get<std::string>());
+    ok = ok && examined_ok(examined);
+    all.push_back(std::move(examined));
+  }
+  if (cmd.format == OutputFormat::kJson) {
+    out << dump(all, 2) << '\n';
+  } else {
+    for (std::size_t i = 0; i < all.size(); ++i)
+      out << (i == 0 ? "" : "\n") << render_examine(all[i]);
+  }
+  out << std::flush;
+  return ok ? control::kExitOk : control::kExitRefused;
+}
+
 }  // namespace
 
 int run_graidctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
@@ -247,6 +268,8 @@ int run_graidctl(const std::vector<std::string>& args, const Environment& env, s
       return run_follow_events(cmd, out, err);
     case Action::kStatus:
       return run_status(cmd, out, err);
+    case Action::kExamine:
+      return run_examine(cmd, out);
     case Action::kRequest:
       break;
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "meta/crc32c.h"
+#include "meta/little_endian.h"
 
 namespace graid::meta {
 namespace {
@@ -147,25 +148,6 @@ constexpr std::uint16_t kInitMethodMinor = 5;
 constexpr std::uint64_t kNoCheckpoint = std::numeric_limits<std::uint64_t>::max();
 // Largest superblock a future major version may declare; bounds what we try to checksum.
 constexpr std::uint32_t kMaxAnySbSize = 1u << 20;
-
-// ---- Little-endian helpers ----------------------------------------------------------------------
-
-template <typename T>
-void put_le(std::span<std::byte> out, std::size_t offset, T value) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out[offset + i] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
-  }
-}
-
-template <typename T>
-T get_le(std::span<const std::byte> in, std::size_t offset) {
-  T value = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    value = static_cast<T>(
-        value | (static_cast<T>(std::to_integer<std::uint8_t>(in[offset + i])) << (8 * i)));
-  }
-  return value;
-}
 
 void put_bytes(std::span<std::byte> out, std::size_t offset, std::span<const std::byte> bytes) {
   std::copy(bytes.begin(), bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(offset));
