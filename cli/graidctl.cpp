@@ -3,12 +3,14 @@
 #include <signal.h>
 #include <time.h>
 
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <limits>
 #include <optional>
 #include <utility>
 
+#include "completion.h"
 #include "control/control_protocol.h"
 #include "control_client.h"
 #include "examine.h"
@@ -240,10 +242,44 @@ int run_examine(const Command& cmd, std::ostream& out) {
   return ok ? control::kExitOk : control::kExitRefused;
 }
 
+// __complete INDEX WORDS...: the shell completion's candidates (completion.h), "files" or "words"
+// on the first line, the words after it. Ids come from graidd, asked briefly; none when it does
+// not answer.
+int run_complete(const std::vector<std::string>& args, const Environment& env, std::ostream& out) {
+  std::size_t index = 0;
+  if (args.size() < 2) return control::kExitUsage;
+  const std::string& text = args[1];
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size())
+    return control::kExitUsage;
+  const std::vector<std::string> words(args.begin() + 2, args.end());
+  std::string socket = env.graid_socket.value_or(kDefaultSocket);
+  auto ids = [&socket](const std::string& object, std::optional<std::uint32_t> dg) {
+    std::vector<std::string> found;
+    ControlClient client(socket, std::chrono::milliseconds(2000));
+    CallResult r = client.call("list", object, dg ? json{{"dg_id", *dg}} : json::object());
+    const json* list = std::get_if<json>(&r);
+    if (list == nullptr || !list->is_array()) return found;
+    for (const json& item : *list) {
+      auto it = item.find(object + "_id");
+      if (it != item.end() && it->is_number_unsigned())
+        found.push_back(std::to_string(it->get<std::uint64_t>()));
+    }
+    return found;
+  };
+  const Completion c = complete(words, index, ids, &socket);
+  out << (c.files ? "files" : "words") << '\n';
+  for (const std::string& w : c.candidates)
+    out << w << '\n';
+  out << std::flush;
+  return control::kExitOk;
+}
+
 }  // namespace
 
 int run_graidctl(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
                  std::ostream& err) {
+  if (!args.empty() && args[0] == "__complete") return run_complete(args, env, out);
   ParsedCommandLine parsed = parse_command_line(args, env);
   if (!parsed.command) {
     return report(CallError{"usage", parsed.error, control::kExitUsage}, parsed.format, out, err);

@@ -20,7 +20,13 @@ std::string dump(const json& value) {
 // Fields of a block printed as sizes.
 bool is_size_key(std::string_view key) {
   return key == "size" || key == "capacity" || key == "free" || key == "strip" || key == "start" ||
-         key == "previous_size";
+         key == "previous_size" || key == "bytes" || key == "copied" ||
+         (key.ends_with("_bytes") && key != "bytes_per_second");
+}
+
+// Fields of a block printed as durations ("uptime_s", "eta_seconds", "metadata_timeout_s").
+bool is_duration_key(std::string_view key) {
+  return key.ends_with("_s") || key.ends_with("_seconds");
 }
 
 // A value (not a field) as table text.
@@ -41,7 +47,7 @@ std::string field_value_text(const json& object, const std::string& key, const j
   if (v.is_number() && !v.is_boolean()) {
     const double d = v.get<double>();
     if (key == "bytes_per_second") return fmt::format("{:.1f} MB/s", d / 1e6);
-    if (key == "eta_seconds") return duration_text(d);
+    if (is_duration_key(key) && d >= 0) return duration_text(d);
     if (key == "percent") return fmt::format("{:.1f} %", d);
     if (v.is_number_float()) return fmt::format("{:.2f}", d);
   }

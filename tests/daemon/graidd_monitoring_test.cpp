@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -415,6 +416,53 @@ TEST_F(GraiddMonitoringTest, AHookPastItsTimeoutIsKilledWithItsProcessGroup) {
   EXPECT_NE(d_->log().find("no-such-hook"), std::string::npos);
   EXPECT_FALSE(d_->start({"--event-program", "relative/hook.sh"}));
   EXPECT_NE(d_->log().find("give the program's absolute path"), std::string::npos);
+}
+
+// Issue 49 item 7: cli/graidctl.bash sourced in plain bash (no bash-completion package) offers
+// verbs, objects, options and the ids this graidd knows, through `graidctl __complete`.
+TEST_F(GraiddMonitoringTest, BashCompletionOffersVerbsObjectsAndLiveIds) {
+  make_pds(4);
+  ok({"create", "dg", "raid5", "0-2"});
+  ok({"create", "vd", "0", "--size", "1M", "--no-ublk"});
+  ok({"create", "vd", "0", "--size", "1M", "--no-ublk"});
+  const std::string dir = std::filesystem::path(GRAIDCTL_PATH).parent_path().string();
+  auto offered = [&](const std::string& words, int cword) {
+    const std::string script = "source '" GRAIDCTL_BASH "'; COMP_WORDS=(" + words +
+                               "); COMP_CWORD=" + std::to_string(cword) +
+                               "; _graidctl; printf '%s\\n' \"${COMPREPLY[@]}\"";
+    std::string out, err;
+    const int rc = run_capture(
+        {"/usr/bin/env", "PATH=" + dir + ":/usr/bin:/bin", "GRAID_SOCKET=" + d_->socket(),
+         "/bin/bash", "--norc", "--noprofile", "-c", script},
+        &out, &err);
+    EXPECT_EQ(rc, 0) << err;
+    std::vector<std::string> lines;
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);)
+      if (!l.empty()) lines.push_back(l);
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(offered("graidctl de", 1), (V{"delete", "describe"}));
+  EXPECT_EQ(offered("graidctl ex", 1), (V{"examine", "export"}));
+  EXPECT_EQ(offered("graidctl desc ''", 2), (V{"controller", "dg", "pd", "vd"}));
+  // Live ids: the four pds, the one dg, its two vds.
+  EXPECT_EQ(offered("graidctl describe pd ''", 3), (V{"0", "1", "2", "3"}));
+  EXPECT_EQ(offered("graidctl replace pd 0 1 ''", 5), (V{"0", "1", "2", "3"}));
+  EXPECT_EQ(offered("graidctl delete dg ''", 3), (V{"0"}));
+  EXPECT_EQ(offered("graidctl describe vd 0 ''", 4), (V{"0", "1"}));
+  EXPECT_EQ(offered("graidctl create dg raid''", 3),
+            (V{"raid0", "raid1", "raid10", "raid5", "raid6"}));
+  EXPECT_EQ(offered("graidctl edit dg 0 journal ''", 5), (V{"always", "degraded-only", "off"}));
+  EXPECT_EQ(offered("graidctl --format ''", 2), (V{"json", "table"}));
+  EXPECT_EQ(offered("graidctl start check 0 --re", 4), (V{"--repair"}));
+  // A path: file names from the shell.
+  EXPECT_EQ(offered("graidctl examine '" + dir + "/libgraidctl_li'", 2),
+            (V{dir + "/libgraidctl_lib.a"}));
+  // graidd gone: no ids, and no error on the terminal.
+  d_->stop(SIGKILL);
+  EXPECT_EQ(offered("graidctl describe pd ''", 3), V{});
 }
 
 }  // namespace

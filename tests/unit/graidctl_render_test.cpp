@@ -254,6 +254,19 @@ TEST(RenderTest, PdHealthReadsInUnitsOrSaysWhyItIsNotThere) {
   EXPECT_TRUE(has(text, "health: not available (a file, not an NVMe drive)\n")) << text;
 }
 
+TEST(RenderTest, BytesAndSecondsReadInUnitsWhateverTheirObject) {
+  // Issue 49 item 7: sizes in binary units, times as durations, in every table; JSON keeps the
+  // numbers.
+  json c = json::parse(R"({"version":"0.1.0","pid":42,"uptime_s":3725,
+    "journal":{"bytes":67108864,"region_bytes":1048576},"bytes_per_second":98200000})");
+  std::string text = render_result("describe", "controller", c);
+  EXPECT_TRUE(has(line_with(text, "uptime_s:"), "1 h 02 min")) << text;
+  EXPECT_TRUE(has(line_with(text, "journal.bytes:"), "64 MiB")) << text;
+  EXPECT_TRUE(has(line_with(text, "journal.region_bytes:"), "1 MiB")) << text;
+  EXPECT_TRUE(has(line_with(text, "bytes_per_second:"), "98.2 MB/s")) << text;
+  EXPECT_TRUE(has(line_with(text, "pid:"), "42")) << text;
+}
+
 TEST(RenderTest, OddResultsDoNotThrow) {
   // Missing and mistyped fields print as "-"; an unexpected shape prints as JSON.
   std::string text = render_result("list", "pd", json::array({json{{"pd_id", "x"}}, 5}));
