@@ -26,6 +26,9 @@ check parity
 check io
 check meta
 check stripe
-check array level meta stripe io parity
-check jobs array level meta stripe io parity
+check journal
+check state journal level meta stripe io parity
+check queue state journal level meta stripe io parity
+check array queue state journal level meta stripe io parity
+check jobs array queue state journal level meta stripe io parity
 exit $status

@@ -3,9 +3,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "array/array_queue_impl.h"
 #include "array/consistency.h"
 #include "array/superblock_io.h"
+#include "queue/array_queue_impl.h"
 
 namespace graid {
 

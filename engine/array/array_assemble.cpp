@@ -5,12 +5,12 @@
 #include <algorithm>
 
 #include "array/array_settings.h"
-#include "array/array_state.h"
 #include "array/background_resync.h"
 #include "array/consistency.h"
 #include "array/device_checks.h"
 #include "array/journal_replay.h"
 #include "array/superblock_io.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -5,11 +5,11 @@
 #include <algorithm>
 
 #include "array/array_settings.h"
-#include "array/array_state.h"
 #include "array/consistency.h"
 #include "array/device_checks.h"
 #include "array/superblock_io.h"
 #include "meta/journal_record.h"
+#include "state/array_state.h"
 
 namespace graid {
 namespace {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <thread>
 
-#include "array/array_queue_impl.h"
 #include "array/array_settings.h"
 #include "array/superblock_io.h"
 #include "meta/write_intent_bitmap.h"
+#include "queue/array_queue_impl.h"
 
 namespace graid {
 

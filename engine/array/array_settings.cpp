@@ -10,7 +10,7 @@
 #include <thread>
 #include <utility>
 
-#include "array/array_state.h"
+#include "state/array_state.h"
 
 namespace graid {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "array/array_state.h"
 #include "array/device_checks.h"
 #include "array/journal_replay.h"
 #include "array/superblock_io.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -1,11 +1,11 @@
 // Array-wide counters: member I/O accounting on the queues' threads, the queue registry, and
 // the sums Array::stats() returns.
-#include "array/array_stats.h"
+#include "state/array_stats.h"
 
 #include <algorithm>
 #include <bit>
 
-#include "array/array_queue_impl.h"
+#include "queue/array_queue_impl.h"
 
 namespace graid {
 

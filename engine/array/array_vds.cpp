@@ -4,7 +4,7 @@
 #include <numeric>
 #include <utility>
 
-#include "array/array_state.h"
+#include "state/array_state.h"
 
 namespace graid {
 

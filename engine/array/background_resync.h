@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "array/array_state.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
-#include "array/array_state.h"
 #include "array/superblock_io.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "array/array_state.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -31,9 +31,9 @@
 #include <optional>
 #include <thread>
 
-#include "array/array_state.h"
 #include "array/journal_replay.h"
 #include "level/level_module.h"
+#include "state/array_state.h"
 
 namespace graid {
 

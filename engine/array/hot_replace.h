@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "array/array_state.h"
+#include "state/array_state.h"
 
 namespace graid::hot_replace {
 

@@ -1,4 +1,4 @@
-// Replaying the write-hole journal at assembly (array/journal.h): after an unclean stop, every
+// Replaying the write-hole journal at assembly (journal/journal.h): after an unclean stop, every
 // valid record of the current epoch found in the journal area of a member that takes writes is
 // applied in sequence order (its strips written to their home locations), then the members are
 // flushed. Internal to engine/array.
@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "array/array_state.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "array/array_state.h"
 #include "array/superblock_io.h"
+#include "state/array_state.h"
 
 namespace graid {
 

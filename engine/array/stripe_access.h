@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "array/array_state.h"
 #include "level/level_module.h"
+#include "state/array_state.h"
 
 namespace graid {
 

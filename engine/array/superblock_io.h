@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "array/array_state.h"
 #include "meta/superblock.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -14,10 +14,10 @@
 #include <cstring>
 #include <map>
 
-#include "array/array_state.h"
 #include "array/stripe_access.h"
 #include "jobs/job_pace.h"
 #include "jobs/window_pipeline.h"
+#include "state/array_state.h"
 
 namespace graid {
 

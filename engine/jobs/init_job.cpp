@@ -9,12 +9,12 @@
 
 #include <algorithm>
 
-#include "array/array_state.h"
 #include "array/stripe_access.h"
 #include "array/superblock_io.h"
 #include "jobs/job_pace.h"
 #include "jobs/sync_policy.h"
 #include "jobs/window_pipeline.h"
+#include "state/array_state.h"
 
 namespace graid {
 

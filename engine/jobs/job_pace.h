@@ -19,8 +19,8 @@
 #include <functional>
 #include <thread>
 
-#include "array/array_state.h"
 #include "graid/array.h"
+#include "state/array_state.h"
 
 namespace graid {
 

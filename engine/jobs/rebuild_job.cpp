@@ -20,11 +20,11 @@
 #include <memory>
 #include <optional>
 
-#include "array/array_state.h"
 #include "array/stripe_access.h"
 #include "jobs/job_pace.h"
 #include "jobs/window_access.h"
 #include "jobs/window_pipeline.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -10,10 +10,10 @@
 
 #include <algorithm>
 
-#include "array/array_state.h"
 #include "array/hot_replace.h"
 #include "jobs/job_pace.h"
 #include "jobs/window_pipeline.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -11,9 +11,9 @@
 
 #include <functional>
 
-#include "array/array_state.h"
 #include "array/stripe_access.h"
 #include "jobs/window_pipeline.h"
+#include "state/array_state.h"
 
 namespace graid {
 

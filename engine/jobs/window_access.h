@@ -7,9 +7,9 @@
 
 #include <cstring>
 
-#include "array/array_state.h"
 #include "jobs/window_pipeline.h"
 #include "level/level_module.h"
+#include "state/array_state.h"
 
 namespace graid {
 

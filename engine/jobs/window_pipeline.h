@@ -32,8 +32,8 @@
 #include <span>
 #include <vector>
 
-#include "array/array_state.h"
 #include "jobs/job_pace.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -1,4 +1,4 @@
-// The on-disk record of the write-hole journal (engine/array/journal.h): one stripe update's new
+// The on-disk record of the write-hole journal (engine/journal/journal.h): one stripe update's new
 // contents (data strips and parity), written to the journal area of the stripe's parity members
 // before the update goes to its home locations. Pure encoding and decoding, no I/O.
 //

@@ -238,7 +238,7 @@ struct Superblock {
   std::uint64_t data_offset = kDefaultDataOffset;
   std::uint64_t data_size = 0;
 
-  // The write-hole journal (minor 2; engine/array/journal.h): [journal_offset, +journal_bytes)
+  // The write-hole journal (minor 2; engine/journal/journal.h): [journal_offset, +journal_bytes)
   // on every member, between the bitmap and the data; journal_bytes 0 = no journal area (arrays
   // created before minor 2, RAID0/1/10, members too small). Records of an epoch other than
   // journal_epoch are never replayed; assembly bumps it once it has replayed the journal.
@@ -257,7 +257,7 @@ struct Superblock {
   // A hot replace in progress (minor 3), or none.
   std::optional<ReplaceRecord> replace;
   // Whether the write-hole journal covered every partial-stripe update since it last turned on
-  // (minor 4; engine/array/journal.h): assembly lets the journal's replay make a dirty degraded
+  // (minor 4; engine/journal/journal.h): assembly lets the journal's replay make a dirty degraded
   // RAID5/6 whole only when it did. Stored as the `events` of the update that wrote it (0: not
   // covered); a writer that knows it keeps it equal to `events` in every update
   // (set_journal_covered, and the engine's superblock update), so a value that differs was carried

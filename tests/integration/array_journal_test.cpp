@@ -1,4 +1,4 @@
-// The write-hole journal (engine/array/journal.h): a crash in the middle of partial-stripe
+// The write-hole journal (engine/journal/journal.h): a crash in the middle of partial-stripe
 // writes, followed by the loss of a member, must not change a byte of data the writes did not
 // touch. Each case fills a RAID5/6 array, makes it durable, writes one small block into many
 // stripes (read-modify-write: a data strip and the parity), cuts the power with those writes not

@@ -1,7 +1,7 @@
 // The write-hole journal's record format (meta/journal_record.h) and ring space accounting
-// (array/journal.h): round trips, every corruption refused, reservations all-or-none across
+// (journal/journal.h): round trips, every corruption refused, reservations all-or-none across
 // rings, no reuse of retired space before a flush, and waiters woken.
-#include "array/journal.h"
+#include "journal/journal.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <random>
 
-#include "array/member_errors.h"
+#include "state/member_errors.h"
 
 namespace graid::nvme {
 namespace {

@@ -10,13 +10,13 @@
 #include <tuple>
 #include <utility>
 
-#include "array/member_errors.h"
 #include "graid/buffer.h"
 #include "graid/member.h"
 #include "io/nvme_command.h"
 #include "io/nvme_io_op.h"
 #include "member_io_helpers.h"
 #include "nvme_fake_sink.h"
+#include "state/member_errors.h"
 
 namespace graid::nvme {
 namespace {

@@ -248,7 +248,7 @@ struct BasicQueueStats {
   Counter parity_batches{};         // parity batches (execute() or AsyncParity::submit())
   Counter parity_jobs{};            // stripe jobs in them
   Counter parity_batch_failures{};  // batches redone per operation on the cpu path
-  Counter journal_records{};        // write-hole journal records written (array/journal.h)
+  Counter journal_records{};        // write-hole journal records written (journal/journal.h)
   Counter journal_bytes{};          // bytes written to journal areas (every copy)
 
   // Calls fn(this's counter, other's counter) for every counter: the one list of them, for
@@ -915,7 +915,7 @@ class Array {
   // Where the background re-sync stands, or nullopt when none is pending.
   std::optional<ResyncProgress> resync_progress() const;
 
-  struct State;  // internal (engine/array/array_state.h)
+  struct State;  // internal (engine/state/array_state.h)
 
  private:
   explicit Array(std::unique_ptr<State> state);
@@ -966,7 +966,7 @@ class ArrayQueue {
   // Requests submitted and not yet completed.
   std::uint32_t in_flight() const noexcept;
 
-  struct Impl;  // internal (engine/array/array_queue_impl.h)
+  struct Impl;  // internal (engine/queue/array_queue_impl.h)
 
  private:
   friend class Array;

@@ -1,5 +1,5 @@
 // StripeOp, its life: locking, planning, member I/O and its errors, and finishing (see
-// array/stripe_op.h for the state machine). The parity path is in stripe_op_parity.cpp, mirrors
+// queue/stripe_op.h for the state machine). The parity path is in stripe_op_parity.cpp, mirrors
 // and whole-stripe discards in stripe_op_mirror.cpp.
 #include <spdlog/spdlog.h>
 
@@ -8,7 +8,7 @@
 #include <cassert>
 #include <cstring>
 
-#include "array/array_queue_impl.h"
+#include "queue/array_queue_impl.h"
 
 namespace graid {
 

@@ -1,4 +1,4 @@
-#include "array/event_notifier.h"
+#include "state/event_notifier.h"
 
 #include <spdlog/spdlog.h>
 

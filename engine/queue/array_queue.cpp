@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "array/array_queue_impl.h"
+#include "queue/array_queue_impl.h"
 
 namespace graid {
 

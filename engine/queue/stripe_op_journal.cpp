@@ -1,13 +1,13 @@
-// StripeOp and the write-hole journal (array/journal.h): while the journal is active, the record
+// StripeOp and the write-hole journal (journal/journal.h): while the journal is active, the record
 // of every RAID5/6 stripe update that writes parity is written to the live parity members'
 // journal rings before the update's own writes, and retired once they are done.
 #include <atomic>
 #include <bit>
 #include <cstring>
 
-#include "array/array_queue_impl.h"
 #include "meta/crc32c.h"
 #include "meta/journal_record.h"
+#include "queue/array_queue_impl.h"
 
 namespace graid {
 

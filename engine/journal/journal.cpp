@@ -1,5 +1,5 @@
-// Journal ring space: reservations, retirement, and reuse after a flush (array/journal.h).
-#include "array/journal.h"
+// Journal ring space: reservations, retirement, and reuse after a flush (journal/journal.h).
+#include "journal/journal.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "array/member_errors.h"
+#include "state/member_errors.h"
 
 #include <cerrno>
 

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "array/array_state.h"
+#include "state/array_state.h"
 
 namespace graid {
 

@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "array/array_state.h"
-#include "array/array_stats.h"
+#include "state/array_state.h"
+#include "state/array_stats.h"
 #include "stripe/buffer_pool.h"
 #include "stripe/stripe_lock_table.h"
 #include "stripe/write_plan.h"
@@ -69,7 +69,7 @@ class StripeMemberIo final : public TimedMemberRequest {
 // Locked work on one stripe: a coalesced write, a degraded read, a mirrored write or a discard.
 // Lifecycle (all on the owning queue's thread):
 //   kIdle ─start()─► waiting for lock ─grant─► run_locked(): plan ─► kReading ─► compute
-//        ─► [kJournaling: the write-hole record, array/journal.h] ─► kWriting ─► finish():
+//        ─► [kJournaling: the write-hole record, journal/journal.h] ─► kWriting ─► finish():
 //        retire the record, release lock, complete pieces, back to the free list.
 // A member error during kReading marks the member failed and re-plans (still holding the lock).
 class StripeOp final : public Task {
@@ -143,7 +143,7 @@ class StripeOp final : public Task {
   Status hold_bitmap();
   Status ensure(PoolBuffer& b, std::uint32_t len);
   void issue_writes();
-  // The write-hole journal (array/journal.h): whether this update needs a record, building it,
+  // The write-hole journal (journal/journal.h): whether this update needs a record, building it,
   // reserving its ring space (retried from journal_retry_ when it has to wait) and writing it.
   bool journal_wanted();  // also chooses the record's members
   // After the parity: a record first when the journal wants one, then the writes; waits (from
@@ -165,7 +165,7 @@ class StripeOp final : public Task {
   void release_buffers();
   StripeMemberIo& new_io(std::uint32_t member);
   void submit_io(StripeMemberIo& io);
-  // Sorts the member errors of the phase just completed by class (array/member_errors.h): fails
+  // Sorts the member errors of the phase just completed by class (state/member_errors.h): fails
   // members with device errors, marks media read errors unreadable, and falls back from discards
   // a member refused. Sets `replan` when the operation must be planned again. A failing status
   // ends the operation.

@@ -18,15 +18,15 @@
 #include <string_view>
 #include <vector>
 
-#include "array/event_notifier.h"
-#include "array/journal.h"
-#include "array/member_errors.h"
-#include "array/member_table.h"
-#include "array/queue_registry.h"
 #include "graid/array.h"
 #include "graid/thread_annotations.h"
+#include "journal/journal.h"
 #include "meta/superblock.h"
 #include "meta/write_intent_bitmap.h"
+#include "state/event_notifier.h"
+#include "state/member_errors.h"
+#include "state/member_table.h"
+#include "state/queue_registry.h"
 #include "stripe/stripe_lock_table.h"
 
 namespace graid {
@@ -177,7 +177,7 @@ struct Array::State {
 
   StripeLockTable locks;
   std::optional<meta::WriteIntentBitmap> bitmap;  // none for RAID0
-  // The write-hole journal (array/journal.h): RAID5/6 arrays with a journal area; null otherwise.
+  // The write-hole journal (journal/journal.h): RAID5/6 arrays with a journal area; null otherwise.
   std::unique_ptr<Journal> journal;
   // The journal policy recorded now (a copy of sb.settings' for the I/O and failure paths).
   std::atomic<JournalPolicy> journal_policy{JournalPolicy::kDegradedOnly};
@@ -335,7 +335,7 @@ struct Array::State {
   // Raises a kHealthChanged event if health() differs from what was last reported.
   void note_health_locked() REQUIRES(control_mutex);
   ArrayHealth reported_health GUARDED_BY(control_mutex) = ArrayHealth::kOptimal;
-  // Raises an event with the array's current health (engine/array/event_notifier.h).
+  // Raises an event with the array's current health (engine/state/event_notifier.h).
   void emit(ArrayEventKind kind, std::optional<std::uint32_t> member, std::string message,
             ArrayEventCounts counts = {});
 
@@ -349,7 +349,7 @@ struct Array::State {
   // Open VdHandles per VD id.
   std::map<std::uint32_t, std::uint32_t> vd_users GUARDED_BY(control_mutex);
 
-  // Attached queues and the counts of destroyed ones (engine/array/array_stats.h). Shared with
+  // Attached queues and the counts of destroyed ones (engine/state/array_stats.h). Shared with
   // the queues, so that one destroyed after the array (against the contract, but tests do it)
   // still finds it.
   std::shared_ptr<QueueRegistry> registry = std::make_shared<QueueRegistry>();

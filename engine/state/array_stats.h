@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "array/queue_registry.h"
 #include "graid/array.h"
+#include "state/queue_registry.h"
 
 namespace graid {
 

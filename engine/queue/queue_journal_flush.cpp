@@ -1,8 +1,8 @@
 // ArrayQueue::Impl's journal flush: what lets the write-hole journal reuse ring space whose
-// records are retired (array/journal.h).
+// records are retired (journal/journal.h).
 #include <cstring>
 
-#include "array/array_queue_impl.h"
+#include "queue/array_queue_impl.h"
 
 namespace graid {
 

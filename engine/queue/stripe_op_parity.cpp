@@ -7,7 +7,7 @@
 #include <cassert>
 #include <cstring>
 
-#include "array/array_queue_impl.h"
+#include "queue/array_queue_impl.h"
 
 namespace graid {
 

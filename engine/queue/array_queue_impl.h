@@ -1,16 +1,16 @@
 // ArrayQueue internals: the per-thread queue state shared by the array_queue*.cpp files
 // (splitting requests, member I/O without locks, flushes, parity batching) and the stripe
-// operations (array/stripe_op.h). Not a public header.
+// operations (queue/stripe_op.h). Not a public header.
 #pragma once
 
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
-#include "array/array_state.h"
-#include "array/array_stats.h"
-#include "array/object_pool.h"
-#include "array/stripe_op.h"
+#include "queue/object_pool.h"
+#include "queue/stripe_op.h"
+#include "state/array_state.h"
+#include "state/array_stats.h"
 #include "stripe/buffer_pool.h"
 #include "stripe/write_plan.h"
 
@@ -104,7 +104,7 @@ struct ArrayQueue::Impl {
   } parity_task;
   void schedule_kick();
 
-  // Journal ring space (array/journal.h): flushes every member that takes writes, then
+  // Journal ring space (journal/journal.h): flushes every member that takes writes, then
   // Journal::end_flush(ticket). One flush at a time per queue; a ticket that comes while one runs
   // is flushed next. Counted in `in_flight` while it runs.
   struct JournalFlush {
