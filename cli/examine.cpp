@@ -53,6 +53,13 @@ class ReadOnlyDevice {
       d.size_ = bytes;
     } else if (S_ISREG(st.st_mode)) {
       d.size_ = static_cast<std::uint64_t>(st.st_size);
+    } else if (S_ISCHR(st.st_mode)) {
+      // /dev/ngXnY (NVMe passthrough PDs) takes commands, not reads: the same namespace's block
+      // device holds the same bytes.
+      return make_error(Errc::kInvalidArgument,
+                        "{} is a character device; for an NVMe generic device (/dev/ngXnY) "
+                        "examine the namespace's block device (/dev/nvmeXnY)",
+                        path);
     } else {
       return make_error(Errc::kInvalidArgument, "{} is not a block device or a file", path);
     }

@@ -211,6 +211,10 @@ TEST_F(ExamineTest, WhatIsNotGraidsSaysWhatItIsAndExitsOne) {
   EXPECT_NE(directory["error"].get<std::string>().find("not a block device or a file"),
             std::string::npos)
       << directory.dump();
+  json chr = cli::examine_path("/dev/null");
+  EXPECT_NE(chr["error"].get<std::string>().find("examine the namespace's block device"),
+            std::string::npos)
+      << chr.dump();
   // A file shorter than a superblock.
   const std::string tiny = dir.path() + "/tiny.img";
   std::ofstream(tiny) << "graid";

@@ -1,5 +1,5 @@
 #!/bin/bash
-# description: drive health: describe pd shows each NVMe drive's SMART / health log (block and passthrough members); QMP qom-set of smart_critical_warning on a running drive raises one pd_health_critical event naming the bit and describe pd shows it; setting it back raises one pd_health_cleared; the metrics page carries it
+# description: drive health: describe pd shows each NVMe drive's SMART / health log (block and passthrough members); QMP qom-set of smart_critical_warning on a running drive raises one pd_health_critical event naming the bit and describe pd shows it; setting it back raises one pd_health_cleared; the metrics page carries it; graidctl examine reads a member's block device while graidd serves it
 # shellcheck source=../guest/lib.sh
 . /vm/lib.sh
 # Issue 49 item 5 (docs/monitoring.md, "Drive health"). graidd reads each controller's log every
@@ -63,4 +63,16 @@ expect_eq describe-clear "$(gjson describe pd "$pd1" | jq -r .health.critical_wa
 sleep 5
 expect_eq cleared-once "$(events_of pd_health_cleared "$pd1")" 1
 expect_eq still-raised-once "$(events_of pd_health_critical "$pd1")" 1
+# graidctl examine reads a member straight from its block device while graidd serves it
+# (read-only, O_DIRECT, no lock): the DG's uuid and this drive's slot, and graidd unmoved.
+uuid=$(gjson describe dg "$dg" | jq -r .uuid)
+ex=$(graidctl --format json examine "$GRAID_NVME1")
+expect_eq examine-running-uuid "$(jq -r '.[0].superblock.array_uuid' <<<"$ex")" "$uuid"
+expect_eq examine-running-slot "$(jq -r '.[0].members[.[0].superblock.member_index].state' <<<"$ex")" active
+expect_eq examine-graidd-unmoved "$(gjson describe dg "$dg" | jq -r .state)" optimal
+if graidctl examine "$GRAID_NG2" >"$GRAID_LOG_DIR/examine-ng.txt" 2>&1; then
+  fail examine-char-device "exit 0: $(cat "$GRAID_LOG_DIR/examine-ng.txt")"
+else
+  grep -q "block device" "$GRAID_LOG_DIR/examine-ng.txt" && pass examine-char-device || fail examine-char-device "$(cat "$GRAID_LOG_DIR/examine-ng.txt")"
+fi
 check delete-dg graidctl --socket "$GRAID_SOCKET" delete dg "$dg" --confirm
