@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -293,14 +292,6 @@ json journal_json(const ReadOnlyDevice& dev, const meta::Superblock& sb) {
   return j;
 }
 
-std::string count_text(const json& j, const char* key) {
-  return field_text(j, key);
-}
-
-std::string bytes_text(const json& j, const char* key) {
-  return size_text(j, key);
-}
-
 }  // namespace
 
 json examine_path(const std::string& path) {
@@ -356,20 +347,20 @@ std::string render_examine(const json& e) {
   auto row = [&t](std::string key, std::string value) {
     t.add_row({"  " + std::move(key) + ":", std::move(value)});
   };
-  row("format", "graid " + field_text(sb, "format") + ", events " + count_text(sb, "events"));
+  row("format", "graid " + field_text(sb, "format") + ", events " + field_text(sb, "events"));
   row("array",
       fmt::format("{} \"{}\", {}, {} members + {} spares, strip {}", field_text(sb, "array_uuid"),
-                  sb.value("name", ""), field_text(sb, "level"), count_text(sb, "member_count"),
-                  count_text(sb, "spare_count"), bytes_text(sb, "strip")));
+                  sb.value("name", ""), field_text(sb, "level"), field_text(sb, "member_count"),
+                  field_text(sb, "spare_count"), size_text(sb, "strip")));
   row("created", field_text(sb, "created"));
   row("updated", field_text(sb, "updated"));
   row("this member",
-      fmt::format("slot {} ({})", count_text(sb, "member_index"), field_text(sb, "member_uuid")));
+      fmt::format("slot {} ({})", field_text(sb, "member_index"), field_text(sb, "member_uuid")));
   row("stopped", sb.value("clean", false) ? "cleanly"
                                           : "not cleanly: the bitmap's regions are re-synced at "
                                             "the next assembly");
-  row("data", fmt::format("{} per member from byte {}; capacity {}", bytes_text(sb, "data_size"),
-                          count_text(sb, "data_offset"), bytes_text(sb, "capacity")));
+  row("data", fmt::format("{} per member from byte {}; capacity {}", size_text(sb, "data_size"),
+                          field_text(sb, "data_offset"), size_text(sb, "capacity")));
   row("initialised", field_text(sb, "init_method"));
   const json& pending = sb.value("pending", json::object());
   std::vector<std::string> jobs;
@@ -381,8 +372,8 @@ std::string render_examine(const json& e) {
       jobs.empty() ? std::string("none") : fmt::format("{}", fmt::join(jobs, ", ")));
   if (sb.contains("replace") && sb["replace"].is_object()) {
     const json& r = sb["replace"];
-    row("hot replace", fmt::format("role {} into slot {}, {} copied{}", count_text(r, "role"),
-                                   count_text(r, "slot"), bytes_text(r, "copied"),
+    row("hot replace", fmt::format("role {} into slot {}, {} copied{}", field_text(r, "role"),
+                                   field_text(r, "slot"), size_text(r, "copied"),
                                    r.value("current", false) ? "" : " (void: an older writer)"));
   }
   const json& s = sb.value("settings", json::object());
@@ -394,15 +385,15 @@ std::string render_examine(const json& e) {
   if (!bm.value("found", false)) {
     row("bitmap", bm.contains("error") ? "unreadable: " + field_text(bm, "error") : "none");
   } else if (bm.contains("error")) {
-    row("bitmap", fmt::format("{} regions of {}, events {}: {}", count_text(bm, "regions"),
-                              bytes_text(bm, "region_bytes"), count_text(bm, "events"),
+    row("bitmap", fmt::format("{} regions of {}, events {}: {}", field_text(bm, "regions"),
+                              size_text(bm, "region_bytes"), field_text(bm, "events"),
                               field_text(bm, "error")));
   } else {
     row("bitmap",
         fmt::format("{} of {} regions of {} set ({} to re-sync), events {}, cleared at {}",
-                    count_text(bm, "regions_set"), count_text(bm, "regions"),
-                    bytes_text(bm, "region_bytes"), bytes_text(bm, "dirty_bytes"),
-                    count_text(bm, "events"), count_text(bm, "events_cleared")));
+                    field_text(bm, "regions_set"), field_text(bm, "regions"),
+                    size_text(bm, "region_bytes"), size_text(bm, "dirty_bytes"),
+                    field_text(bm, "events"), field_text(bm, "events_cleared")));
   }
   const json& jn = e.value("journal", json::object());
   if (!jn.value("present", false)) {
@@ -411,11 +402,11 @@ std::string render_examine(const json& e) {
     row("journal", "unreadable: " + field_text(jn, "error"));
   } else {
     std::string text =
-        fmt::format("{} at byte {}, epoch {}, {} records to replay", bytes_text(jn, "bytes"),
-                    count_text(jn, "offset"), count_text(jn, "epoch"), count_text(jn, "records"));
+        fmt::format("{} at byte {}, epoch {}, {} records to replay", size_text(jn, "bytes"),
+                    field_text(jn, "offset"), field_text(jn, "epoch"), field_text(jn, "records"));
     if (jn.value("records", 0) > 0)
-      text += fmt::format(" (seq {}..{})", count_text(jn, "first_seq"), count_text(jn, "last_seq"));
-    if (jn.value("damaged", 0) > 0) text += fmt::format(", {} torn", count_text(jn, "damaged"));
+      text += fmt::format(" (seq {}..{})", field_text(jn, "first_seq"), field_text(jn, "last_seq"));
+    if (jn.value("damaged", 0) > 0) text += fmt::format(", {} torn", field_text(jn, "damaged"));
     text += jn.value("covered", false) ? ", covered every update" : "";
     row("journal", text);
   }

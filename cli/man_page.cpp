@@ -110,9 +110,17 @@ std::pair<std::string, std::string> help_and_usage(const std::string& descriptio
   return {"", description};
 }
 
-// A usage line in bold, the words the user replaces in italics (<id>, SIZE).
+// A usage line, in bold.
 std::string usage_line(const std::string& usage) {
   return "\\fB" + roff_escape(usage) + "\\fR\n";
+}
+
+// A command's usage line and, indented under it, its options.
+std::string usage_block(const CLI::App& app, const std::string& usage) {
+  std::string out = ".PP\n" + usage_line(usage);
+  const std::string opts = options_of(app, usage);
+  if (!opts.empty()) out += ".RS\n" + opts + ".RE\n";
+  return out;
 }
 
 }  // namespace
@@ -167,24 +175,15 @@ std::string render_man_page(const CLI::App& app, const ManPage& page) {
     for (const CLI::App* verb : verbs) {
       out += ".SS " + roff_escape(verb->get_name()) + "\n";
       const auto objects = verb->get_subcommands([](const CLI::App*) { return true; });
-      auto [help, usage] = help_and_usage(verb->get_description());
-      if (!objects.empty() || !help.empty()) {
-        out +=
-            roff_escape((objects.empty() ? help : verb->get_description()) + aliases_text(*verb)) +
-            "\n";
-      }
-      if (objects.empty()) {
-        out += ".PP\n" + usage_line(usage);
-        const std::string opts = options_of(*verb, usage);
-        if (!opts.empty()) out += ".RS\n" + opts + ".RE\n";
-        continue;
-      }
-      for (const CLI::App* object : objects) {
-        const std::string object_usage = object->get_description();
-        out += ".PP\n" + usage_line(object_usage);
-        const std::string opts = options_of(*object, object_usage);
-        if (!opts.empty()) out += ".RS\n" + opts + ".RE\n";
-      }
+      // A verb without objects carries its usage line in its description; one with objects
+      // describes itself, and each object's description is its usage line.
+      const auto [help, usage] = help_and_usage(verb->get_description());
+      const std::string summary =
+          (objects.empty() ? help : verb->get_description()) + aliases_text(*verb);
+      if (!summary.empty()) out += roff_escape(summary) + "\n";
+      if (objects.empty()) out += usage_block(*verb, usage);
+      for (const CLI::App* object : objects)
+        out += usage_block(*object, object->get_description());
     }
   }
   for (const ManSection& s : page.sections)

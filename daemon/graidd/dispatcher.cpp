@@ -60,7 +60,9 @@ std::string answer(Registry& registry, const Route& route, const control::Reques
     Registry& registry;
     bool changes;
     ~Settle() {
-      if (changes) registry.settle_events();
+      if (!changes) return;
+      registry.refresh();  // a PD added or moved is the health monitor's at once
+      registry.settle_events();
     }
   } settle{registry, route.changes};
   try {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graid/checksum.h"
+#include "graidd/durable_file.h"
 
 namespace graid::daemon {
 
@@ -32,16 +33,6 @@ std::optional<std::uint32_t> id_of(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
   return it->get<std::uint32_t>();
-}
-
-Status sync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return make_error(Errc::kIoError, "open {}: {}", dir, std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return make_error(Errc::kIoError, "fsync {}: {}", dir, std::strerror(err));
-  return Status::ok();
 }
 
 // The whole file, or "" when there is none.
@@ -178,7 +169,7 @@ Result<std::unique_ptr<EventFile>> EventFile::open(const std::string& dir,
   }
   if (current->empty()) {
     // A new file: its name must survive a crash too.
-    if (Status st = sync_dir(dir); !st) {
+    if (Status st = fsync_directory(dir); !st) {
       ::close(fd);
       return st;
     }
@@ -196,24 +187,18 @@ Status EventFile::rotate() {
   ::close(fd_);
   fd_ = fd;
   size_ = 0;
-  return sync_dir(dir_);
+  return fsync_directory(dir_);
 }
 
 Status EventFile::append(const Event& e) {
   const std::string line = encode_event_line(e);
   if (size_ > 0 && size_ + line.size() > rotate_bytes_) GRAID_RETURN_IF_ERROR(rotate());
-  std::string_view left = line;
-  while (!left.empty()) {
-    const ssize_t n = ::write(fd_, left.data(), left.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      // Nothing half-written stays: the next line must start on a line of its own.
-      (void)!::ftruncate(fd_, static_cast<off_t>(size_));
-      return make_error(Errc::kIoError, "writing event {} to {}/{}: {}", e.seq, dir_,
-                        kEventFileName, std::strerror(err));
-    }
-    left.remove_prefix(static_cast<std::size_t>(n));
+  if (Status st =
+          write_all(fd_, line, fmt::format("event {} to {}/{}", e.seq, dir_, kEventFileName));
+      !st) {
+    // Nothing half-written stays: the next line must start on a line of its own.
+    (void)!::ftruncate(fd_, static_cast<off_t>(size_));
+    return st;
   }
   size_ += line.size();
   if (::fdatasync(fd_) != 0)

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "graidd/durable_file.h"
+
 namespace graid::daemon {
 namespace {
 
@@ -18,16 +20,6 @@ using nlohmann::json;
 
 std::string state_path(const std::string& dir) {
   return dir + "/state.json";
-}
-
-Status sync_fd_path(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return make_error(Errc::kIoError, "open {}: {}", path, std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return make_error(Errc::kIoError, "fsync {}: {}", path, std::strerror(err));
-  return {};
 }
 
 // Everything that can throw (json access) stays inside; errors come back as a message.
@@ -128,30 +120,7 @@ Status save_state(const std::string& dir, const PersistedState& state) {
                             {"dev_id", x.dev_id ? json(*x.dev_id) : json(nullptr)}});
   }
   const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
-  const std::string path = state_path(dir);
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return make_error(Errc::kIoError, "open {}: {}", tmp, std::strerror(errno));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      return make_error(Errc::kIoError, "write {}: {}", tmp, std::strerror(err));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return make_error(Errc::kIoError, "fsync {}: {}", tmp, std::strerror(err));
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return make_error(Errc::kIoError, "rename {} to {}: {}", tmp, path, std::strerror(errno));
-  return sync_fd_path(dir, O_RDONLY | O_DIRECTORY);
+  return replace_file(dir, state_path(dir), text);
 }
 
 }  // namespace graid::daemon

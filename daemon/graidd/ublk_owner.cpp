@@ -13,6 +13,8 @@
 #include <fstream>
 #include <system_error>
 
+#include "graidd/durable_file.h"
+
 namespace graid::daemon {
 
 namespace {
@@ -43,15 +45,7 @@ Result<std::uint32_t> load_or_make_instance_id(const std::string& state_dir) {
   std::uint32_t id = 0;
   if (::getrandom(&id, sizeof id, 0) != static_cast<ssize_t>(sizeof id))
     return make_error(Errc::kIoError, "getrandom: {}", std::strerror(errno));
-  const std::string tmp = path + ".new";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return make_error(Errc::kIoError, "{}: {}", tmp, std::strerror(errno));
-  const std::string text = fmt::format("{:08x}\n", id);
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
-  ::close(fd);
-  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0)
-    return make_error(Errc::kIoError, "writing {}: {}", path, std::strerror(errno));
+  GRAID_RETURN_IF_ERROR(replace_file(state_dir, path, fmt::format("{:08x}\n", id)));
   return id;
 }
 
