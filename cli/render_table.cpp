@@ -82,13 +82,6 @@ std::string block(const json& object, const std::vector<std::string>& first) {
   return newline == std::string::npos ? text : text.substr(newline + 1);
 }
 
-const json& array_field(const json& object, std::string_view key) {
-  static const json kEmpty = json::array();
-  if (!object.is_object()) return kEmpty;
-  auto it = object.find(key);
-  return it != object.end() && it->is_array() ? *it : kEmpty;
-}
-
 // The JSON object of the job a state names ("rebuild", "init", "check", "replace", "resync"), or
 // null.
 const char* job_key(const std::string& state) {
@@ -118,6 +111,13 @@ std::string dg_state_text(const json& dg) {
 }
 
 }  // namespace
+
+const json& array_field(const json& object, std::string_view key) {
+  static const json kEmpty = json::array();
+  if (!object.is_object()) return kEmpty;
+  auto it = object.find(key);
+  return it != object.end() && it->is_array() ? *it : kEmpty;
+}
 
 bool dg_job_running(const json& dg) {
   return job_key(field_text(dg, "state")) != nullptr;

@@ -44,6 +44,9 @@ std::string event_line(const nlohmann::json& event);
 // as yes/no, null or absent as "-".
 std::string field_text(const nlohmann::json& object, std::string_view key);
 
+// An array field of a JSON object; an empty array when absent or not an array.
+const nlohmann::json& array_field(const nlohmann::json& object, std::string_view key);
+
 // A byte-count field through format_size ("64 KiB"); "-" when absent or not a count.
 std::string size_text(const nlohmann::json& object, std::string_view key);
 

@@ -42,13 +42,6 @@ std::int64_t whole(const json& object, const char* key) {
   return static_cast<std::int64_t>(number_of(object, key, 0));
 }
 
-const json& array_of(const json& object, const char* key) {
-  static const json kEmpty = json::array();
-  if (!object.is_object()) return kEmpty;
-  const auto it = object.find(key);
-  return it != object.end() && it->is_array() ? *it : kEmpty;
-}
-
 // "42.1 %, 80.0 MB/s, 4 min 12 s left" from a job object (what it has of those).
 std::string progress_text(const json& job) {
   std::vector<std::string> parts;
@@ -88,9 +81,9 @@ int dg_status_code(const json& dg) {
   const std::string state = text_of(dg, "state");
   if (state == "failed" || state == "offline") return kStatusFailed;
   if (state == "degraded" || state == "rebuilding") return kStatusDegraded;
-  if (!array_of(dg, "lost_ranges").empty()) return kStatusDegraded;
+  if (!array_field(dg, "lost_ranges").empty()) return kStatusDegraded;
   const double roles = number_of(dg, "member_count", 0);
-  for (const json& m : array_of(dg, "members"))
+  for (const json& m : array_field(dg, "members"))
     if (number_of(m, "slot") < roles && member_out_of_sync(text_of(m, "state")))
       return kStatusDegraded;
   return kStatusOptimal;
@@ -110,7 +103,7 @@ StatusReport build_status(const json& dgs, const json& pds) {
     if ((state == "failed" || state == "offline") && !text_of(dg, "message").empty())
       s.problems.push_back(text_of(dg, "message"));
     const double roles = number_of(dg, "member_count", 0);
-    for (const json& m : array_of(dg, "members")) {
+    for (const json& m : array_field(dg, "members")) {
       const std::string ms = text_of(m, "state");
       if (number_of(m, "slot") >= roles || !member_out_of_sync(ms)) continue;
       std::string who;
@@ -133,7 +126,7 @@ StatusReport build_status(const json& dgs, const json& pds) {
     }
     if (dg.contains("rebuild") && !text_of(dg["rebuild"], "error").empty())
       s.problems.push_back("the last rebuild failed: " + text_of(dg["rebuild"], "error"));
-    const json& lost = array_of(dg, "lost_ranges");
+    const json& lost = array_field(dg, "lost_ranges");
     if (!lost.empty()) {
       std::uint64_t bytes = 0;
       for (const json& r : lost)

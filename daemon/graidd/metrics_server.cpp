@@ -110,16 +110,15 @@ MetricsServer::~MetricsServer() {
 }
 
 bool MetricsServer::answer(MHD_Connection* connection, const char* url, const char* method) {
-  MetricsServer* self = this;
   const std::string_view m(method);
   if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD)
     return respond(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET /metrics\n") == MHD_YES;
   if (std::string_view(url) != "/metrics")
     return respond(connection, MHD_HTTP_NOT_FOUND, "graidd serves /metrics only\n") == MHD_YES;
-  ++self->scrapes_;
+  ++scrapes_;
   std::string body;
   try {
-    body = self->render_();
+    body = render_();
   } catch (const std::exception& e) {
     spdlog::error("metrics: rendering the page failed: {}", e.what());
     return respond(connection, MHD_HTTP_INTERNAL_SERVER_ERROR, "rendering failed\n") == MHD_YES;
