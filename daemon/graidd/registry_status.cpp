@@ -209,7 +209,9 @@ Result<json> Registry::stats(const json&) {
                      {"read_modify_write", s.totals.read_modify_write},
                      {"degraded_write", s.totals.degraded_write},
                      {"coalesced", s.totals.coalesced},
-                     {"coalesced_waiting", s.totals.coalesced_waiting}}},
+                     {"coalesced_waiting", s.totals.coalesced_waiting},
+                     {"stripe_runs", s.totals.stripe_runs},
+                     {"run_stripes", s.totals.run_stripes}}},
                    {"latency_us_buckets", buckets(lat)},
                    {"members", member_io(s, dg)}});
   }

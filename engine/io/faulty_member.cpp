@@ -64,7 +64,11 @@ struct FaultyMember::State {
   std::uint32_t fail_next GUARDED_BY(mu) = 0;
   int fail_ops[5] GUARDED_BY(mu) = {};                    // errno per MemberOp
   using Range = std::pair<std::uint64_t, std::uint64_t>;  // [begin, end)
-  std::vector<Range> fail_ranges GUARDED_BY(mu);
+  struct FailRange {
+    std::uint64_t begin, end;
+    int err;
+  };
+  std::vector<FailRange> fail_ranges GUARDED_BY(mu);
   std::vector<Range> bad GUARDED_BY(mu);           // bad sectors
   std::uint32_t logical_block GUARDED_BY(mu) = 0;  // 0: the inner device's
   bool tear_pending GUARDED_BY(mu) = false;
@@ -89,7 +93,8 @@ struct FaultyMember::State {
     auto touches = [&](const auto& range) {
       return offset < range.second && offset + len > range.first;
     };
-    if (std::any_of(fail_ranges.begin(), fail_ranges.end(), touches)) return EIO;
+    for (const FailRange& r : fail_ranges)
+      if (offset < r.end && offset + len > r.begin) return r.err;
     if (op == MemberOp::kRead && std::any_of(bad.begin(), bad.end(), touches)) return EIO;
     return 0;
   }
@@ -422,9 +427,9 @@ std::uint32_t FaultyMember::logical_block_size() const noexcept {
   return inner_->logical_block_size();
 }
 
-void FaultyMember::fail_range(std::uint64_t offset, std::uint64_t len) {
+void FaultyMember::fail_range(std::uint64_t offset, std::uint64_t len, int err) {
   MutexLock lock(state_->mu);
-  if (len > 0) state_->fail_ranges.emplace_back(offset, offset + len);
+  if (len > 0) state_->fail_ranges.push_back(State::FailRange{offset, offset + len, err});
 }
 
 void FaultyMember::clear_failures() {

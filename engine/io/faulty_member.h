@@ -6,7 +6,8 @@
 //   fail_op(op)           every I/O of that kind fails, until cleared
 //   fail_op_with(op, e)   every I/O of that kind fails with -e (EOPNOTSUPP: a discard the drive
 //                         cannot do; EINVAL: what a 4Kn drive says to a 512-byte write)
-//   fail_range(off, len)  reads, writes and discards touching [off, off+len) fail
+//   fail_range(off, len[, e])  reads, writes and discards touching [off, off+len) fail (-EIO, or
+//                         -e: EINVAL is a request the drive calls malformed)
 //   bad_sectors(off, len) reads touching the range fail with -EIO until a write covers them (a
 //                         drive remaps a sector when it is rewritten)
 //   set_logical_block_size(n)  reports n as the logical block size (a 4Kn drive)
@@ -32,6 +33,7 @@
 // write covering it, a state a real drive could have been left in.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -96,7 +98,7 @@ class FaultyMember final : public MemberDevice {
   // Fails (or stops failing) every I/O of kind `op`.
   void fail_op(MemberOp op, bool fail = true);
   // Fails every read, write and discard touching [offset, offset + len); ranges accumulate.
-  void fail_range(std::uint64_t offset, std::uint64_t len);
+  void fail_range(std::uint64_t offset, std::uint64_t len, int err = EIO);
   // Fails every I/O of kind `op` with -err; 0 stops.
   void fail_op_with(MemberOp op, int err);
   // Reads touching [offset, offset + len) fail with -EIO until a write covers them.

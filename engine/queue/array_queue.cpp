@@ -77,12 +77,13 @@ namespace {
 // each copy may apply overlapping pieces in a different order: an overlapping piece starts a new
 // operation, which the stripe lock (FIFO) runs after this one on every copy. Parity operations
 // apply their pieces in order into one image, so they may overlap. A whole-stripe discard takes
-// nothing else.
+// nothing else, nor does a run (one whole-stripe piece per stripe).
 // Pieces in kernel buffers and pieces in memory never share an operation (a refusal of the
 // former must not fail the latter).
 bool joinable(const StripeOp& op, StripeOp::Mode mode, std::uint32_t stripe_offset,
               std::uint32_t len, bool kernel) {
-  return op.mode() == mode && mode != StripeOp::Mode::kPunch && op.kernel_buffer() == kernel &&
+  return op.mode() == mode && mode != StripeOp::Mode::kPunch && !op.is_run() &&
+         op.kernel_buffer() == kernel &&
          !(mode == StripeOp::Mode::kMirrorWrite && op.overlaps(stripe_offset, len));
 }
 
@@ -166,14 +167,18 @@ void ArrayQueue::Impl::submit_write(ArrayIo& io, std::uint64_t offset) {
   split_by(offset, io.len, stripe_bytes,
            [&](std::uint64_t at, std::uint32_t n, std::uint32_t boff) {
              const auto stripe_offset = static_cast<std::uint32_t>(at % stripe_bytes);
-             StripeOp& op = pending_write_op(at / stripe_bytes, mode, stripe_offset, n, kernel);
              Piece piece;
              piece.io = &io;
              piece.stripe_offset = stripe_offset;
              piece.len = n;
              piece.buf = io.buf + boff;
-             op.add_piece(piece);
              add_parts(io, 1);
+             // A whole stripe right after the batch's last one: the next stripe of its run.
+             if (n == stripe_bytes && mode == StripeOp::Mode::kWrite && !kernel &&
+                 add_to_run(at / stripe_bytes, piece)) {
+               return;
+             }
+             pending_write_op(at / stripe_bytes, mode, stripe_offset, n, kernel).add_piece(piece);
            });
 }
 

@@ -66,6 +66,22 @@ struct ArrayQueue::Impl {
   std::unordered_map<std::uint64_t, StripeOp*> waiting;
   void note_waiting(StripeOp& op);
   void forget_waiting(StripeOp& op);
+
+  // Runs of whole stripes (queue/stripe_run.cpp). add_to_run: `piece`, a whole-stripe write to
+  // `stripe`, joins the batch's last operation as the next stripe of its run, if it can.
+  bool add_to_run(std::uint64_t stripe, const Piece& piece);
+  // A run takes its locks one by one, so a later operation of this queue could reach one of its
+  // stripes first. While a run waits for a lock it is the queue's `claimer` over
+  // [claim_first, claim_end); an operation that starts meanwhile parks if it is a run or touches
+  // those stripes or a parked operation's, and end_claim() starts the parked ones in order once
+  // the claimer holds every lock.
+  StripeOp* claimer = nullptr;
+  std::uint64_t claim_first = 0;
+  std::uint64_t claim_end = 0;
+  std::vector<StripeOp*> parked;
+  void claim(StripeOp& run);
+  bool must_park(const StripeOp& op) const noexcept;
+  void end_claim();
   std::vector<std::pair<ArrayIo*, Status>> rejected;
   bool kick_scheduled = false;
   struct KickTask final : Task {

@@ -28,6 +28,11 @@ void StripeOp::reset(Mode mode, std::uint64_t stripe) {
   mode_ = mode;
   phase_ = Phase::kIdle;
   stripe_ = stripe;
+  count_ = 1;
+  locks_held_ = 0;
+  stripe_errors_ = 0;
+  stripe_error_ = Status::ok();
+  bitmap_stripes_ = 0;
   pieces_.clear();
   extents_used_ = 0;
   ios_used_ = 0;
@@ -43,7 +48,15 @@ void StripeOp::reset(Mode mode, std::uint64_t stripe) {
 }
 
 void StripeOp::start() {
+  if (q_.must_park(*this)) {
+    // A run of this queue is still taking its locks and has not queued on every stripe yet:
+    // start after it (and after what parked before), so that this queue's operations meet on
+    // each stripe in the order they were started.
+    q_.parked.push_back(this);
+    return;
+  }
   phase_ = Phase::kLocking;
+  if (count_ > 1) return start_run();
   if (q_.array.locks.acquire(lock_)) {
     run_locked();
     return;
@@ -54,6 +67,11 @@ void StripeOp::start() {
 }
 
 void StripeOp::run() {
+  if (count_ > 1 && locks_held_ < count_) {
+    ++locks_held_;  // the one it waited for
+    take_run_locks();
+    return;
+  }
   q_.forget_waiting(*this);
   run_locked();
 }
@@ -71,6 +89,7 @@ void StripeOp::run_locked() {
     issue_mirror_read();
     return;
   }
+  if (count_ > 1) return plan_run();
   if (mode_ == Mode::kPunch && a.journal) {
     // A discard cannot be replayed, and a journal record of this stripe older than it would be
     // replayed over it after a crash: while the journal is on, the stripe's zeroes are written
@@ -80,13 +99,9 @@ void StripeOp::run_locked() {
     if (a.journal->active()) mode_ = Mode::kWrite;
   }
   if (mode_ == Mode::kMirrorWrite || mode_ == Mode::kPunch) {
-    if (a.bitmap && !bitmap_held_) {
-      Status st = a.bitmap_begin(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
-      if (!st) {
-        finish(st);
-        return;
-      }
-      bitmap_held_ = true;
+    if (Status st = hold_bitmap(); !st) {
+      finish(st);
+      return;
     }
     if (mode_ == Mode::kMirrorWrite) {
       issue_mirror_writes();
@@ -114,6 +129,7 @@ StripeMemberIo& StripeOp::new_io(std::uint32_t member) {
   StripeMemberIo& io = *ios_[ios_used_++];
   io.owner = this;
   io.member = member;
+  io.stripe = stripe_;
   io.result = 0;
   io.fua = false;
   io.to_replacement = false;
@@ -126,7 +142,7 @@ void StripeOp::submit_io(StripeMemberIo& io) {
   // device is loaded: see hold_replacement).
   MemberDevice* copy = nullptr;
   if (io.op != MemberOp::kRead && io.op != MemberOp::kFlush)
-    copy = a.hold_replacement(io.member, stripe_, io.offset);
+    copy = a.hold_replacement(io.member, io.stripe, io.offset);
   ++ios_left_;
   MemberDevice& device = *a.members[io.member];
   io.device = &device;
@@ -242,7 +258,16 @@ Status StripeOp::absorb_member_errors(bool& replan) {
         if (io.op != MemberOp::kRead && a.bitmap && bitmap_held_) {
           // The other members took their parts of this update: the stripe may be inconsistent
           // now, so its region's bit stays set until a re-sync passes it.
-          a.bitmap->pin(stripe_ * a.geometry.strip_bytes());
+          a.bitmap->pin(io.stripe * a.geometry.strip_bytes());
+        }
+        if (count_ > 1) {
+          // A run: the request error is its stripe's alone (finish() fails that piece).
+          stripe_errors_ |= std::uint64_t{1} << (io.stripe - stripe_);
+          if (stripe_error_.is_ok()) {
+            stripe_error_ = make_error(Errc::kInternal, "member {} refused a {} at byte {}: {}",
+                                       io.member, what, io.offset, std::strerror(-io.result));
+          }
+          continue;
         }
         if (request_error.is_ok()) {
           request_error = make_error(Errc::kInternal, "member {} refused a {} at byte {}: {}",
@@ -295,9 +320,12 @@ void StripeOp::parity_done(Status status) {
 Status StripeOp::hold_bitmap() {
   Array::State& a = q_.array;
   if (!a.bitmap || bitmap_held_) return Status::ok();
-  const std::uint32_t strip = a.geometry.strip_bytes();
-  GRAID_RETURN_IF_ERROR(a.bitmap_begin(stripe_ * strip, strip));
+  const std::uint64_t strip = a.geometry.strip_bytes();
+  // A run's stripes are consecutive member rows: one range, which may straddle regions (each
+  // region counts it once in flight, and end_write() counts the same range out).
+  GRAID_RETURN_IF_ERROR(a.bitmap_begin(stripe_ * strip, count_ * strip));
   bitmap_held_ = true;
+  bitmap_stripes_ = count_;
   return Status::ok();
 }
 
@@ -312,6 +340,8 @@ void StripeOp::release_buffers() {
   }
   extents_used_ = 0;
   q_.buffers.put(std::move(scratch_));
+  for (auto& b : run_parity_)
+    q_.buffers.put(std::move(b));
 }
 
 void StripeOp::ResumeAfterRecord::run() {
@@ -328,23 +358,33 @@ void StripeOp::finish(Status status) {
     return;  // resume_ finishes it once the failure is recorded
   }
   if (bitmap_held_) {
-    a.bitmap->end_write(stripe_ * a.geometry.strip_bytes(), a.geometry.strip_bytes());
+    const std::uint64_t strip = a.geometry.strip_bytes();
+    a.bitmap->end_write(stripe_ * strip, bitmap_stripes_ * strip);
     bitmap_held_ = false;
   }
+  // A run's pieces whose stripe a member refused fail alone (absorb_member_errors).
+  auto piece_status = [&](std::size_t i) -> const Status& {
+    return status.is_ok() && ((stripe_errors_ >> (piece_stripe(i) - stripe_)) & 1) != 0
+               ? stripe_error_
+               : status;
+  };
   if (status.is_ok() && a.bad_count.load(std::memory_order_acquire) != 0 &&
       mode_ != Mode::kDegradedRead && mode_ != Mode::kMirrorRead) {
     // Written: the lost ranges it covers read again (array/bad_ranges.cpp).
-    const std::uint64_t base = stripe_ * a.geometry.stripe_data_bytes();
-    for (const Piece& p : pieces_)
-      a.lost_ranges_rewritten(base + p.stripe_offset, p.len);
+    const std::uint64_t stripe_bytes = a.geometry.stripe_data_bytes();
+    for (std::size_t i = 0; i < pieces_.size(); ++i) {
+      const Piece& p = pieces_[i];
+      if (piece_status(i).is_ok())
+        a.lost_ranges_rewritten(piece_stripe(i) * stripe_bytes + p.stripe_offset, p.len);
+    }
   }
   release_buffers();
   drop_journal();  // its home writes are done (or the update gave up)
   const bool coverage = count_bare(false);
-  if (phase_ != Phase::kIdle) a.locks.release(lock_, q_.ctx);
+  release_locks();
   phase_ = Phase::kIdle;
-  for (const Piece& p : pieces_)
-    q_.part_done(*p.io, status);
+  for (std::size_t i = 0; i < pieces_.size(); ++i)
+    q_.part_done(*pieces_[i].io, piece_status(i));
   q_.recycle(*this);
   if (coverage) a.try_record_journal_coverage();
 }

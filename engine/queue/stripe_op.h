@@ -1,12 +1,15 @@
 // StripeOp: the work on one stripe that must happen under its lock (a coalesced write, a
-// degraded read, a mirrored write, a whole-stripe discard, a read redone from another copy).
-// Part of the array layer: it plans with stripe/write_plan.h, locks with stripe/'s lock table and
-// works on Array::State through its queue. stripe_op.cpp holds its life cycle and error handling,
-// stripe_op_parity.cpp the parity path, stripe_op_mirror.cpp mirrors and discards.
+// degraded read, a mirrored write, a whole-stripe discard, a read redone from another copy), or
+// on a run of whole stripes written together (a large write on small strips).
+// Part of the foreground path: it plans with stripe/write_plan.h, locks with stripe/'s lock table
+// and works on Array::State through its queue. stripe_op.cpp holds its life cycle and error
+// handling, stripe_op_parity.cpp the parity path, stripe_op_mirror.cpp mirrors and discards,
+// stripe_run.cpp runs.
 #pragma once
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <memory>
 #include <vector>
 
@@ -49,6 +52,18 @@ void for_each_segment(const Piece& p, std::uint32_t strip, Fn&& fn) {
   }
 }
 
+// A chunk for a parity job. The pointer is a staging buffer or a caller buffer whose alignment
+// was checked (borrow_caller_data(), whole_stripe()), so adopt() cannot fail here.
+inline ChunkView chunk_view(std::byte* data, std::uint32_t len) {
+  auto view = ChunkView::adopt(data, len);
+  assert(view.is_ok());
+  return *view;
+}
+
+inline ParityScheme parity_scheme_of(const Geometry& g) {
+  return g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+}
+
 class StripeOp;
 
 // One member I/O issued by a StripeOp.
@@ -60,6 +75,7 @@ class StripeMemberIo final : public TimedMemberRequest {
   // flight, and an error from the old device says nothing about the new one.
   const MemberDevice* device = nullptr;
   std::int32_t result = 0;
+  std::uint64_t stripe = 0;  // the stripe it belongs to (a run's I/O: one of the run's)
   // A copy of another write of this operation to the member's hot replacement (see
   // Array::State::hold_replacement): its error gives the replace up, never fails the member.
   bool to_replacement = false;
@@ -72,6 +88,13 @@ class StripeMemberIo final : public TimedMemberRequest {
 //        ─► [kJournaling: the write-hole record, journal/journal.h] ─► kWriting ─► finish():
 //        retire the record, release lock, complete pieces, back to the free list.
 // A member error during kReading marks the member failed and re-plans (still holding the lock).
+//
+// A run (stripe_run.cpp): the whole-stripe writes to consecutive stripes of one submission batch
+// (ArrayQueue::Impl::add_to_run) become one operation over [stripe(), stripe() + stripe_count()):
+// it takes their locks in ascending order, queues one parity job per stripe in one batch entry,
+// writes one member I/O per stripe and member (IoContext merges them) and completes once. Once
+// locked, a run that meets a failed member, or the write-hole journal on, splits into one
+// operation per stripe (each given its locked stripe) and goes the usual way.
 class StripeOp final : public Task {
  public:
   // kMirrorRead: a mirror read that failed on one copy, redone from another copy under the lock
@@ -96,6 +119,14 @@ class StripeOp final : public Task {
   bool kernel_buffer() const noexcept { return kernel_buffer_; }
   Mode mode() const noexcept { return mode_; }
   std::uint64_t stripe() const noexcept { return stripe_; }
+  // The stripes it covers: [stripe(), stripe() + stripe_count()); more than one for a run.
+  std::uint32_t stripe_count() const noexcept { return count_; }
+  bool is_run() const noexcept { return count_ > 1; }
+  // Runs: the most stripes one covers, and whether this operation, not started, may take the
+  // next stripe, `stripe`, with `piece` (a whole-stripe write) as its one piece.
+  static constexpr std::uint32_t kMaxRunStripes = 64;
+  bool can_extend_run(std::uint64_t stripe, const Piece& piece) const noexcept;
+  void extend_run(const Piece& piece);
   ArrayQueue::Impl& queue() noexcept { return q_; }
   // True when a piece already added overlaps stripe bytes [stripe_offset, +len).
   bool overlaps(std::uint32_t stripe_offset, std::uint32_t len) const noexcept {
@@ -108,7 +139,7 @@ class StripeOp final : public Task {
   }
   void start();
 
-  // Task: runs when the stripe lock is granted after waiting.
+  // Task: runs when the stripe lock is granted after waiting (a run: each of its locks).
   void run() override;
   void member_io_done(StripeMemberIo& io);
 
@@ -178,10 +209,36 @@ class StripeOp final : public Task {
   void borrow_caller_data(Extent& e);
   void overlay_new_data(Extent& e);
 
+  // Runs (stripe_run.cpp). The lock of the run's stripe stripe_ + i.
+  StripeLockTable::Waiter& run_waiter(std::uint32_t i) noexcept {
+    return i == 0 ? lock_ : run_locks_[i - 1];
+  }
+  bool whole_stripe(const Piece& piece) const noexcept;
+  void start_run();
+  void take_run_locks();  // ascending; waits (run()) for the next one only
+  void plan_run();        // locked: split, or one encode job per stripe
+  bool run_must_split() const noexcept;
+  void split_run();  // one operation per stripe, each with its stripe's lock
+  void issue_run_writes();
+  void release_locks();
+  // The stripe piece `i` belongs to.
+  std::uint64_t piece_stripe(std::size_t i) const noexcept {
+    return count_ > 1 ? stripe_ + i : stripe_;
+  }
+
   ArrayQueue::Impl& q_;
   Mode mode_ = Mode::kWrite;
   Phase phase_ = Phase::kIdle;
   std::uint64_t stripe_ = 0;
+  std::uint32_t count_ = 1;       // stripes covered (a run: more than one; piece i is stripe i's)
+  std::uint32_t locks_held_ = 0;  // a run taking its locks: how many it holds
+  std::vector<StripeLockTable::Waiter> run_locks_;  // a run's locks of stripes 1..count_-1
+  std::array<PoolBuffer, 2> run_parity_;            // a run's P and Q, count_ strips each
+  // A run's stripes whose member refused a write as malformed (bit i: stripe_ + i) and the
+  // first such error: their pieces fail, the others' do not.
+  std::uint64_t stripe_errors_ = 0;
+  Status stripe_error_;
+  std::uint32_t bitmap_stripes_ = 0;  // stripes from stripe_ declared to the bitmap (hold_bitmap)
   std::vector<Piece> pieces_;
   std::vector<Extent> extents_;
   std::size_t extents_used_ = 0;

@@ -14,7 +14,10 @@ namespace graid {
 bool StripeOp::journal_wanted() {
   const Journal* j = q_.array.journal.get();
   journal_targets_ = 0;
-  if (j == nullptr || !j->active() || mode_ != Mode::kWrite) return false;
+  // A run has none: it went ahead only after finding the journal off with its stripes locked
+  // (plan_run), so no record of them can be in a ring (turning off moved the epoch) and none
+  // can be written before it ends; journal coverage waits for it as for any bare update.
+  if (j == nullptr || !j->active() || mode_ != Mode::kWrite || count_ > 1) return false;
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
   // Every update that writes a live parity strip, full-stripe ones included: a full-stripe write

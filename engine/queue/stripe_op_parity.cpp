@@ -106,22 +106,6 @@ bool StripeOp::build_extents() {
   return true;
 }
 
-namespace {
-
-// A chunk for a parity job. The pointer is a staging buffer or a caller buffer whose alignment
-// borrow_caller_data() checked, so adopt() cannot fail here.
-ChunkView chunk_view(std::byte* data, std::uint32_t len) {
-  auto view = ChunkView::adopt(data, len);
-  assert(view.is_ok());
-  return *view;
-}
-
-ParityScheme scheme_of(const Geometry& g) {
-  return g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
-}
-
-}  // namespace
-
 void StripeOp::issue_reads() {
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
@@ -202,7 +186,7 @@ void StripeOp::start_compute() {
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
   const std::uint32_t npar = g.parity_strips();
-  const ParityScheme scheme = scheme_of(g);
+  const ParityScheme scheme = parity_scheme_of(g);
   std::vector<StripeJob>& jobs = jobs_;
   jobs.clear();
 
@@ -240,7 +224,7 @@ void StripeOp::after_reconstruct() {
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
   const std::uint32_t npar = g.parity_strips();
-  const ParityScheme scheme = scheme_of(g);
+  const ParityScheme scheme = parity_scheme_of(g);
   std::vector<StripeJob>& jobs = jobs_;
   jobs.clear();
 
@@ -331,6 +315,13 @@ void StripeOp::after_reconstruct() {
 
 void StripeOp::after_encode() {
   if (Status st = hold_bitmap(); !st) return finish(st);
+  if (count_ > 1) {
+    q_.stats.stripe_writes += count_;
+    q_.stats.full_stripe += count_;
+    ++q_.stats.stripe_runs;
+    q_.stats.run_stripes += count_;
+    return journal_or_write();  // no record for a run: issue_writes()
+  }
   ++q_.stats.stripe_writes;
   for (std::size_t i = 0; i < extents_used_; ++i) {
     switch (extents_[i].plan.kind) {
@@ -354,6 +345,7 @@ void StripeOp::after_encode() {
 }
 
 void StripeOp::issue_writes() {
+  if (count_ > 1) return issue_run_writes();
   const Geometry& g = q_.array.geometry;
   phase_ = Phase::kWriting;
   ios_used_ = 0;

@@ -75,6 +75,24 @@ void StripeLockTable::release(Waiter& w, IoContext* current) {
   }
 }
 
+void StripeLockTable::transfer(Waiter& from, Waiter& to) {
+  Partition& part = partition_of(from.stripe);
+  MutexLock guard(part.mutex);
+  Waiter** link = &part.holders;
+  while (*link != &from) {
+    assert(*link != nullptr && "transfer() of a stripe lock that is not held");
+    link = &(*link)->next_holder_;
+  }
+  to.stripe = from.stripe;
+  to.next_holder_ = from.next_holder_;
+  to.first_waiter_ = from.first_waiter_;
+  to.last_waiter_ = from.last_waiter_;
+  to.next_waiter_ = nullptr;
+  *link = &to;
+  from.next_holder_ = nullptr;
+  from.first_waiter_ = from.last_waiter_ = nullptr;
+}
+
 std::size_t StripeLockTable::held_count() {
   std::size_t n = 0;
   for (Partition& part : partitions_) {

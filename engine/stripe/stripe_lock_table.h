@@ -56,6 +56,12 @@ class StripeLockTable {
   // The same from a thread with no IoContext (a background job): grants are posted.
   void release(Waiter& w);
 
+  // Hands the lock `from` holds, with its FIFO of waiters, to `to` (which holds and waits for
+  // nothing), without letting anyone in between: a run of stripes that falls back to one
+  // operation per stripe gives each its stripe (queue/stripe_op.h). `to.home` and `to.grant`
+  // stay as the caller set them. REQUIRES: `from` holds its stripe's lock.
+  void transfer(Waiter& from, Waiter& to);
+
   // Number of stripes held right now (for tests and stats; takes every partition's mutex).
   std::size_t held_count();
 

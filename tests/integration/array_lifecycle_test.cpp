@@ -339,7 +339,7 @@ TEST_F(ArrayLifecycleTest, StatsTotalsAreTheSumOfQueuesAndSurviveTheirDestructio
     EXPECT_EQ(total, expected) << "counter " << fields;
     ++fields;
   });
-  EXPECT_EQ(fields, 17u);
+  EXPECT_EQ(fields, 20u);
 
   a.reset();
   b.reset();

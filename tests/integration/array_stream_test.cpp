@@ -243,34 +243,6 @@ class LockedStripeTest : public ::testing::Test {
   std::unique_ptr<ArrayQueue> queue_;
 };
 
-// A write that holds one stripe's lock from a second queue (its own ring, polled only by
-// release()), so that the test queue's writes to that stripe have to wait for the lock.
-struct StripeHolder {
-  std::unique_ptr<IoContext> ctx;
-  std::unique_ptr<ArrayQueue> queue;
-  std::unique_ptr<AlignedBuffer> buf;
-  TestIo io;
-
-  // Writes 4 KiB of `data` at array byte `offset` and polls once: the write's stripe operation
-  // takes the lock and issues its reads, whose completions wait for release().
-  void hold(Array& array, std::uint64_t offset, const std::vector<std::byte>& data) {
-    ctx = std::move(*IoContext::create(64));
-    queue = std::move(*array.attach(*ctx));
-    buf = std::make_unique<AlignedBuffer>(std::move(*AlignedBuffer::allocate(4096, 4096)));
-    std::memcpy(buf->data(), data.data(), 4096);
-    io.kind = IoKind::kWrite;
-    io.offset = offset;
-    io.len = 4096;
-    io.buf = buf->data();
-    queue->submit(io);
-    ctx->poll(false);
-  }
-  void release() {
-    while (!io.done)
-      ctx->poll(true);
-  }
-};
-
 // Writes that reach a stripe while another operation holds its lock join this queue's operation
 // waiting for it: one read of the stripe, one parity computation and one set of member writes
 // for all of them, with their pieces applied in submission order.

@@ -171,25 +171,25 @@ inline bool overlaps(const Extent& a, const Extent& b) {
   return a.offset < b.offset + b.len && b.offset < a.offset + a.len;
 }
 
-// Where the writers write: a window of about half the array cut into units of at least a stripe
-// and a half; unit u belongs to thread u % threads, so threads write different sectors of the
-// same stripes and never the same sector.
+// Where the writers write: a window of about half the array cut into units of at least five
+// stripes and a half; unit u belongs to thread u % threads, so threads write different sectors of
+// the same stripes and never the same sector.
 struct Layout {
   std::uint64_t start = 0;
   std::uint64_t unit = 0;
   std::uint64_t units = 0;
   std::uint32_t threads = 1;
-  std::uint32_t max_sectors = 0;  // 3 strips
+  std::uint32_t max_sectors = 0;  // a unit: the longest write
 
   static Layout make(const Geometry& g, std::uint64_t capacity, std::uint32_t threads,
                      std::mt19937_64& rng) {
     Layout l;
     l.threads = threads;
-    l.unit = std::max<std::uint64_t>(g.stripe_data_bytes() * 3 / 2, 4ull * g.strip_bytes());
+    l.unit = std::max<std::uint64_t>(g.stripe_data_bytes() * 11 / 2, 4ull * g.strip_bytes());
     l.units = std::max<std::uint64_t>(capacity / 2 / l.unit, threads);
     const std::uint64_t slack = (capacity - l.units * l.unit) / kSector;
     l.start = (rng() % (slack + 1)) * kSector;
-    l.max_sectors = 3 * g.strip_bytes() / kSector;
+    l.max_sectors = static_cast<std::uint32_t>(l.unit / kSector);
     return l;
   }
 
@@ -197,9 +197,18 @@ struct Layout {
     const std::uint64_t mine = (units - thread + threads - 1) / threads;
     const std::uint64_t u = thread + threads * (rng() % mine);
     const std::uint64_t unit_sectors = unit / kSector;
+    if ((rng() & 3) == 0) {
+      // A quarter long writes: from the unit's first eighth over at least half of it, so whole
+      // stripes in the middle (at least two) go out as one run (queue/stripe_run.cpp).
+      const std::uint64_t first = rng() % (unit_sectors / 8);
+      const std::uint64_t half = unit_sectors / 2;
+      const std::uint64_t sectors = half + rng() % (unit_sectors - first - half + 1);
+      return Extent{start + u * unit + first * kSector,
+                    static_cast<std::uint32_t>(sectors * kSector)};
+    }
     const std::uint64_t first = rng() % unit_sectors;
-    const std::uint64_t room = std::min<std::uint64_t>(unit_sectors - first, max_sectors);
-    // Half small writes (the read-modify-write path), half up to three strips.
+    const std::uint64_t room = std::min<std::uint64_t>(unit_sectors - first, unit_sectors / 4);
+    // The others half small (the read-modify-write path), half up to a quarter of the unit.
     const std::uint64_t sectors =
         1 + ((rng() & 1) != 0 ? rng() % std::min<std::uint64_t>(room, 16) : rng() % room);
     return Extent{start + u * unit + first * kSector,

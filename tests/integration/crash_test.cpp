@@ -4,7 +4,8 @@
 // CrashKillTest: the parent creates an array on tmpfs files and stops it cleanly, then starts
 // crash_child (crash_child.cpp, a process of its own: posix_spawn, not a bare fork of this
 // multi-threaded runner). The child assembles it and writes at random from one or two threads
-// (queue depth 16, 512 B to 3 strips, stripe-misaligned, no two requests in flight overlapping, a
+// (queue depth 16, 512 B to five stripes, stripe-misaligned, a quarter long enough to write runs
+// of whole stripes (queue/stripe_run.cpp), no two requests in flight overlapping, a
 // few discards, the odd flush), logging "issued" before each submit and "acked" after each
 // completion to a pipe as fixed-size binary records. Its members stagger their writes
 // (StaggeredMember), so a kill can fall between the data and parity writes of one stripe. The
@@ -593,6 +594,10 @@ void PowerLossTest::run_seed(std::uint64_t seed) {
       }
     }
     ASSERT_TRUE(error.empty()) << error;
+    if (s.level == RaidLevel::kRaid5 || s.level == RaidLevel::kRaid6) {
+      // The power goes with runs of whole stripes among the unflushed writes.
+      EXPECT_GT((*queue)->stats().stripe_runs, 0u);
+    }
     std::uint64_t durable = 0;
     for (const auto& h : history) {
       for (std::uint64_t id : h) {

@@ -102,6 +102,40 @@ TEST(StripeRangeLock, WaitsForAStripeHolderAndThenExcludesStripeWaiters) {
   EXPECT_EQ(table.held_count(), 0u);
 }
 
+// transfer() moves a held stripe, with its waiters, to another waiter: the waiters are granted
+// by the new holder's release, in their order, and nobody gets the stripe in between.
+TEST(StripeLockTable, TransferKeepsTheStripeAndItsWaiters) {
+  StripeLockTable table;
+  auto ctx = std::move(*IoContext::create(8));
+  Grant g_run, g_one, g_w1, g_w2;
+  StripeLockTable::Waiter run = io_waiter(7, *ctx, g_run);
+  StripeLockTable::Waiter other = io_waiter(8, *ctx, g_run);  // another stripe held
+  ASSERT_TRUE(table.acquire(run));
+  ASSERT_TRUE(table.acquire(other));
+  StripeLockTable::Waiter w1 = io_waiter(7, *ctx, g_w1);
+  StripeLockTable::Waiter w2 = io_waiter(7, *ctx, g_w2);
+  EXPECT_FALSE(table.acquire(w1));
+  EXPECT_FALSE(table.acquire(w2));
+
+  StripeLockTable::Waiter one = io_waiter(0, *ctx, g_one);  // stripe set by transfer()
+  table.transfer(run, one);
+  EXPECT_EQ(one.stripe, 7u);
+  EXPECT_EQ(table.held_count(), 2u);
+  StripeLockTable::Waiter late = io_waiter(7, *ctx, g_one);
+  EXPECT_FALSE(table.acquire(late)) << "still held, by the new holder";
+
+  table.release(one, *ctx);
+  ASSERT_TRUE(poll_until(*ctx, [&] { return g_w1.ran.load(); }));
+  EXPECT_FALSE(g_w2.ran.load());
+  table.release(w1, *ctx);
+  ASSERT_TRUE(poll_until(*ctx, [&] { return g_w2.ran.load(); }));
+  table.release(w2, *ctx);
+  ASSERT_TRUE(poll_until(*ctx, [&] { return g_one.ran.load(); }));
+  table.release(late, *ctx);
+  table.release(other, *ctx);
+  EXPECT_EQ(table.held_count(), 0u);
+}
+
 TEST(StripeRangeLock, HandsOverInArrivalOrder) {
   StripeLockTable table;
   auto ctx = std::move(*IoContext::create(8));

@@ -245,8 +245,11 @@ struct BasicQueueStats {
   Counter reconstruct_write{};
   Counter read_modify_write{};
   Counter degraded_write{};
-  Counter parity_batches{};         // parity batches (execute() or AsyncParity::submit())
-  Counter parity_jobs{};            // stripe jobs in them
+  Counter stripe_runs{};     // operations that wrote a run of whole stripes (queue/stripe_op.h)
+  Counter run_stripes{};     // ... the stripes they wrote (also in stripe_writes and full_stripe)
+  Counter run_splits{};      // runs that fell back to one operation per stripe once locked
+  Counter parity_batches{};  // parity batches (execute() or AsyncParity::submit())
+  Counter parity_jobs{};     // stripe jobs in them
   Counter parity_batch_failures{};  // batches redone per operation on the cpu path
   Counter journal_records{};        // write-hole journal records written (journal/journal.h)
   Counter journal_bytes{};          // bytes written to journal areas (every copy)
@@ -267,6 +270,9 @@ struct BasicQueueStats {
     fn(reconstruct_write, other.reconstruct_write);
     fn(read_modify_write, other.read_modify_write);
     fn(degraded_write, other.degraded_write);
+    fn(stripe_runs, other.stripe_runs);
+    fn(run_stripes, other.run_stripes);
+    fn(run_splits, other.run_splits);
     fn(parity_batches, other.parity_batches);
     fn(parity_jobs, other.parity_jobs);
     fn(parity_batch_failures, other.parity_batch_failures);
