@@ -47,6 +47,7 @@
 #include "graid/array.h"
 #include "graid/member.h"
 #include "graid/parity.h"
+#include "graid/parity_worker.h"
 #include "timed_member.h"
 
 namespace graid {
@@ -75,6 +76,7 @@ struct Options {
   std::string member_model;          // empty: files in `dir`
   std::uint64_t window_stripes = 0;  // RebuildControl / CheckControl: 0 = the engine's default
   std::uint32_t windows = 4;
+  unsigned parity_workers = 0;  // the jobs' parity on a ParityWorker with this many threads
 };
 
 Result<std::unique_ptr<MemberDevice>> open_file(const std::string& path, std::uint64_t bytes) {
@@ -249,6 +251,11 @@ int run(const Options& o) {
   c.background_init = true;  // initialised by the job, measured below
   ArrayOptions ao;
   ao.parity = parity->get();
+  std::unique_ptr<ParityWorker> worker;  // outlives the array: destroyed after it
+  if (o.parity_workers > 0) {
+    worker = std::make_unique<ParityWorker>(*ao.parity, o.parity_workers);
+    ao.job_parity = worker.get();
+  }
   auto array = Array::create(std::move(devs), c, ao);
   if (!array) return std::fprintf(stderr, "%s\n", array.status().message().c_str()), 1;
   Array& a = **array;
@@ -486,6 +493,10 @@ int main(int argc, char** argv) {
                  "stripes per job window (default 0: about 4 MiB per member)");
   app.add_option("--windows", o.windows, "job windows in flight (default 4)")
       ->check(CLI::Range(1, 64));
+  app.add_option("--parity-workers", o.parity_workers,
+                 "compute the parity on a ParityWorker with this many threads while the job's "
+                 "thread goes on with its I/O (default 0: inline, on the job's thread)")
+      ->check(CLI::Range(0, 16));
   app.add_option("--member-model", o.member_model,
                  "file (default: files in --dir) or timed:read=<bw>,write=<bw>,lat=<time>, "
                  "e.g. timed:read=3GB/s,write=2GB/s,lat=80us: members that serve I/O at those "

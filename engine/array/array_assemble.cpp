@@ -190,6 +190,7 @@ Result<std::unique_ptr<Array>> Array::assemble(std::vector<std::unique_ptr<Membe
   state->events.start(options.observer, sb.name, sb.array_uuid.to_string());
   state->parity = options.parity;
   state->async_parity = options.async_parity;
+  state->job_parity = options.job_parity != nullptr ? options.job_parity : options.async_parity;
   state->host_memory = options.host_memory;
   state->bitmap_clear_interval = options.bitmap_clear_interval;
   state->metadata_timeout = options.metadata_timeout;

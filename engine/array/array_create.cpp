@@ -101,6 +101,7 @@ Result<std::unique_ptr<Array>> Array::create(std::vector<std::unique_ptr<MemberD
   state->read_errors.emplace(n, options.max_read_errors);
   state->parity = options.parity;
   state->async_parity = options.async_parity;
+  state->job_parity = options.job_parity != nullptr ? options.job_parity : options.async_parity;
   state->host_memory = options.host_memory;
   state->bitmap_clear_interval = options.bitmap_clear_interval;
   state->metadata_timeout = options.metadata_timeout;

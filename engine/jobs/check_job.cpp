@@ -148,31 +148,20 @@ Result<CheckReport> Array::check(const CheckControl& control) {
       }
       return alive;
     }
+    bool prepare(JobWindow& w) override {
+      const Geometry& g = s_.geometry;
+      if (g.redundancy() != Redundancy::kParity || w.read_mask() != all_members()) return true;
+      // Every stripe verified in one batch (kVerify: parity_ok).
+      return add_stripe_jobs(g, w, ParityOp::kVerify);
+    }
     std::optional<std::uint64_t> compute(JobWindow& w) override {
       const Geometry& g = s_.geometry;
-      const std::uint64_t all = g.members() == 64 ? ~0ull : (std::uint64_t{1} << g.members()) - 1;
-      if (w.read_mask() != all) return std::nullopt;  // a member failed: stripe by stripe
+      if (w.read_mask() != all_members()) return std::nullopt;  // a member failed: by strips
       std::vector<std::uint64_t>& odd = mismatched_[w.first()];
       odd.clear();
       if (g.redundancy() == Redundancy::kParity) {
-        jobs_.clear();
-        const std::uint32_t chunks = g.data_strips() + g.parity_strips();
-        for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
-          StripeJob job;
-          job.op = ParityOp::kVerify;
-          job.scheme = g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
-          job.k = g.data_strips();
-          job.len = g.strip_bytes();
-          for (std::uint32_t c = 0; c < chunks; ++c) {
-            auto view = ChunkView::adopt(w.at(g.chunk_member(stripe, c), stripe), g.strip_bytes());
-            if (!view) return std::nullopt;
-            job.chunk[c] = *view;
-          }
-          jobs_.push_back(job);
-        }
-        if (s_.parity == nullptr || !s_.parity->execute(jobs_)) return std::nullopt;
-        for (std::size_t i = 0; i < jobs_.size(); ++i)
-          if (!jobs_[i].parity_ok) odd.push_back(w.first() + i);
+        for (std::size_t i = 0; i < w.jobs.size(); ++i)
+          if (!w.jobs[i].parity_ok) odd.push_back(w.first() + i);
         return 0;
       }
       // Mirrors: every copy compared with the first, in the window's buffers.
@@ -213,9 +202,12 @@ Result<CheckReport> Array::check(const CheckControl& control) {
     std::uint64_t matched = 0;
 
    private:
+    std::uint64_t all_members() const noexcept {
+      const std::uint32_t n = s_.geometry.members();
+      return n == 64 ? ~0ull : (std::uint64_t{1} << n) - 1;
+    }
     Array::State& s_;
     decltype(check_stripe)& one_;
-    std::vector<StripeJob> jobs_;
     std::map<std::uint64_t, std::vector<std::uint64_t>> mismatched_;
   };
 

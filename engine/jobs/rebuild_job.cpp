@@ -182,12 +182,13 @@ class RebuildPolicy final : public WindowPolicy {
     return sources;
   }
 
+  bool prepare(JobWindow& w) override {
+    return s_.geometry.redundancy() != Redundancy::kParity || reconstruct(w);
+  }
+
   std::optional<std::uint64_t> compute(JobWindow& w) override {
     const Geometry& g = s_.geometry;
-    if (g.redundancy() == Redundancy::kParity) {
-      if (!reconstruct(w)) return std::nullopt;
-      return targets_;
-    }
+    if (g.redundancy() == Redundancy::kParity) return targets_;  // rebuilt by prepare()'s jobs
     if (w.note == 1) return targets_;  // read straight into the targets' buffer
     // The fallback's scratch strips: the two never run at once.
     WindowStripeAccess access(s_, w, targets_, access_.scratch());
@@ -246,15 +247,14 @@ class RebuildPolicy final : public WindowPolicy {
     }
     return g.members();
   }
-  // Every stripe of the window rebuilt in one parity batch, straight from and into its
-  // buffers: one kReconstruct job per stripe, the targets' chunks and those of members dead
-  // there missing. False when that cannot be done (a member not read for the window is needed,
-  // more missing than parity gives back, the batch failed).
+  // The jobs that rebuild every stripe of the window in one parity batch, straight from and
+  // into its buffers: one kReconstruct job per stripe, the targets' chunks and those of members
+  // dead there missing. False when that cannot be done (a member not read for the window is
+  // needed, more missing than parity gives back).
   bool reconstruct(JobWindow& w) {
     const Geometry& g = s_.geometry;
     const std::uint32_t chunks = g.data_strips() + g.parity_strips();
     const std::uint64_t strip = g.strip_bytes();
-    jobs_.clear();
     for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
       StripeJob job;
       job.op = ParityOp::kReconstruct;
@@ -273,9 +273,9 @@ class RebuildPolicy final : public WindowPolicy {
         job.missing[job.missing_count++] = static_cast<std::uint8_t>(c);
       }
       if (job.missing_count == 0) continue;
-      jobs_.push_back(job);
+      w.jobs.push_back(job);
     }
-    return jobs_.empty() || (s_.parity != nullptr && s_.parity->execute(jobs_).is_ok());
+    return true;
   }
   Status targets_alive() const {
     for (std::uint32_t t = 0; t < s_.geometry.members(); ++t) {
@@ -288,7 +288,6 @@ class RebuildPolicy final : public WindowPolicy {
   Array::State& s_;
   std::uint64_t targets_;
   ArrayStripeAccess& access_;
-  std::vector<StripeJob> jobs_;
   std::uint64_t skipped_ = 0;
 };
 

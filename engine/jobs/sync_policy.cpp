@@ -68,6 +68,15 @@ std::uint64_t SyncPolicy::reads(JobWindow& w) {
   return sources;
 }
 
+bool SyncPolicy::prepare(JobWindow& w) {
+  const Geometry& g = s_.geometry;
+  if (w.note == kByStrips || w.note == kShared || g.redundancy() == Redundancy::kMirror) {
+    return true;  // no parity (compute() decides)
+  }
+  // Every stripe's parity from its data, in the window's buffers, in one batch.
+  return add_stripe_jobs(g, w, ParityOp::kEncode);
+}
+
 std::optional<std::uint64_t> SyncPolicy::compute(JobWindow& w) {
   const Geometry& g = s_.geometry;
   if (w.note == kByStrips) return std::nullopt;
@@ -88,23 +97,9 @@ std::optional<std::uint64_t> SyncPolicy::compute(JobWindow& w) {
     }
     return written;  // a member's source strips go back as they were read (the window is locked)
   }
+  // The parity, computed from prepare()'s jobs: written strip by strip.
   const std::uint32_t k = g.data_strips();
   const std::uint32_t chunks = k + g.parity_strips();
-  jobs_.clear();
-  for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
-    StripeJob job;
-    job.op = ParityOp::kEncode;
-    job.scheme = g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
-    job.k = k;
-    job.len = g.strip_bytes();
-    for (std::uint32_t c = 0; c < chunks; ++c) {
-      auto view = ChunkView::adopt(w.at(g.chunk_member(stripe, c), stripe), g.strip_bytes());
-      if (!view) return std::nullopt;
-      job.chunk[c] = *view;
-    }
-    jobs_.push_back(job);
-  }
-  if (s_.parity == nullptr || !s_.parity->execute(jobs_)) return std::nullopt;
   for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
     for (std::uint32_t c = k; c < chunks; ++c)
       w.write_strip(g.chunk_member(stripe, c), stripe);

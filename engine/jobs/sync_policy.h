@@ -31,6 +31,7 @@ class SyncPolicy final : public WindowPolicy {
         on_retire_(std::move(on_retire)) {}
 
   std::uint64_t reads(JobWindow& w) override;
+  bool prepare(JobWindow& w) override;
   std::optional<std::uint64_t> compute(JobWindow& w) override;
   Status fallback(std::uint64_t first, std::uint64_t count) override;
   Status retire(std::uint64_t first, std::uint64_t count) override;
@@ -51,7 +52,6 @@ class SyncPolicy final : public WindowPolicy {
   const char* what_;
   bool stop_on_failure_;
   std::function<Status(std::uint64_t, std::uint64_t)> on_retire_;
-  std::vector<StripeJob> jobs_;
   std::uint64_t passed_ = 0, unsynced_ = 0, next_ = 0;
   bool member_lost_ = false;
 };

@@ -8,7 +8,7 @@
 namespace graid {
 
 struct WindowPipeline::Slot {
-  enum class Phase : std::uint8_t { kFree, kReading, kWriting, kDone };
+  enum class Phase : std::uint8_t { kFree, kReading, kComputing, kWriting, kDone };
   struct Req final : MemberRequest {
     Slot* slot = nullptr;
     void on_done(std::int32_t res) override {
@@ -16,7 +16,17 @@ struct WindowPipeline::Slot {
       --slot->pending;
     }
   };
-  explicit Slot(StripeLockTable& table) : lock(table) {}
+  // The window's parity jobs on an AsyncParity: counted in `pending` until done.
+  struct ParityDone final : ParityCompletion {
+    Slot* slot = nullptr;
+    Status status;
+    void parity_done(Status st) override {
+      status = std::move(st);
+      --slot->pending;
+    }
+  };
+  explicit Slot(StripeLockTable& table) : lock(table) { parity.slot = this; }
+  ParityDone parity;
   Phase phase = Phase::kFree;
   bool failed = false;        // a bulk read or write of the window failed
   std::uint32_t pending = 0;  // its requests in flight
@@ -26,6 +36,24 @@ struct WindowPipeline::Slot {
   JobWindow window;
   StripeRangeLock lock;
 };
+
+bool add_stripe_jobs(const Geometry& g, JobWindow& w, ParityOp op) {
+  const std::uint32_t chunks = g.data_strips() + g.parity_strips();
+  for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
+    StripeJob job;
+    job.op = op;
+    job.scheme = g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+    job.k = g.data_strips();
+    job.len = g.strip_bytes();
+    for (std::uint32_t c = 0; c < chunks; ++c) {
+      auto view = ChunkView::adopt(w.at(g.chunk_member(stripe, c), stripe), g.strip_bytes());
+      if (!view) return false;
+      job.chunk[c] = *view;
+    }
+    w.jobs.push_back(job);
+  }
+  return true;
+}
 
 PipelineShape pipeline_shape(std::uint32_t members, std::uint64_t strip,
                              std::uint64_t window_stripes, std::uint32_t depth,
@@ -137,6 +165,27 @@ Status WindowPipeline::advance(WindowPolicy& policy, Slot& slot) {
   };
   if (slot.phase == Phase::kReading) {
     if (slot.failed) return by_strips();
+    w.jobs.clear();
+    if (!policy.prepare(w)) return by_strips();
+    slot.phase = Phase::kComputing;
+    slot.parity.status = Status::ok();
+    if (!w.jobs.empty()) {
+      if (s_.job_parity != nullptr) {
+        ++slot.pending;
+        s_.job_parity->submit(*ctx_, w.jobs, slot.parity);
+        return Status::ok();
+      }
+      slot.parity.status = s_.parity != nullptr ? s_.parity->execute(w.jobs)
+                                                : make_error(Errc::kInternal, "no parity backend");
+    }
+  }
+  if (slot.phase == Phase::kComputing) {
+    if (!slot.parity.status.is_ok() && s_.job_parity != nullptr && s_.parity != nullptr) {
+      // A failed asynchronous batch leaves its outputs unspecified: redone here, as the
+      // foreground path redoes one (ArrayQueue::Impl::finish_parity_batch).
+      slot.parity.status = s_.parity->execute(w.jobs);
+    }
+    if (!slot.parity.status.is_ok()) return by_strips();
     const std::optional<std::uint64_t> writes = policy.compute(w);
     if (!writes) return by_strips();
     slot.phase = Phase::kWriting;

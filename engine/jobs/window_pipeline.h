@@ -7,8 +7,11 @@
 //   issue      lock the next window (ascending, as every range lock), ask the policy whether
 //              it can be skipped, else submit the bulk reads it names (one per member, the
 //              window's rows of that member)
-//   compute    when a window's reads are done: the policy works in its buffers and names the
-//              members to write; the writes are submitted (later windows' reads go on meanwhile)
+//   parity     when a window's reads are done: the parity jobs the policy names (prepare())
+//              run, on the array's AsyncParity when it has one (a worker thread, the GPU
+//              batcher: the job's thread goes on with other windows' I/O), else inline
+//   compute    the policy works in its buffers with the jobs' results and names the members to
+//              write; the writes are submitted (later windows' reads go on meanwhile)
 //   fallback   a bulk read or write that failed, or a window the policy cannot do in bulk: the
 //              policy redoes it strip by strip with blocking I/O, which finds the member at fault
 //   retire     strictly in window order, once its writes are done: the policy records it
@@ -61,6 +64,9 @@ class JobWindow {
   void write_strip(std::uint32_t m, std::uint64_t stripe) { strip_writes_.push_back({m, stripe}); }
   // The policy's own note on this window, reset to 0 for every window.
   std::uint64_t note = 0;
+  // The window's parity work, named by WindowPolicy::prepare() and run before compute(), which
+  // finds its outputs (kVerify: parity_ok) here. Cleared for every window.
+  std::vector<StripeJob> jobs;
 
  private:
   friend class WindowPipeline;
@@ -69,6 +75,10 @@ class JobWindow {
   std::vector<std::uint32_t> buffer_of_;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> strip_writes_;
 };
+
+// Adds to w.jobs one `op` job per stripe of the window (kEncode or kVerify) over every chunk in
+// the window's buffers. False when a buffer cannot be a chunk (then do the window by strips).
+bool add_stripe_jobs(const Geometry& g, JobWindow& w, ParityOp op);
 
 class WindowPolicy {
  public:
@@ -81,9 +91,12 @@ class WindowPolicy {
   virtual std::uint64_t clip(std::uint64_t /*first*/, std::uint64_t count) { return count; }
   // The members read in bulk over the window (bit m: member m); may share_buffer().
   virtual std::uint64_t reads(JobWindow& w) = 0;
-  // The reads are done: work in the window's buffers. Returns the members to write in bulk (bit
-  // m), besides any strips named with w.write_strip(), or nullopt to have the window done strip
-  // by strip (fallback).
+  // The reads are done: the parity jobs over the window's buffers to run before compute(), put
+  // in w.jobs (none: nothing to run). False: have the window done strip by strip (fallback).
+  virtual bool prepare(JobWindow& /*w*/) { return true; }
+  // The jobs ran: work in the window's buffers. Returns the members to write in bulk (bit m),
+  // besides any strips named with w.write_strip(), or nullopt to have the window done strip by
+  // strip (fallback).
   virtual std::optional<std::uint64_t> compute(JobWindow& w) = 0;
   // Stripes [first, +count) strip by strip with blocking I/O, the window locked.
   virtual Status fallback(std::uint64_t first, std::uint64_t count) = 0;

@@ -35,6 +35,7 @@ struct Array::State {
   Geometry geometry;
   ParityBackend* parity = nullptr;
   AsyncParity* async_parity = nullptr;         // optional: batches complete later (GPU)
+  AsyncParity* job_parity = nullptr;           // the jobs' (ArrayOptions::job_parity), or null
   HostMemoryRegistry* host_memory = nullptr;   // optional: told about staging slabs
   std::uint64_t data_offset = 0;               // member byte where the data area starts
   std::uint64_t data_size = 0;                 // member data bytes in use (whole stripes)

@@ -22,6 +22,7 @@
 #include "graid/array.h"
 #include "graid/member.h"
 #include "graid/parity.h"
+#include "graid/parity_worker.h"
 #include "io/faulty_member.h"
 #include "temp_dir.h"
 
@@ -147,96 +148,53 @@ struct ArrayFiles {
   }
 };
 
-// An AsyncParity for tests: a worker thread runs each batch on a ParityBackend and posts the
-// completion back to the submitting thread, as the GPU batcher does. Every `fail_every`-th batch
-// (0: none) reports a failure after scribbling over the outputs it was given, so the queue's
-// redo path runs too.
+// An AsyncParity for tests: the engine's ParityWorker (a worker thread runs each batch and posts
+// the completion back to the submitting thread, as the GPU batcher does) over a backend that,
+// every `fail_every`-th batch (0: none), reports a failure after scribbling over the outputs it
+// was given, so the queue's redo path runs too.
 class ThreadedAsyncParity final : public AsyncParity {
  public:
   ThreadedAsyncParity(ParityBackend& backend, unsigned fail_every)
-      : backend_(backend), fail_every_(fail_every), worker_([this] { loop(); }) {}
-  ~ThreadedAsyncParity() override {
-    {
-      std::lock_guard guard(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
+      : failing_(backend, fail_every), worker_(failing_) {}
 
   std::string_view name() const noexcept override { return "threaded-test"; }
-
   void submit(IoContext& ctx, std::span<StripeJob> jobs, ParityCompletion& done) override {
-    auto item = std::make_unique<Item>();
-    item->ctx = &ctx;
-    item->jobs = jobs;
-    item->done = &done;
-    {
-      std::lock_guard guard(mu_);
-      queue_.push_back(std::move(item));
-    }
-    cv_.notify_one();
+    worker_.submit(ctx, jobs, done);
   }
 
-  std::uint64_t batches() const { return batches_.load(); }
-  std::uint64_t failed() const { return failed_.load(); }
+  std::uint64_t batches() const { return worker_.batches(); }
+  std::uint64_t failed() const { return failing_.failed.load(); }
 
  private:
-  struct Item final : Task {
-    IoContext* ctx = nullptr;
-    std::span<StripeJob> jobs;
-    ParityCompletion* done = nullptr;
-    Status status;
-    std::unique_ptr<Item> self;  // kept alive until run() on the owner's thread
-    void run() override {
-      std::unique_ptr<Item> keep = std::move(self);
-      done->parity_done(std::move(status));
+  struct FailingBackend final : ParityBackend {
+    FailingBackend(ParityBackend& inner_backend, unsigned every)
+        : inner(inner_backend), fail_every(every) {}
+    std::string_view name() const noexcept override { return "failing-test"; }
+    ParityCaps caps() const noexcept override { return inner.caps(); }
+    Status execute(std::span<StripeJob> jobs) override {
+      const std::uint64_t n = ++executed;
+      if (fail_every == 0 || n % fail_every != 0) return inner.execute(jobs);
+      for (StripeJob& job : jobs) {
+        for (std::uint32_t c = 0; c < job.chunk_count(); ++c) {
+          const bool written =
+              job.op == ParityOp::kEncode ? c >= job.k
+              : job.op == ParityOp::kReconstruct
+                  ? (c == job.missing[0] || (job.missing_count == 2 && c == job.missing[1]))
+                  : false;
+          if (written) std::memset(job.chunk[c].data(), 0xA5, job.len);
+        }
+      }
+      ++failed;
+      return make_error(Errc::kIoError, "injected device failure");
     }
+    ParityBackend& inner;
+    const unsigned fail_every;
+    std::atomic<std::uint64_t> executed{0};  // the worker's thread only, read by the test after
+    std::atomic<std::uint64_t> failed{0};
   };
 
-  void loop() {
-    for (;;) {
-      std::unique_ptr<Item> item;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        item = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      const std::uint64_t n = ++batches_;
-      if (fail_every_ != 0 && n % fail_every_ == 0) {
-        for (StripeJob& job : item->jobs) {
-          for (std::uint32_t c = 0; c < job.chunk_count(); ++c) {
-            const bool written =
-                job.op == ParityOp::kEncode ? c >= job.k
-                : job.op == ParityOp::kReconstruct
-                    ? (c == job.missing[0] || (job.missing_count == 2 && c == job.missing[1]))
-                    : false;
-            if (written) std::memset(job.chunk[c].data(), 0xA5, job.len);
-          }
-        }
-        ++failed_;
-        item->status = make_error(Errc::kIoError, "injected device failure");
-      } else {
-        item->status = backend_.execute(item->jobs);
-      }
-      IoContext* ctx = item->ctx;
-      Item& ref = *item;
-      ref.self = std::move(item);
-      ctx->post(ref);
-    }
-  }
-
-  ParityBackend& backend_;
-  const unsigned fail_every_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Item>> queue_;
-  bool stop_ = false;
-  std::atomic<std::uint64_t> batches_{0};
-  std::atomic<std::uint64_t> failed_{0};
-  std::thread worker_;
+  FailingBackend failing_;
+  ParityWorker worker_;  // after the backend it runs on; joined first
 };
 
 }  // namespace graid::testing

@@ -16,6 +16,7 @@
 
 #include "array_harness.h"
 #include "array_shape.h"
+#include "extent.h"
 #include "recording_registry.h"
 #ifdef GRAID_MODEL_TEST_CUDA
 #include "kernels/cuda_backend.h"
@@ -31,15 +32,6 @@ namespace graid::testing {
 namespace {
 
 constexpr std::uint32_t kSector = 512;
-
-struct Extent {
-  std::uint64_t offset;
-  std::uint32_t len;
-};
-
-bool overlaps(const Extent& a, const Extent& b) {
-  return a.offset < b.offset + b.len && b.offset < a.offset + a.len;
-}
 
 class ArrayModelTest : public ::testing::TestWithParam<Shape> {
  protected:

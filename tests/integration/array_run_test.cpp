@@ -12,20 +12,12 @@
 
 #include "array_harness.h"
 #include "array_shape.h"
+#include "extent.h"
 
 namespace graid::testing {
 namespace {
 
 constexpr std::uint32_t kSector = 512;
-
-struct Extent {
-  std::uint64_t offset;
-  std::uint32_t len;
-};
-
-bool overlaps(const Extent& a, const Extent& b) {
-  return a.offset < b.offset + b.len && b.offset < a.offset + a.len;
-}
 
 class ArrayRunTest : public ::testing::TestWithParam<Shape> {
  protected:

@@ -135,9 +135,13 @@ inline void verify_array(Array& array, const std::vector<std::byte>& model, cons
 struct LevelShape {
   RaidLevel level;
   std::uint32_t members;
+  // Parity (jobs' and foreground's) on a worker thread that fails every third batch after
+  // scribbling over its outputs (ThreadedAsyncParity): the redo path runs too.
+  bool async_parity = false;
 };
 inline std::string level_shape_name(const ::testing::TestParamInfo<LevelShape>& info) {
-  return std::string(raid_level_name(info.param.level));
+  return std::string(raid_level_name(info.param.level)) +
+         (info.param.async_parity ? "_async_parity" : "");
 }
 
 // Arrays for background-job tests (rebuild, hot replace): members on files of kMemberBytes with
@@ -148,11 +152,15 @@ class ArrayJobTest : public ::testing::TestWithParam<LevelShape> {
   static constexpr std::uint32_t kStrip = 4096;
   static constexpr std::uint64_t kMemberBytes = 6u << 20;
 
-  void SetUp() override { parity_ = std::move(*make_parity_backend("cpu")); }
+  void SetUp() override {
+    parity_ = std::move(*make_parity_backend("cpu"));
+    if (GetParam().async_parity) async_ = std::make_unique<ThreadedAsyncParity>(*parity_, 3);
+  }
 
   ArrayOptions options() {
     ArrayOptions o;
     o.parity = parity_.get();
+    o.async_parity = async_.get();
     o.bitmap_clear_interval = bitmap_clear_interval_;
     return o;
   }
@@ -212,6 +220,7 @@ class ArrayJobTest : public ::testing::TestWithParam<LevelShape> {
   std::uint32_t extra_count_ = 0;
   std::vector<std::byte> model_;
   std::unique_ptr<ParityBackend> parity_;
+  std::unique_ptr<ThreadedAsyncParity> async_;  // outlives the arrays the tests make
 };
 
 }  // namespace graid::testing

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "extent.h"
 #include "graid/array.h"
 #include "graid/member.h"
 
@@ -161,15 +162,6 @@ inline CreateOptions create_options(const Shape& s) {
 
 // The members to fail together for the degraded reads after recovery: every member alone for
 // ---- Choosing extents --------------------------------------------------------------------------
-
-struct Extent {
-  std::uint64_t offset = 0;
-  std::uint32_t len = 0;
-};
-
-inline bool overlaps(const Extent& a, const Extent& b) {
-  return a.offset < b.offset + b.len && b.offset < a.offset + a.len;
-}
 
 // Where the writers write: a window of about half the array cut into units of at least five
 // stripes and a half; unit u belongs to thread u % threads, so threads write different sectors of

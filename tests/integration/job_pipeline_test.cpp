@@ -11,6 +11,8 @@
 // - a survivor failing in the middle of a pipelined rebuild (RAID6: the rebuild goes on without
 //   it; RAID5: the array fails and the rebuild reports it, nothing acknowledged is lost);
 // - a check in windows in flight finds exactly the stripes made inconsistent, under traffic.
+// RAID5 and RAID6 run it all again with the parity on a worker thread (the jobs' windows wait for
+// it with their I/O going on; every third batch fails and is redone inline).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -290,7 +292,9 @@ INSTANTIATE_TEST_SUITE_P(Levels, JobPipelineTest,
                          ::testing::Values(LevelShape{RaidLevel::kRaid1, 2},
                                            LevelShape{RaidLevel::kRaid10, 4},
                                            LevelShape{RaidLevel::kRaid5, 4},
-                                           LevelShape{RaidLevel::kRaid6, 5}),
+                                           LevelShape{RaidLevel::kRaid6, 5},
+                                           LevelShape{RaidLevel::kRaid5, 4, true},
+                                           LevelShape{RaidLevel::kRaid6, 5, true}),
                          level_shape_name);
 
 class JobPipelineRaid6Test : public JobPipelineTest {};

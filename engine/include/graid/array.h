@@ -595,6 +595,11 @@ struct ArrayOptions {
   // Optional asynchronous parity (not owned; must outlive the array). `parity` stays required:
   // it redoes batches the asynchronous engine fails.
   AsyncParity* async_parity = nullptr;
+  // Optional: the asynchronous parity of the background jobs' windows (rebuild, check, init,
+  // re-sync), when it should differ from the foreground's (a ParityWorker: a job's thread waits
+  // for I/O, so its parity can use other cores, where an I/O thread's is cheapest inline).
+  // Null: `async_parity`, or inline on the job's thread when that is null too.
+  AsyncParity* job_parity = nullptr;
   // Optional (not owned; must outlive the array): told about every slab of stripe staging memory
   // the array's queues allocate, and when it is freed, so a GPU backend can pin it once.
   HostMemoryRegistry* host_memory = nullptr;
