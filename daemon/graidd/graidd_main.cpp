@@ -19,6 +19,7 @@
 #include "graidd/io_threads.h"
 #include "graidd/job_pace.h"
 #include "graidd/metrics_server.h"
+#include "graidd/parity_choice.h"
 #include "graidd/registry.h"
 #include "graidd/sd_notify.h"
 #include "kernels/cuda_backend.h"
@@ -28,50 +29,28 @@ namespace {
 using namespace graid;
 using namespace graid::daemon;
 
-// The parity backends the daemon may own, and the one it uses.
-struct ParityOwner {
-  std::unique_ptr<ParityBackend> cpu;
-  std::unique_ptr<CudaBackend> cuda;
-  ParityChoice choice;
-};
-
-Result<ParityOwner> choose_parity(const std::string& requested) {
-  ParityOwner p;
-  p.choice.requested = requested;
-  if (requested == "cuda" || requested == "auto") {
-    CudaBackendOptions o;
-    o.fallback_to_cpu = true;  // a GPU that dies mid-run hands its batches to the CPU
-    auto cuda = make_cuda_backend(o);
-    if (cuda.is_ok()) {
-      p.cuda = std::move(*cuda);
-      p.choice.backend = p.cuda.get();
-      p.choice.host_memory = p.cuda.get();
-      p.choice.cuda = p.cuda.get();
-      p.choice.gpu = p.cuda->device_info().name;
-      p.choice.reason = requested == "cuda" ? "requested" : "a CUDA GPU is usable";
-      return p;
-    }
-    if (requested == "cuda")
-      return make_error(Errc::kUnsupported, "--parity cuda: {}", cuda.status().message());
-    p.choice.reason = fmt::format("no usable GPU: {}", cuda.status().message());
-  } else if (requested == "cpu") {
-    p.choice.reason = "requested";
-  } else {
-    return make_error(Errc::kInvalidArgument, "--parity {}: expected auto, cuda or cpu", requested);
-  }
-  p.cpu = make_cpu_backend();
-  p.choice.backend = p.cpu.get();
-  return p;
-}
-
 int run(const GraiddOptions& o) {
-  auto parity = choose_parity(o.parity);
+  // Signals arrive through a signalfd the control loop polls; every thread inherits the mask,
+  // so it is set before any thread starts (the jobs' parity workers, the CUDA runtime's).
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  ParityRequest parity_request;
+  parity_request.backend = o.parity;
+  parity_request.job_threads = o.job_parity_threads;
+  auto parity = choose_parity(parity_request);
   if (!parity.is_ok()) {
     spdlog::error("{}", parity.status().message());
     return 2;
   }
-  spdlog::info("graidd {} starting: parity {} ({}), {} I/O threads, state dir {}", GRAID_VERSION,
-               parity->choice.backend->name(), parity->choice.reason, o.io_threads, o.state_dir);
+  const ParityChoice& choice = (*parity)->choice;
+  spdlog::info(
+      "graidd {} starting: parity {} ({}; foreground {}, jobs {}), {} I/O threads, state dir {}",
+      GRAID_VERSION, choice.backend->name(), choice.reason, choice.foreground, choice.jobs,
+      o.io_threads, o.state_dir);
 
   control::ControlServerOptions so;
   so.path = o.socket;
@@ -84,13 +63,6 @@ int run(const GraiddOptions& o) {
     so.group = g->gr_gid;
   }
 
-  // Signals arrive through a signalfd the control loop polls; every thread inherits the mask.
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
   const int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd < 0) {
     spdlog::error("signalfd: {}", std::strerror(errno));
@@ -127,7 +99,7 @@ int run(const GraiddOptions& o) {
   RegistryOptions ro;
   ro.state_dir = o.state_dir;
   ro.socket_path = o.socket;
-  ro.parity = parity->choice;
+  ro.parity = choice;
   ro.version = GRAID_VERSION;
   ro.ublk.depth = o.ublk_depth;
   ro.ublk.memory_budget = o.ublk_memory_mib << 20;

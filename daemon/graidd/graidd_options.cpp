@@ -19,6 +19,11 @@ std::unique_ptr<CLI::App> make_graidd_app(GraiddOptions& o) {
   app.add_option("--parity", o.parity, "parity backend: auto, cuda or cpu")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
+  app.add_option("--job-parity-threads", o.job_parity_threads,
+                 "with the cpu backend: threads that compute the background jobs' parity while "
+                 "their own threads do the I/O (0: on the job's thread)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   app.add_option("--io-threads", o.io_threads, "I/O threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

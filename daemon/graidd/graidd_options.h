@@ -17,6 +17,7 @@ struct GraiddOptions {
   std::string socket_group;
   std::string state_dir = "/var/lib/graid";
   std::string parity = "auto";
+  std::uint32_t job_parity_threads = 2;
   std::uint32_t io_threads = 2;
   std::string log_level = "info";
   std::uint32_t ublk_depth = 128;

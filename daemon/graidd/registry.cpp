@@ -68,6 +68,8 @@ Status Registry::save() {
 ArrayOptions Registry::array_options(DgObserver& observer) const {
   ArrayOptions o;
   o.parity = options_.parity.backend;
+  o.async_parity = options_.parity.async;
+  o.job_parity = options_.parity.job_async;
   o.host_memory = options_.parity.host_memory;
   o.observer = &observer;
   return o;

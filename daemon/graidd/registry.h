@@ -25,29 +25,16 @@
 #include "graidd/io_threads.h"
 #include "graidd/job_runner.h"
 #include "graidd/nbd_exports.h"
+#include "graidd/parity_choice.h"
 #include "graidd/pd_health.h"
 #include "graidd/pd_probe.h"
 #include "graidd/state_store.h"
 #include "graidd/ublk_exports.h"
 
-namespace graid {
-class CudaBackend;
-}
-
 namespace graid::daemon {
 
 // The smallest PD: the metadata area (1 MiB) plus 1 MiB of data.
 inline constexpr std::uint64_t kMinPdBytes = std::uint64_t{2} << 20;
-
-// The parity engine the daemon runs with, for `describe controller`.
-struct ParityChoice {
-  ParityBackend* backend = nullptr;  // never null
-  HostMemoryRegistry* host_memory = nullptr;
-  CudaBackend* cuda = nullptr;  // when the backend is the GPU's
-  std::string requested;        // auto, cuda, cpu
-  std::string reason;           // why this backend
-  std::string gpu;              // the GPU's name, when one is used
-};
 
 struct RegistryOptions {
   std::string state_dir;

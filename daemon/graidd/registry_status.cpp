@@ -7,6 +7,7 @@
 #include "graidd/metrics_text.h"
 #include "graidd/registry.h"
 #include "graidd/request_args.h"
+#include "kernels/batcher.h"
 #include "kernels/cuda_backend.h"
 
 namespace graid::daemon {
@@ -36,10 +37,10 @@ Result<json> Registry::describe_controller(const json&) {
   j["socket"] = options_.socket_path;
   j["state_dir"] = options_.state_dir;
   const auto& p = options_.parity;
-  j["parity"] = {{"backend", p.backend->name()},
-                 {"requested", p.requested},
-                 {"reason", p.reason},
-                 {"gpu", p.gpu.empty() ? json(nullptr) : json(p.gpu)}};
+  j["parity"] = {
+      {"backend", p.backend->name()}, {"requested", p.requested},
+      {"reason", p.reason},           {"gpu", p.gpu.empty() ? json(nullptr) : json(p.gpu)},
+      {"foreground", p.foreground},   {"jobs", p.jobs}};
   std::uint64_t batches = 0, jobs = 0, fallbacks = 0;
   for (const auto& [id, dg] : dgs_) {
     if (!dg.array) continue;
@@ -54,6 +55,13 @@ Result<json> Registry::describe_controller(const json&) {
     j["parity"]["cpu_batches"] = cs.cpu_batches;
     j["parity"]["dead"] = p.cuda->dead();
     fallbacks += cs.cpu_batches;
+  }
+  if (p.batcher != nullptr) {
+    const auto bs = p.batcher->stats();
+    j["parity"]["batcher"] = {{"device_jobs", bs.device_jobs},
+                              {"cpu_small_jobs", bs.cpu_small_jobs},
+                              {"cpu_failover_jobs", bs.cpu_failover_jobs},
+                              {"device_failures", bs.device_failures}};
   }
   // ublk devices of this graidd's that it does not serve (docs/ublk.md, "Owned-device
   // discovery"), whatever their DG.
