@@ -9,6 +9,7 @@
 #include "graid/host_memory.h"
 #include "graid/member.h"
 #include "graid/parity.h"
+#include "graid/parity_worker.h"
 #include "kernels/batcher.h"
 #include "kernels/batcher_parity.h"
 #include "kernels/cuda_backend.h"
@@ -22,6 +23,7 @@ struct ArraySession::Impl {
   std::unique_ptr<kernels::DeviceQueue> device;
   std::unique_ptr<kernels::Batcher> batcher;
   std::unique_ptr<kernels::BatcherParity> batcher_parity;
+  std::unique_ptr<ParityWorker> parity_worker;
   std::unique_ptr<Array> array;
   bool stopped = false;
 
@@ -77,6 +79,10 @@ Result<std::unique_ptr<ArraySession>> ArraySession::create(const ArraySpec& spec
   ArrayOptions options;
   options.parity = impl->parity.get();
   options.async_parity = impl->batcher_parity.get();
+  if (spec.parity_workers > 0) {
+    impl->parity_worker = std::make_unique<ParityWorker>(*impl->parity, spec.parity_workers);
+    options.async_parity = impl->parity_worker.get();
+  }
   // A backend that pins host memory (cuda) gets the engine's staging slabs, once each.
   options.host_memory = dynamic_cast<HostMemoryRegistry*>(impl->worker());
   auto array = Array::create(std::move(members), create, options, spec.force);
@@ -99,6 +105,7 @@ std::uint64_t ArraySession::capacity() const noexcept {
 
 std::string ArraySession::backend_name() const {
   if (impl_->batcher) return fmt::format("{}+batcher", impl_->device_backend->name());
+  if (impl_->parity_worker) return fmt::format("{}+worker", impl_->parity->name());
   return std::string(impl_->parity->name());
 }
 

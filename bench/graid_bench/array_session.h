@@ -27,6 +27,7 @@ struct ArraySpec {
   // Parity through the kernels/ Batcher (asynchronous, batched across threads; the backend is
   // its device, the cpu backend its fallback) instead of each thread calling the backend.
   bool batcher = false;
+  unsigned parity_workers = 0;  // a ParityWorker of this many threads as the async parity
   // The write-hole journal policy of the array (its cost is what --journal measures).
   JournalPolicy journal = JournalPolicy::kDegradedOnly;
 };

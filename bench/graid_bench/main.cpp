@@ -138,8 +138,9 @@ int run(const BenchOptions& o) {
   std::unique_ptr<ArraySession> session;
   std::uint64_t raw_offset = 0;
   if (!o.raw_only) {
-    auto created = ArraySession::create(ArraySpec{members->paths(), o.level, o.strip_bytes,
-                                                  backend_choice, o.force, o.batcher, o.journal});
+    auto created =
+        ArraySession::create(ArraySpec{members->paths(), o.level, o.strip_bytes, backend_choice,
+                                       o.force, o.batcher, o.parity_workers, o.journal});
     if (!created.is_ok()) return fail(created.status());
     session = std::move(*created);
     auto span = choose_span(o, *geometry, session->capacity(), members->member_bytes());

@@ -225,6 +225,12 @@ std::variant<BenchOptions, int> parse_command_line(int argc, char** argv) {
                "send parity through the asynchronous batcher (jobs of all threads batched, the "
                "backend as its device, cpu as fallback) instead of each thread calling the "
                "backend");
+  app.add_option("--parity-workers", o.parity_workers,
+                 "send the I/O threads' parity to a ParityWorker of this many threads (the "
+                 "backend run off the I/O threads) instead of each thread calling the backend; "
+                 "0: inline (default)")
+      ->check(CLI::Range(0, 16))
+      ->excludes("--batcher");
   app.add_flag("--verify", o.verify,
                "after each profile, write a pattern through the array and read it back");
   app.add_option("--verify-bytes", raw.verify_bytes, "bytes --verify checks (default 64M)");

@@ -39,6 +39,7 @@ struct BenchOptions {
   bool keep = false;
   bool raw_only = false;
   bool batcher = false;  // parity through the kernels/ Batcher (async, batched across threads)
+  unsigned parity_workers = 0;  // parity on a ParityWorker of this many threads (0: inline)
   bool verify = false;
   std::uint64_t verify_bytes = 64ull << 20;
   bool force = false;
