@@ -6,6 +6,7 @@
 #include <cctype>
 #include <string>
 
+#include "graid/parity.h"
 #include "level/level_module.h"
 
 namespace graid {
@@ -72,6 +73,10 @@ std::uint32_t Geometry::data_strips() const noexcept {
 
 std::uint32_t Geometry::parity_strips() const noexcept {
   return module_->parity_strips();
+}
+
+ParityScheme Geometry::parity_scheme() const noexcept {
+  return parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
 }
 
 std::uint32_t Geometry::copies() const noexcept {

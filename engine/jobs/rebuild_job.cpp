@@ -258,7 +258,7 @@ class RebuildPolicy final : public WindowPolicy {
     for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
       StripeJob job;
       job.op = ParityOp::kReconstruct;
-      job.scheme = g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+      job.scheme = g.parity_scheme();
       job.k = g.data_strips();
       job.len = strip;
       for (std::uint32_t c = 0; c < chunks; ++c) {

@@ -42,7 +42,7 @@ bool add_stripe_jobs(const Geometry& g, JobWindow& w, ParityOp op) {
   for (std::uint64_t stripe = w.first(); stripe < w.first() + w.count(); ++stripe) {
     StripeJob job;
     job.op = op;
-    job.scheme = g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+    job.scheme = g.parity_scheme();
     job.k = g.data_strips();
     job.len = g.strip_bytes();
     for (std::uint32_t c = 0; c < chunks; ++c) {

@@ -14,7 +14,7 @@ namespace {
 StripeJob parity_job(const Geometry& g, std::span<AlignedBuffer> bufs, ParityOp op) {
   StripeJob job;
   job.op = op;
-  job.scheme = g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
+  job.scheme = g.parity_scheme();
   job.k = g.data_strips();
   job.len = g.strip_bytes();
   for (std::uint32_t c = 0; c < job.k + g.parity_strips(); ++c)

@@ -60,10 +60,6 @@ inline ChunkView chunk_view(std::byte* data, std::uint32_t len) {
   return *view;
 }
 
-inline ParityScheme parity_scheme_of(const Geometry& g) {
-  return g.parity_strips() == 2 ? ParityScheme::kPQ : ParityScheme::kP;
-}
-
 class StripeOp;
 
 // One member I/O issued by a StripeOp.

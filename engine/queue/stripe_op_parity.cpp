@@ -186,7 +186,7 @@ void StripeOp::start_compute() {
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
   const std::uint32_t npar = g.parity_strips();
-  const ParityScheme scheme = parity_scheme_of(g);
+  const ParityScheme scheme = g.parity_scheme();
   std::vector<StripeJob>& jobs = jobs_;
   jobs.clear();
 
@@ -224,7 +224,7 @@ void StripeOp::after_reconstruct() {
   const Geometry& g = q_.array.geometry;
   const std::uint32_t k = g.data_strips();
   const std::uint32_t npar = g.parity_strips();
-  const ParityScheme scheme = parity_scheme_of(g);
+  const ParityScheme scheme = g.parity_scheme();
   std::vector<StripeJob>& jobs = jobs_;
   jobs.clear();
 

@@ -100,7 +100,7 @@ void StripeOp::plan_run() {
   for (std::uint32_t i = 0; i < count_; ++i) {
     StripeJob job;
     job.op = ParityOp::kEncode;
-    job.scheme = parity_scheme_of(g);
+    job.scheme = g.parity_scheme();
     job.k = k;
     job.len = strip;
     for (std::uint32_t d = 0; d < k; ++d)

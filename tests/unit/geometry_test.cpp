@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "graid/parity.h"
+
 namespace graid {
 namespace {
 
@@ -31,6 +33,14 @@ TEST(GeometryShape, AcceptsValidMemberCounts) {
                           RaidLevel::kRaid5, RaidLevel::kRaid6}) {
     EXPECT_TRUE(Geometry::make(level, 32, k4K).is_ok()) << raid_level_name(level);
   }
+}
+
+// The parity code of a level's stripe jobs comes from one place (Geometry::parity_scheme).
+TEST(GeometryShape, ParitySchemeFollowsTheParityStrips) {
+  EXPECT_EQ(Geometry::make(RaidLevel::kRaid5, 3, k4K)->parity_scheme(), ParityScheme::kP);
+  EXPECT_EQ(Geometry::make(RaidLevel::kRaid5, 8, k4K)->parity_scheme(), ParityScheme::kP);
+  EXPECT_EQ(Geometry::make(RaidLevel::kRaid6, 4, k4K)->parity_scheme(), ParityScheme::kPQ);
+  EXPECT_EQ(Geometry::make(RaidLevel::kRaid6, 9, k4K)->parity_scheme(), ParityScheme::kPQ);
 }
 
 TEST(GeometryShape, RefusesBadMemberCountsWithClearErrors) {

@@ -34,6 +34,8 @@
 
 namespace graid {
 
+enum class ParityScheme : std::uint8_t;  // graid/parity.h
+
 enum class RaidLevel : std::uint8_t {
   kRaid0 = 0,
   kRaid1 = 1,
@@ -102,6 +104,9 @@ class Geometry {
   std::uint32_t data_strips() const noexcept;
   // Parity strips per stripe: 1 for RAID5, 2 for RAID6, else 0.
   std::uint32_t parity_strips() const noexcept;
+  // The parity code of a stripe's jobs (graid/parity.h): kPQ for two parity strips, else kP.
+  // The one place that maps the level to the code, for when more codes come.
+  ParityScheme parity_scheme() const noexcept;
   // Copies of each data byte: n for RAID1, 2 for RAID10, else 1.
   std::uint32_t copies() const noexcept;
   // Members that may fail, whichever they are, with no data lost: 0, n-1, 1 (one per mirror
